@@ -1,0 +1,61 @@
+# Two commands do everything on a fresh machine (see README.md):
+#   make conformance   the main job: the suite against the reference profile on the local cluster
+#   make test          the project's own checks and tests, then the suite
+# Both build what is missing first (Python venv, control-plane binaries in ~/.cache/dra-conformance).
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+K8S_VERSION ?= 1.37.2
+PROVIDER ?= local
+PROFILE ?= fixtures/profiles/reference.yaml
+REPORTS ?= reports
+PYTEST_ARGS ?=
+# Used by the builder only when a module's go directive is newer than the machine's Go.
+export DRA_CONFORMANCE_GOTOOLCHAIN ?= go1.27.3
+
+BIN := $(VENV)/bin
+SUITE_ARGS := --provider $(PROVIDER) --k8s-version $(K8S_VERSION) --profile $(PROFILE)
+
+.PHONY: all conformance test unit selftest suite lint binaries venv bench-cluster clusters-down clean
+
+all: test
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	touch $@
+
+venv: $(BIN)/.installed
+
+binaries: venv
+	$(BIN)/dra-conformance build --k8s-version $(K8S_VERSION)
+
+conformance: binaries
+	mkdir -p $(REPORTS)
+	$(BIN)/pytest conformance/suite $(SUITE_ARGS) --junitxml=$(REPORTS)/junit.xml \
+		--alluredir=$(REPORTS)/allure $(PYTEST_ARGS)
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+unit: venv
+	$(BIN)/pytest tests --ignore=tests/selftest
+
+# Tests of the tests: the suite must fail on a deliberately broken cluster (needs the binaries).
+selftest: binaries
+	$(BIN)/pytest tests/selftest
+
+suite: conformance
+
+test: lint unit selftest conformance
+
+bench-cluster: binaries
+	$(BIN)/dra-conformance bench --k8s-version $(K8S_VERSION) --out $(REPORTS)/bench-cluster.json
+
+clusters-down: venv
+	$(BIN)/dra-conformance cluster down --all
+
+clean:
+	rm -rf $(VENV) $(REPORTS) .pytest_cache .ruff_cache

@@ -1,0 +1,75 @@
+"""Manifests the scenarios create, as plain dicts for the real apiserver to validate (resource.k8s.io/v1)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+RESOURCE_API = "resource.k8s.io/v1"
+
+
+def unique_driver(purpose: str) -> str:
+    """A DRA driver name no other test uses, so tests cannot see each other's devices."""
+    return f"{purpose}-{uuid.uuid4().hex[:8]}.conformance.example.com"
+
+
+def device(name: str, *, model: str = "fake-gpu", uuid_: str | None = None, **fields: Any) -> dict[str, Any]:
+    """A device with the identity (uuid) and model attributes the profile contract speaks of."""
+    attributes = {"model": {"string": model}, "uuid": {"string": uuid_ or str(uuid.uuid4())}}
+    return {"name": name, "attributes": attributes, **fields}
+
+
+def resource_slice(
+    name: str,
+    driver: str,
+    pool: str,
+    devices: list[dict[str, Any]],
+    *,
+    node: str | None = None,
+    all_nodes: bool = False,
+    generation: int = 1,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "driver": driver,
+        "pool": {"name": pool, "generation": generation, "resourceSliceCount": 1},
+        "devices": devices,
+    }
+    if node:
+        spec["nodeName"] = node
+    elif all_nodes:
+        spec["allNodes"] = True
+    return {"apiVersion": RESOURCE_API, "kind": "ResourceSlice", "metadata": {"name": name}, "spec": spec}
+
+
+def device_class(name: str, driver: str) -> dict[str, Any]:
+    return {
+        "apiVersion": RESOURCE_API,
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]},
+    }
+
+
+def claim_template(name: str, device_class_name: str, count: int = 1) -> dict[str, Any]:
+    request = {"name": "dev", "exactly": {"deviceClassName": device_class_name, "count": count}}
+    return {
+        "apiVersion": RESOURCE_API,
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name},
+        "spec": {"spec": {"devices": {"requests": [request]}}},
+    }
+
+
+def pod_with_claim_template(name: str, template: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "containers": [
+                {"name": "app", "image": "registry.k8s.io/pause:3.10", "resources": {"claims": [{"name": "dev"}]}}
+            ],
+            "resourceClaims": [{"name": "dev", "resourceClaimTemplateName": template}],
+            "terminationGracePeriodSeconds": 0,
+        },
+    }

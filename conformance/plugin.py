@@ -1,0 +1,191 @@
+"""The pytest plugin: command-line options, the session's cluster, per-test namespaces and object cleanup.
+
+Loaded through the `pytest11` entry point, so `pytest conformance/suite` works wherever the package is
+installed. Fixtures that need a cluster start it lazily: unit tests never bring one up.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes.client.exceptions import ApiException
+
+from conformance.cluster import USER_AGENT, Cluster
+from conformance.gates import parse_gate_overrides
+from conformance.objects import RUN_LABEL, ObjectTracker
+from conformance.providers import PROVIDERS, ClusterSpec, ProviderNotReady, make_provider
+from conformance.providers.base import default_nodes
+from conformance.versions import DEFAULT_VERSION, UnsupportedVersion, parse_version
+from conformance.waits import wait_for
+
+NAMESPACE_READY_S = 30.0
+NAMESPACE_GONE_S = 60.0
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    # --keep-cluster and --kubeconfig come from pytest-kind (a dependency) and serve every provider.
+    group = parser.getgroup("dra-conformance", "KEP-5007 conformance")
+    group.addoption(
+        "--provider",
+        choices=PROVIDERS,
+        default="local",
+        help="where the cluster comes from (default: local, real binaries under kwokctl)",
+    )
+    group.addoption(
+        "--k8s-version",
+        default=DEFAULT_VERSION,
+        help=f"Kubernetes version of the local cluster, e.g. 1.37.2 or 1.34 (default {DEFAULT_VERSION})",
+    )
+    group.addoption("--nodes", type=int, default=4, help="number of kwok nodes of the local cluster (default 4)")
+    group.addoption(
+        "--binding-timeout",
+        type=int,
+        default=20,
+        help="scheduler bindingTimeout in seconds, where the release lets it be set (default 20)",
+    )
+    group.addoption(
+        "--feature-gates",
+        default="",
+        help="gate values over the suite's own, e.g. DRADeviceBindingConditions=false (local provider)",
+    )
+    group.addoption(
+        "--download-binaries",
+        action="store_true",
+        help="let kwokctl download official release binaries instead of building them",
+    )
+    group.addoption(
+        "--profile",
+        default="fixtures/profiles/reference.yaml",
+        help="implementation profile (YAML) of the implementation under test",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "requirement(id): the catalogue requirement a test checks, e.g. API-2")
+    # Turn SIGTERM into the KeyboardInterrupt path so fixture teardown (cluster deletion) still runs.
+    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+        signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        parse_version(config.getoption("--k8s-version"))
+    except UnsupportedVersion as exc:
+        raise pytest.UsageError(str(exc)) from None
+    try:
+        parse_gate_overrides(config.getoption("--feature-gates"))
+    except ValueError as exc:
+        raise pytest.UsageError(f"--feature-gates: {exc}") from None
+    if config.getoption("--nodes") < 1:
+        raise pytest.UsageError("--nodes must be at least 1")
+    if config.getoption("--binding-timeout") < 1:
+        raise pytest.UsageError("--binding-timeout must be at least 1 second (the scheduler's minimum)")
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@pytest.fixture(scope="session")
+def run_id() -> str:
+    """Labels every object of this run (RUN_LABEL) so the run can find and remove what it made."""
+    return uuid.uuid4().hex[:10]
+
+
+@pytest.fixture(scope="session")
+def profile(pytestconfig: pytest.Config) -> dict[str, Any]:
+    """The implementation profile, as loaded YAML. Its full schema and validation come with the scenarios."""
+    path = Path(pytestconfig.getoption("--profile"))
+    if not path.is_file():
+        raise pytest.UsageError(f"--profile {path}: no such file")
+    data = yaml.safe_load(path.read_text())
+    if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+        raise pytest.UsageError(f"--profile {path}: expected a mapping with a string 'name'")
+    return data
+
+
+@pytest.fixture(scope="session")
+def cluster(pytestconfig: pytest.Config, run_id: str) -> Iterator[Cluster]:
+    """A running cluster for the whole session; torn down at the end unless --keep-cluster."""
+    opt = pytestconfig.getoption
+    spec = ClusterSpec(
+        version=parse_version(opt("--k8s-version")),
+        nodes=default_nodes(opt("--nodes")),
+        binding_timeout_s=opt("--binding-timeout"),
+        keep=opt("--keep-cluster"),
+        feature_gates=parse_gate_overrides(opt("--feature-gates")),
+    )
+    provider = make_provider(opt("--provider"), download=opt("--download-binaries"), kubeconfig=opt("--kubeconfig"))
+    try:
+        info = provider.start(spec)
+    except ProviderNotReady as exc:
+        pytest.exit(f"cannot start the {provider.name} cluster: {exc}", returncode=3)
+    handle = Cluster(info)
+    try:
+        yield handle
+        leaks = _leftover_namespaces(handle, run_id)
+        assert not leaks, f"namespaces of this run still present after the tests: {leaks}"
+    finally:
+        handle.close()
+        provider.stop()
+
+
+def _leftover_namespaces(cluster: Cluster, run_id: str) -> list[str]:
+    def names() -> list[str]:
+        items = cluster.core.list_namespace(label_selector=f"{RUN_LABEL}={run_id}").items
+        return [ns.metadata.name for ns in items]
+
+    try:
+        wait_for(names, lambda left: not left, timeout=NAMESPACE_GONE_S, expected="test namespaces to be deleted")
+    except AssertionError:
+        return names()
+    return []
+
+
+@pytest.fixture
+def objects(cluster: Cluster, run_id: str, request: pytest.FixtureRequest) -> Iterator[ObjectTracker]:
+    """Creates objects for a test and deletes them afterwards, also when the test fails."""
+    cluster.api.user_agent = f"{USER_AGENT}/{request.node.name}"
+    tracker = ObjectTracker(cluster, run_id)
+    yield tracker
+    failures = tracker.cleanup()
+    cluster.api.user_agent = USER_AGENT
+    assert not failures, f"cleanup failed: {failures}"
+
+
+@pytest.fixture
+def namespace(cluster: Cluster, objects: ObjectTracker, request: pytest.FixtureRequest) -> str:
+    """A fresh namespace for one test, with its default ServiceAccount ready; deleted after the test."""
+    base = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
+    ns = objects.create(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"generateName": f"{base}-"}}
+    ).metadata.name
+
+    def default_sa() -> bool:
+        try:
+            cluster.core.read_namespaced_service_account("default", ns)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    wait_for(
+        default_sa,
+        bool,
+        timeout=NAMESPACE_READY_S,
+        expected=f"ServiceAccount {ns}/default (created by kube-controller-manager)",
+    )
+    return ns
+
+
+@pytest.fixture(autouse=True)
+def _requirement_property(request: pytest.FixtureRequest, record_property: Any) -> None:
+    """Put the catalogue id of the test into the JUnit XML, where review tools read it."""
+    marker = request.node.get_closest_marker("requirement")
+    if marker:
+        record_property("requirement", marker.args[0])

@@ -1,0 +1,24 @@
+"""kind and existing-cluster providers: not built yet (issue 6). They refuse clearly instead of pretending."""
+
+from __future__ import annotations
+
+from conformance.providers.base import ClusterInfo, ClusterSpec, ProviderNotReady
+
+_WHAT = {
+    "kind": "a kind cluster from kind-config.yaml through pytest-kind (needs a Docker engine)",
+    "existing": "any cluster from --kubeconfig, with labelled, namespaced objects only",
+}
+
+
+class PendingProvider:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def start(self, spec: ClusterSpec) -> ClusterInfo:
+        raise ProviderNotReady(
+            f"provider {self.name!r} is not yet implemented ({_WHAT[self.name]}); "
+            "use --provider local, the embedded default"
+        )
+
+    def stop(self) -> None:
+        return None

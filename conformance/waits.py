@@ -1,0 +1,62 @@
+"""Waiting on a cluster: poll with a deadline, and fail saying what was expected and what was last seen."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from kubernetes.client.exceptions import ApiException
+from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_exponential
+from urllib3.exceptions import HTTPError
+
+T = TypeVar("T")
+
+# Failures to observe that mean "not there yet" (API starting, object not created yet). Anything else is a
+# bug in the observer and is raised at once instead of being retried until the deadline.
+TRANSIENT: tuple[type[BaseException], ...] = (ApiException, OSError, HTTPError)
+
+
+class WaitTimeout(AssertionError):
+    """A condition did not hold within its deadline. An AssertionError so pytest reports it as a failure."""
+
+
+def wait_for(
+    observe: Callable[[], T],
+    done: Callable[[T], bool],
+    *,
+    timeout: float,
+    expected: str,
+    describe: Callable[[T | None], str] = repr,
+    interval: float = 0.2,
+    max_interval: float = 2.0,
+    transient: tuple[type[BaseException], ...] = TRANSIENT,
+) -> T:
+    """Call `observe` until `done(observed)` is true; return the observation.
+
+    `transient` exceptions from `observe` count as "not yet" (the API may be starting) and are shown if the
+    deadline passes; any other exception propagates at once. The poll interval backs off from `interval` to
+    `max_interval`.
+    """
+    last: list[T | None] = [None]
+    errors: list[BaseException] = []
+
+    def attempt() -> bool:
+        try:
+            last[0] = observe()
+        except transient as exc:
+            errors.append(exc)
+            return False
+        return done(last[0])  # type: ignore[arg-type]
+
+    retrying = Retrying(
+        stop=stop_after_delay(timeout),
+        wait=wait_exponential(multiplier=interval, min=interval, max=max_interval),
+        retry=retry_if_result(lambda ok: not ok),
+    )
+    try:
+        retrying(attempt)
+    except RetryError:
+        seen = describe(last[0]) if last[0] is not None else "nothing observed"
+        error = f"\nlast error: {errors[-1]!r}" if errors else ""
+        raise WaitTimeout(f"timed out after {timeout:g}s waiting for {expected}\nlast seen: {seen}{error}") from None
+    return last[0]  # type: ignore[return-value]

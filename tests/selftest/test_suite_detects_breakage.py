@@ -1,0 +1,40 @@
+"""The suite's API checks fail on a cluster that breaks what they check (binding-condition gate off).
+
+Runs the real suite in a subprocess against its own local cluster (needs the cached binaries: `make
+binaries`), so this is a test of the tests: a check that passes on a broken cluster would be worthless.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_api_checks_fail_with_the_binding_conditions_gate_off(tmp_path: Path) -> None:
+    junit = tmp_path / "junit.xml"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "conformance/suite/test_api_binding_fields.py",
+            "-p",
+            "no:cacheprovider",
+            "--feature-gates",
+            "DRADeviceBindingConditions=false",
+            f"--junitxml={junit}",
+            "-q",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, f"expected test failures (exit 1), got exit {proc.returncode}:\n{out[-3000:]}"
+    assert "2 failed" in out, out[-3000:]
+    assert "did not keep the binding fields" in out
+    assert "DID NOT RAISE" in out  # five binding conditions accepted: fields dropped instead of validated

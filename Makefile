@@ -21,9 +21,9 @@ SUITE_ARGS := --provider $(PROVIDER) --k8s-version $(K8S_VERSION) --profile $(PR
 
 all: test
 
-$(BIN)/.installed: pyproject.toml
+$(BIN)/.installed: pyproject.toml fake-drivers/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]' -e './fake-drivers[dev]'
 	touch $@
 
 venv: $(BIN)/.installed
@@ -42,6 +42,7 @@ lint: venv
 
 unit: venv
 	$(BIN)/pytest tests --ignore=tests/selftest
+	cd fake-drivers && ../$(BIN)/pytest tests/fabric
 
 # Tests of the tests: the suite must fail on a deliberately broken cluster (needs the binaries).
 selftest: binaries

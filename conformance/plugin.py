@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import re
 import signal
+import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +21,13 @@ from kubernetes.client.exceptions import ApiException
 from conformance.cluster import USER_AGENT, Cluster
 from conformance.gates import parse_gate_overrides
 from conformance.objects import RUN_LABEL, ObjectTracker
-from conformance.providers import PROVIDERS, ClusterSpec, ProviderNotReady, make_provider
+from conformance.providers import PROVIDERS, ClusterInfo, ClusterSpec, ProviderNotReady, make_provider
 from conformance.providers.base import default_nodes
+from conformance.toolchain.gobuild import BuildError
 from conformance.versions import DEFAULT_VERSION, UnsupportedVersion, parse_version
 from conformance.waits import wait_for
 
+_CLUSTER_KEY = pytest.StashKey[tuple[ClusterInfo, dict[str, float]]]()
 NAMESPACE_READY_S = 30.0
 NAMESPACE_GONE_S = 60.0
 
@@ -119,11 +122,17 @@ def cluster(pytestconfig: pytest.Config, run_id: str) -> Iterator[Cluster]:
         keep=opt("--keep-cluster"),
         feature_gates=parse_gate_overrides(opt("--feature-gates")),
     )
-    provider = make_provider(opt("--provider"), download=opt("--download-binaries"), kubeconfig=opt("--kubeconfig"))
+    provider = make_provider(
+        opt("--provider"),
+        download=opt("--download-binaries"),
+        kubeconfig=opt("--kubeconfig"),
+        progress=_progress(pytestconfig),
+    )
     try:
         info = provider.start(spec)
-    except ProviderNotReady as exc:
+    except (ProviderNotReady, BuildError) as exc:
         pytest.exit(f"cannot start the {provider.name} cluster: {exc}", returncode=3)
+    pytestconfig.stash[_CLUSTER_KEY] = (info, getattr(provider, "timings", {}))
     handle = Cluster(info)
     try:
         yield handle
@@ -132,6 +141,34 @@ def cluster(pytestconfig: pytest.Config, run_id: str) -> Iterator[Cluster]:
     finally:
         handle.close()
         provider.stop()
+
+
+def _progress(config: pytest.Config) -> Callable[[str], None]:
+    """Progress of long phases (build, cluster start) on the terminal, past pytest's output capture."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+
+    def say(message: str) -> None:
+        if reporter is None or capture is None:
+            print(message, file=sys.stderr, flush=True)
+            return
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(f"[dra-conformance] {message}")
+
+    return say
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    if _CLUSTER_KEY not in config.stash:
+        return
+    info, timings = config.stash[_CLUSTER_KEY]
+    gates = ", ".join(f"{k}={str(v).lower()}" for k, v in info.feature_gates.items()) or "release defaults"
+    timeout = f"{info.binding_timeout_s}s" + ("" if info.binding_timeout_configurable else " (fixed by the release)")
+    terminalreporter.section("KEP-5007 cluster")
+    terminalreporter.write_line(f"provider {info.provider}, Kubernetes {info.version}, {len(info.nodes)} nodes")
+    terminalreporter.write_line(f"feature gates set: {gates}; binding timeout {timeout}")
+    if "bring_up_s" in timings:
+        terminalreporter.write_line(f"bring-up {timings['bring_up_s']:.1f}s")
 
 
 def _leftover_namespaces(cluster: Cluster, run_id: str) -> list[str]:

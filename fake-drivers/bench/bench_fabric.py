@@ -27,17 +27,18 @@ from typing import Any
 import yaml
 
 
-def start_server(workdir: Path, devices: int) -> tuple[subprocess.Popen[bytes], int]:
+def bench_fabric(devices: int) -> dict[str, Any]:
+    return {
+        "attachSeconds": 0,
+        "detachSeconds": 0,
+        "fabrics": [{"id": "bench", "nodes": ["node-0"], "devices": [{"model": "gpu", "count": devices}]}],
+    }
+
+
+def start_server(workdir: Path, document: dict[str, Any]) -> tuple[subprocess.Popen[bytes], int]:
+    """Start fake-fabric-manager on a free loopback port with the fabric `document`; returns (process, port)."""
     config = workdir / "fabric.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "attachSeconds": 0,
-                "detachSeconds": 0,
-                "fabrics": [{"id": "bench", "nodes": ["node-0"], "devices": [{"model": "gpu", "count": devices}]}],
-            }
-        )
-    )
+    config.write_text(yaml.safe_dump(document))
     port_file = workdir / "port"
     script = Path(sys.executable).parent / "fake-fabric-manager"
     command = [str(script)] if script.exists() else [sys.executable, "-m", "fake_drivers.fabric"]
@@ -142,7 +143,7 @@ def main() -> None:
         parser.error("need 1 <= workers <= devices/2 (each attach/detach worker owns a free device)")
 
     with tempfile.TemporaryDirectory(prefix="bench-fabric-") as tmp:
-        proc, port = start_server(Path(tmp), args.devices)
+        proc, port = start_server(Path(tmp), bench_fabric(args.devices))
         try:
             setup = Client(port)
             _, listing = setup.request("GET", "/v1/devices")

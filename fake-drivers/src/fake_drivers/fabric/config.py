@@ -6,47 +6,31 @@ so a restart, or a second manager reading the same file, gives every physical de
 
 from __future__ import annotations
 
-import re
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError, field_validator
+from pydantic import Field, StrictInt, field_validator
+
+from ..validation import (
+    AttributeValue,
+    ConfigError,
+    Strict,
+    check_attribute_names,
+    check_dns_label,
+    check_node_name,
+    read_yaml,
+    validate,
+)
 
 # Fixed namespace: ids must not change between releases of this package, or persisted state would be orphaned.
 DEVICE_UUID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_DNS, "fake-fabric-manager.dra.example.com")
 
 DEFAULT_OPERATION_SECONDS = 1.0
 
-# Names end up in Kubernetes objects (pools, device names, node names), so they follow Kubernetes' rules.
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-# A DRA attribute name: C identifier (max 32), optionally prefixed by a DNS subdomain and '/'.
-_ATTRIBUTE_NAME = re.compile(
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z_][A-Za-z0-9_]{0,31}$"
-)
 
-AttributeValue = StrictBool | StrictInt | StrictStr
-
-
-class ConfigError(ValueError):
-    """The fabric configuration is unusable; the message says where and why."""
-
-
-def _check_dns_label(value: str, what: str) -> str:
-    if len(value) > 63 or not _DNS_LABEL.match(value):
-        raise ValueError(f"{what} {value!r} must be a DNS label (lowercase alphanumerics and '-', at most 63)")
-    return value
-
-
-class _Strict(BaseModel):
-    # Unknown keys are errors: a typo must not silently fall back to a default.
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class DeviceGroupConfig(_Strict):
+class DeviceGroupConfig(Strict):
     model: str
     count: Annotated[StrictInt, Field(ge=0, le=10_000)]
     attributes: dict[str, AttributeValue] = Field(default_factory=dict)
@@ -54,20 +38,15 @@ class DeviceGroupConfig(_Strict):
     @field_validator("model")
     @classmethod
     def _model_name(cls, value: str) -> str:
-        return _check_dns_label(value, "model")
+        return check_dns_label(value, "model")
 
     @field_validator("attributes")
     @classmethod
     def _attribute_names(cls, value: dict[str, AttributeValue]) -> dict[str, AttributeValue]:
-        for name in value:
-            if not _ATTRIBUTE_NAME.match(name):
-                raise ValueError(f"attribute name {name!r} is not a DRA attribute name ([domain/]identifier)")
-            if name == "uuid":
-                raise ValueError("attribute 'uuid' is reserved: the fabric manager assigns it")
-        return value
+        return check_attribute_names(value, reserved=("uuid",))
 
 
-class FabricSectionConfig(_Strict):
+class FabricSectionConfig(Strict):
     id: str
     nodes: list[str] = Field(min_length=1)
     devices: list[DeviceGroupConfig] = Field(default_factory=list)
@@ -75,14 +54,13 @@ class FabricSectionConfig(_Strict):
     @field_validator("id")
     @classmethod
     def _fabric_id(cls, value: str) -> str:
-        return _check_dns_label(value, "fabric id")
+        return check_dns_label(value, "fabric id")
 
     @field_validator("nodes")
     @classmethod
     def _node_names(cls, value: list[str]) -> list[str]:
         for node in value:
-            if len(node) > 253 or not _DNS_SUBDOMAIN.match(node):
-                raise ValueError(f"node name {node!r} must be a DNS subdomain")
+            check_node_name(node)
         if len(set(value)) != len(value):
             raise ValueError("node names must be unique within a fabric")
         return value
@@ -96,7 +74,7 @@ class FabricSectionConfig(_Strict):
         return value
 
 
-class FileConfig(_Strict):
+class FileConfig(Strict):
     """The YAML document as written (camelCase keys)."""
 
     attach_seconds: Annotated[float, Field(alias="attachSeconds", ge=0, le=3600)] = DEFAULT_OPERATION_SECONDS
@@ -146,15 +124,7 @@ def device_uuid(fabric: str, model: str, index: int) -> str:
 
 def build_config(raw: Any, base_dir: Path | None = None) -> FabricConfig:
     """Validate a parsed YAML document; relative ``database`` paths are taken relative to ``base_dir``."""
-    if not isinstance(raw, dict):
-        raise ConfigError("fabric config must be a mapping with a 'fabrics' list")
-    try:
-        parsed = FileConfig.model_validate(raw)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in error['loc']) or '<root>'}: {error['msg']}" for error in exc.errors()
-        )
-        raise ConfigError(f"invalid fabric config: {problems}") from None
+    parsed = validate(FileConfig, raw, "fabric config")
 
     devices: list[DeviceSpec] = []
     for fabric in parsed.fabrics:
@@ -194,13 +164,4 @@ def _check_name_length(name: str) -> None:
 
 
 def load_config(path: str | Path) -> FabricConfig:
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read fabric config {path}: {exc.strerror}") from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"fabric config {path} is not valid YAML: {exc}") from None
-    return build_config(raw, base_dir=path.parent)
+    return build_config(read_yaml(path, "fabric config"), base_dir=Path(path).parent)

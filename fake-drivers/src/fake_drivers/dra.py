@@ -1,0 +1,38 @@
+"""DRA object pieces every component of the reference stack builds the same way (resource.k8s.io/v1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+RESOURCE_GROUP = "resource.k8s.io"
+RESOURCE_VERSION = "v1"
+MANAGED_BY = "app.kubernetes.io/managed-by"
+IDENTITY_ATTRIBUTE = "uuid"
+
+
+def typed_attribute(value: bool | int | str) -> dict[str, Any]:
+    """A DeviceAttribute: exactly one of bool/int/string (bool first: bool is an int in Python)."""
+    if isinstance(value, bool):
+        return {"bool": value}
+    if isinstance(value, int):
+        return {"int": value}
+    return {"string": str(value)}
+
+
+def device_attributes(uuid: str, model: str, extra: dict[str, bool | int | str]) -> dict[str, Any]:
+    """Identity and model first, so one DeviceClass/CEL selector matches node-local and fabric copies alike."""
+    return {
+        **{k: typed_attribute(v) for k, v in extra.items()},
+        IDENTITY_ATTRIBUTE: {"string": uuid},
+        "model": {"string": model},
+    }
+
+
+def slice_name(driver: str, pool: str) -> str:
+    """ResourceSlice name for a driver's pool, e.g. gpu-fabric-example-com-node-0."""
+    return f"{driver.replace('.', '-').replace('/', '-')}-{pool}"[:253]
+
+
+def identity(device: dict[str, Any]) -> str | None:
+    """The physical identity of a published device, or None if it has none."""
+    return device.get("attributes", {}).get(IDENTITY_ATTRIBUTE, {}).get("string")

@@ -1,0 +1,112 @@
+"""`fake-node-driver`: one process publishing the node-local slices of every configured node.
+
+kwok nodes have no kubelet, so no per-node plugin can run there; one process serves all nodes of the local
+cluster. It polls the fabric manager (hot-plug) and rewrites a node's slice only when its content changes.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from types import FrameType
+
+import click
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from ..validation import ConfigError
+from .config import load_config
+from .fabric import FabricClient, FabricUnavailable
+from .publisher import Publisher
+from .slices import Policy
+
+log = logging.getLogger("fake-node-driver")
+
+
+@click.command()
+@click.option("--kubeconfig", type=click.Path(exists=True, dir_okay=False), required=True)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(exists=True, dir_okay=False),
+    required=True,
+    help="nodes and their local devices (YAML)",
+)
+@click.option("--fabric-manager", required=True, help="base URL of the fabric manager, e.g. http://127.0.0.1:8790")
+@click.option("--driver", default=None, help="DRA driver name (default: from the config)")
+@click.option(
+    "--republish/--no-republish",
+    default=True,
+    show_default=True,
+    help="advertise fabric devices hot-plugged into a node",
+)
+@click.option(
+    "--deny-list/--no-deny-list",
+    default=False,
+    show_default=True,
+    help="do not advertise a hot-plugged device while the fabric pool still offers it",
+)
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.05),
+    default=0.5,
+    show_default=True,
+    help="seconds between polls of the fabric manager",
+)
+def main(
+    kubeconfig: str,
+    config_path: str,
+    fabric_manager: str,
+    driver: str | None,
+    republish: bool,
+    deny_list: bool,
+    interval: float,
+) -> None:
+    """Publish per-node ResourceSlices with local devices and hot-plugged fabric devices."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        cfg = load_config(config_path)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    if driver:
+        cfg = type(cfg)(driver=driver, local=cfg.local)
+    api = client.CustomObjectsApi(config.new_client_from_config(config_file=kubeconfig))
+    publisher = Publisher(api, cfg, Policy(republish=republish, deny_list=deny_list))
+    fabric = FabricClient(fabric_manager)
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("signal %d: removing slices and stopping", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    log.info("driver %s, nodes %s, republish=%s deny-list=%s", cfg.driver, cfg.nodes, republish, deny_list)
+    try:
+        run(publisher, fabric, stop, interval)
+    finally:
+        publisher.remove_all()
+        fabric.close()
+
+
+def run(publisher: Publisher, fabric: FabricClient, stop: threading.Event, interval: float) -> None:
+    first = True
+    while not stop.is_set():
+        started = time.monotonic()
+        try:
+            publisher.sync(fabric.attached())
+            if first:
+                log.info("published the slices of %d nodes", len(publisher.config.nodes))
+                first = False
+        except FabricUnavailable as exc:
+            log.warning("%s; keeping the published slices", exc)
+        except ApiException as exc:
+            # 409: someone else wrote the slice in between; the next poll reads it again.
+            log.warning("kubernetes API: %s %s", exc.status, exc.reason)
+        stop.wait(max(0.0, interval - (time.monotonic() - started)))
+
+
+if __name__ == "__main__":
+    main()

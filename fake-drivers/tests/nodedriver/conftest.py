@@ -1,0 +1,55 @@
+"""Fixtures for the node driver tests: a real local cluster (the conformance plugin's `cluster`), a real fabric
+manager process and the node driver as a real process."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from conformance.cluster import Cluster
+from conformance.manifests import unique_driver
+from fabric_harness import FabricProcess, write_config
+from kubernetes import client
+from nodedriver_harness import NodeDriverProcess
+
+
+@pytest.fixture
+def fabric_proc(tmp_path: Path) -> Iterator[FabricProcess]:
+    proc = FabricProcess.start(write_config(tmp_path / "fabric.yaml"), tmp_path / "fabric.db", tmp_path)
+    yield proc
+    proc.terminate()
+
+
+@pytest.fixture
+def fabric_http(fabric_proc: FabricProcess) -> Iterator[httpx.Client]:
+    with fabric_proc.client() as http:
+        yield http
+
+
+@pytest.fixture
+def driver() -> str:
+    return unique_driver("nd")
+
+
+@pytest.fixture
+def slices_api(cluster: Cluster) -> client.CustomObjectsApi:
+    return client.CustomObjectsApi(cluster.api)
+
+
+@pytest.fixture
+def start_node_driver(
+    cluster: Cluster, fabric_proc: FabricProcess, driver: str, tmp_path: Path
+) -> Iterator[Callable[..., NodeDriverProcess]]:
+    started: list[NodeDriverProcess] = []
+
+    def start(*flags: str) -> NodeDriverProcess:
+        proc = NodeDriverProcess.start(tmp_path, cluster.info.kubeconfig, fabric_proc.url, driver, *flags)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        code = proc.stop()
+        assert code == 0, f"node driver exited with {code}:\n{proc.output()[-3000:]}"

@@ -1,0 +1,80 @@
+"""The node driver's policy as pure functions (no cluster): what each node's slice holds."""
+
+from __future__ import annotations
+
+import pytest
+
+from fake_drivers.dra import identity
+from fake_drivers.nodedriver.config import build_config
+from fake_drivers.nodedriver.slices import AttachedDevice, Policy, desired_devices, next_generation, slice_manifest
+from fake_drivers.validation import ConfigError
+
+CONFIG = build_config({"nodes": {"node-0": {"local": [{"model": "fake-gpu", "count": 2}]}, "node-1": {}}})
+HOT = AttachedDevice("u-hot", "fabric-0-fake-gpu-0", "fake-gpu", "node-0", {"memoryGiB": 80, "vendor": "x"})
+ELSEWHERE = AttachedDevice("u-other", "fabric-1-fake-gpu-3", "fake-gpu", "node-1", {})
+
+
+def names(devices: list[dict]) -> list[str]:
+    return [d["name"] for d in devices]
+
+
+def test_local_devices_have_stable_identity_and_model() -> None:
+    devices = desired_devices(CONFIG, "node-0", [], set(), Policy())
+    assert names(devices) == ["local-fake-gpu-0", "local-fake-gpu-1"]
+    again = desired_devices(
+        build_config({"nodes": {"node-0": {"local": [{"model": "fake-gpu", "count": 2}]}}}),
+        "node-0",
+        [],
+        set(),
+        Policy(),
+    )
+    assert [identity(d) for d in devices] == [identity(d) for d in again]
+    assert devices[0]["attributes"]["model"] == {"string": "fake-gpu"}
+
+
+def test_republish_adds_hot_plugged_device_with_fabric_identity_and_typed_attributes() -> None:
+    devices = desired_devices(CONFIG, "node-0", [HOT, ELSEWHERE], set(), Policy(republish=True))
+    hot = next(d for d in devices if d["name"] == HOT.name)
+    assert hot["attributes"] == {
+        "uuid": {"string": "u-hot"},
+        "model": {"string": "fake-gpu"},
+        "memoryGiB": {"int": 80},
+        "vendor": {"string": "x"},
+    }
+    assert ELSEWHERE.name not in names(devices)
+
+
+def test_no_republish_keeps_only_local_devices() -> None:
+    assert names(desired_devices(CONFIG, "node-0", [HOT], set(), Policy(republish=False))) == [
+        "local-fake-gpu-0",
+        "local-fake-gpu-1",
+    ]
+
+
+def test_deny_list_hides_devices_the_fabric_pool_still_offers() -> None:
+    policy = Policy(republish=True, deny_list=True)
+    assert HOT.name not in names(desired_devices(CONFIG, "node-0", [HOT], {"u-hot"}, policy))
+    assert HOT.name in names(desired_devices(CONFIG, "node-0", [HOT], {"u-unrelated"}, policy))
+
+
+def test_generation_grows_only_when_content_changes() -> None:
+    devices = desired_devices(CONFIG, "node-0", [], set(), Policy())
+    published = slice_manifest("d.example.com", "node-0", devices, 7)
+    assert next_generation(None, devices) == 1
+    assert next_generation(published, devices) is None
+    assert next_generation(published, devices[:1]) == 8
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        ({"nodes": {}}, "nodes"),
+        ({"nodes": {"Node_0": {}}}, "nodes"),
+        ({"nodes": {"node-0": {"local": [{"model": "fake-gpu", "cont": 1}]}}}, "cont"),
+        ({"nodes": {"node-0": {"local": [{"model": "x", "attributes": {"uuid": "a"}}]}}}, "uuid"),
+        ({"driver": "Not A Driver", "nodes": {"node-0": {}}}, "driver"),
+    ],
+)
+def test_bad_config_names_the_field(raw: dict, field: str) -> None:
+    with pytest.raises(ConfigError, match=field):
+        build_config(raw)

@@ -15,20 +15,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes.client.exceptions import ApiException
 
 from conformance.cluster import USER_AGENT, Cluster
 from conformance.gates import parse_gate_overrides
+from conformance.implementation import Implementation, ImplementationFailed
 from conformance.objects import RUN_LABEL, ObjectTracker
+from conformance.profile import LoadedProfile, ProfileError, load_profile
 from conformance.providers import PROVIDERS, ClusterInfo, ClusterSpec, ProviderNotReady, make_provider
 from conformance.providers.base import default_nodes
 from conformance.toolchain.gobuild import BuildError
 from conformance.versions import DEFAULT_VERSION, UnsupportedVersion, parse_version
 from conformance.waits import wait_for
 
+_PROFILE_KEY = pytest.StashKey[LoadedProfile]()
 _CLUSTER_KEY = pytest.StashKey[tuple[ClusterInfo, dict[str, float]]]()
 NAMESPACE_READY_S = 30.0
+DEFAULT_PROFILE = Path(__file__).resolve().parent.parent / "fixtures" / "profiles" / "reference.yaml"
 NAMESPACE_GONE_S = 60.0
 
 
@@ -65,7 +68,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--profile",
-        default="fixtures/profiles/reference.yaml",
+        default=str(DEFAULT_PROFILE),
         help="implementation profile (YAML) of the implementation under test",
     )
 
@@ -78,6 +81,10 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         parse_version(config.getoption("--k8s-version"))
     except UnsupportedVersion as exc:
+        raise pytest.UsageError(str(exc)) from None
+    try:
+        config.stash[_PROFILE_KEY] = load_profile(config.getoption("--profile"))
+    except ProfileError as exc:
         raise pytest.UsageError(str(exc)) from None
     try:
         parse_gate_overrides(config.getoption("--feature-gates"))
@@ -100,15 +107,26 @@ def run_id() -> str:
 
 
 @pytest.fixture(scope="session")
-def profile(pytestconfig: pytest.Config) -> dict[str, Any]:
-    """The implementation profile, as loaded YAML. Its full schema and validation come with the scenarios."""
-    path = Path(pytestconfig.getoption("--profile"))
-    if not path.is_file():
-        raise pytest.UsageError(f"--profile {path}: no such file")
-    data = yaml.safe_load(path.read_text())
-    if not isinstance(data, dict) or not isinstance(data.get("name"), str):
-        raise pytest.UsageError(f"--profile {path}: expected a mapping with a string 'name'")
-    return data
+def profile(pytestconfig: pytest.Config) -> LoadedProfile:
+    """The implementation profile (validated when pytest starts, before any cluster work)."""
+    return pytestconfig.stash[_PROFILE_KEY]
+
+
+@pytest.fixture(scope="session")
+def implementation(
+    cluster: Cluster, profile: LoadedProfile, pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Implementation]:
+    """The implementation under test, started from its profile against the session's cluster."""
+    impl = Implementation(
+        profile, cluster.info.kubeconfig, tmp_path_factory.mktemp("implementation"), progress=_progress(pytestconfig)
+    )
+    try:
+        impl.start()
+    except (ImplementationFailed, ProfileError) as exc:
+        pytest.exit(f"cannot start the implementation of profile {profile.profile.name!r}: {exc}", returncode=3)
+    yield impl
+    problems = impl.stop()
+    assert not problems, "the implementation did not stop cleanly:\n" + "\n".join(problems)
 
 
 @pytest.fixture(scope="session")

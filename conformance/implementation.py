@@ -1,0 +1,173 @@
+"""Start and stop the implementation under test from its profile: processes, ports, readiness, logs."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from conformance.profile import LoadedProfile, Process, ProfileError
+from conformance.waits import wait_for
+
+_PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([a-z0-9-]+))?\}")
+STOP_TIMEOUT_S = 15.0
+T = TypeVar("T")
+
+
+class ImplementationFailed(RuntimeError):
+    """A process of the implementation did not start, did not get ready, or exited badly."""
+
+
+@dataclass
+class _Running:
+    spec: Process
+    proc: subprocess.Popen[bytes]
+    log: Path
+    port: int | None = None
+
+    def tail(self, lines: int = 30) -> str:
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+@dataclass
+class Implementation:
+    """The processes of one profile, started in order against one cluster."""
+
+    loaded: LoadedProfile
+    kubeconfig: Path
+    workdir: Path
+    progress: Callable[[str], None] = lambda _msg: None
+    running: list[_Running] = field(default_factory=list)
+
+    def resolve(self, text: str, process: Process | None = None) -> str:
+        """Fill the placeholders of a profile string (see conformance.profile.Process)."""
+
+        def fill(match: re.Match[str]) -> str:
+            key, arg = match[1], match[2]
+            values = {
+                "kubeconfig": str(self.kubeconfig),
+                "workdir": str(self.workdir),
+                "bin": str(Path(sys.executable).parent),
+                "profile_dir": str(self.loaded.path.parent),
+            }
+            if key in values and arg is None:
+                return values[key]
+            if key == "port_file" and process is not None and process.port_file:
+                return str(self._port_file(process.name))
+            if key == "url" and arg:
+                return self.url(arg)
+            raise ProfileError(f"profile {self.loaded.path}: unknown placeholder {match[0]!r} in {text!r}")
+
+        return _PLACEHOLDER.sub(fill, text)
+
+    def url(self, name: str) -> str:
+        for run in self.running:
+            if run.spec.name == name and run.port is not None:
+                return f"http://127.0.0.1:{run.port}"
+        raise ProfileError(
+            f"profile {self.loaded.path}: {{url:{name}}} needs an earlier process {name!r} with portFile"
+        )
+
+    def _port_file(self, name: str) -> Path:
+        return self.workdir / f"{name}.port"
+
+    def start(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        try:
+            for spec in self.loaded.profile.processes:
+                self._start(spec)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, spec: Process) -> None:
+        command = [self.resolve(arg, spec) for arg in spec.command]
+        env = dict(os.environ, PYTHONUNBUFFERED="1", KUBECONFIG=str(self.kubeconfig))
+        env.update({key: self.resolve(value, spec) for key, value in spec.env.items()})
+        log = self.workdir / f"{spec.name}.log"
+        self._port_file(spec.name).unlink(missing_ok=True)
+        with log.open("wb") as out:
+            try:
+                proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            except OSError as exc:
+                raise ImplementationFailed(f"{spec.name}: cannot run {command[0]}: {exc.strerror}") from None
+        run = _Running(spec, proc, log)
+        self.running.append(run)
+        if spec.port_file:
+            run.port = int(
+                self._wait(
+                    run,
+                    lambda: self._port_file(spec.name).read_text().strip(),
+                    str.isdigit,
+                    "its port file",
+                    spec.ready.timeout_s if spec.ready else 30.0,
+                )
+            )
+        if spec.ready and spec.ready.http:
+            url = f"http://127.0.0.1:{run.port}{spec.ready.http}"
+            self._wait(
+                run,
+                lambda: urllib.request.urlopen(url, timeout=5).status,
+                lambda s: 200 <= s < 300,
+                f"GET {url} to answer 2xx",
+                spec.ready.timeout_s,
+            )
+        elif spec.ready and spec.ready.log:
+            pattern = re.compile(spec.ready.log)
+            self._wait(
+                run,
+                lambda: run.log.read_text(errors="replace"),
+                lambda t: bool(pattern.search(t)),
+                f"a line matching {spec.ready.log!r} in {log}",
+                spec.ready.timeout_s,
+            )
+        self.progress(f"started {spec.name} (pid {proc.pid}{f', port {run.port}' if run.port else ''})")
+
+    def _wait(
+        self, run: _Running, observe: Callable[[], T], done: Callable[[T], bool], expected: str, timeout: float
+    ) -> T:
+        def checked() -> T:  # a process that died fails at once, with its output
+            if run.proc.poll() is not None:
+                raise ImplementationFailed(
+                    f"{run.spec.name} exited with {run.proc.returncode} during start-up; "
+                    f"last lines of {run.log}:\n{run.tail()}"
+                )
+            return observe()
+
+        return wait_for(
+            checked,
+            done,
+            timeout=timeout,
+            expected=f"{run.spec.name}: {expected}",
+            describe=lambda _seen: f"last lines of {run.log}:\n{run.tail()}",
+        )
+
+    def stop(self) -> list[str]:
+        """Stop every process, newest first (SIGTERM, then SIGKILL after a grace); return what went wrong."""
+        problems = []
+        while self.running:
+            run = self.running.pop()
+            if run.proc.poll() is None:
+                run.proc.send_signal(signal.SIGTERM)
+                try:
+                    run.proc.wait(STOP_TIMEOUT_S)
+                except subprocess.TimeoutExpired:
+                    os.killpg(run.proc.pid, signal.SIGKILL)
+                    run.proc.wait()
+                    problems.append(f"{run.spec.name} ignored SIGTERM for {STOP_TIMEOUT_S:g}s and was killed")
+                    continue
+                code = run.proc.returncode
+                if code not in (0, -signal.SIGTERM):
+                    problems.append(f"{run.spec.name} exited with {code} on SIGTERM; last lines:\n{run.tail()}")
+            else:
+                problems.append(f"{run.spec.name} had exited before the end ({run.proc.returncode}):\n{run.tail()}")
+            self.progress(f"stopped {run.spec.name}")
+        return problems

@@ -1,0 +1,122 @@
+"""Implementation profiles: the contract between the suite and an implementation under test.
+
+A profile says how to start the implementation (processes), what DRA driver its devices use, how the suite
+reaches its optional fabric probe and fault injector, and which capabilities it claims. Unknown keys are errors
+(a typo must not silently disable a scenario), and a bad profile fails with one message naming the field,
+before any cluster work. The scenario catalogue (issue 5) adds capabilities and timeouts to this schema.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+_PROCESS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+class ProfileError(ValueError):
+    """The profile cannot be used; the message names the file and the field."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class Readiness(_Strict):
+    """How the harness knows a process is ready: an HTTP path answering 2xx, or a line in its output."""
+
+    http: str | None = None
+    log: str | None = None
+    timeout_s: Annotated[float, Field(alias="timeoutSeconds", gt=0, le=600)] = 30.0
+
+    @model_validator(mode="after")
+    def _one(self) -> Readiness:
+        if (self.http is None) == (self.log is None):
+            raise ValueError("give exactly one of 'http' (a path, needs portFile) or 'log' (a regular expression)")
+        if self.log is not None:
+            re.compile(self.log)
+        return self
+
+
+class Process(_Strict):
+    """One process of the implementation, started in profile order and stopped in reverse order.
+
+    Placeholders in command and env: {kubeconfig}, {workdir}, {bin} (the folder of the running Python's
+    console scripts), {profile_dir}, {port_file} (this process's, if portFile), {url:NAME} (http://127.0.0.1:PORT
+    of an earlier process with portFile).
+    """
+
+    name: str
+    command: list[str] = Field(min_length=1)
+    env: dict[str, str] = Field(default_factory=dict)
+    port_file: Annotated[bool, Field(alias="portFile")] = False
+    ready: Readiness | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not _PROCESS_NAME.match(value):
+            raise ValueError(f"process name {value!r} must be lowercase alphanumerics and '-'")
+        return value
+
+    @model_validator(mode="after")
+    def _http_needs_port(self) -> Process:
+        if self.ready and self.ready.http and not self.port_file:
+            raise ValueError("ready.http needs portFile: true (the harness learns the port from the file)")
+        return self
+
+
+class Endpoint(_Strict):
+    """An HTTP endpoint of the implementation, e.g. {url:fabric-manager}/v1/attachments."""
+
+    url: str
+
+
+class Profile(_Strict):
+    name: str
+    version: str
+    url: str | None = None
+    driver: str = Field(description="DRA driver name of the fabric devices (and their node-local copies)")
+    identity_attribute: Annotated[str, Field(alias="identityAttribute")] = "uuid"
+    processes: list[Process] = Field(default_factory=list)
+    fabric_probe: Annotated[Endpoint | None, Field(alias="fabricProbe")] = None
+    fault_injector: Annotated[Endpoint | None, Field(alias="faultInjector")] = None
+    capabilities: dict[str, bool] = Field(default_factory=dict)
+
+    @field_validator("processes")
+    @classmethod
+    def _unique(cls, value: list[Process]) -> list[Process]:
+        names = [p.name for p in value]
+        if len(set(names)) != len(names):
+            raise ValueError(f"process names must be unique: {names}")
+        return value
+
+
+class LoadedProfile(BaseModel):
+    """A validated profile and where it came from (placeholders resolve relative to its folder)."""
+
+    model_config = ConfigDict(frozen=True)
+    path: Path
+    profile: Profile
+
+
+def load_profile(path: str | Path) -> LoadedProfile:
+    path = Path(path)
+    try:
+        raw: Any = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise ProfileError(f"profile {path}: cannot read it: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"profile {path}: not valid YAML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ProfileError(f"profile {path}: expected a mapping at the top")
+    try:
+        profile = Profile.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or '<top>'}: {err['msg']}" for err in exc.errors())
+        raise ProfileError(f"profile {path}: {problems}") from None
+    return LoadedProfile(path=path.resolve(), profile=profile)

@@ -1,0 +1,53 @@
+"""Profiles are validated up front: one clear error naming the field, before any cluster work."""
+
+from pathlib import Path
+
+import pytest
+
+from conformance.implementation import Implementation
+from conformance.plugin import DEFAULT_PROFILE
+from conformance.profile import ProfileError, load_profile
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "profile.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_reference_profile_loads() -> None:
+    loaded = load_profile(DEFAULT_PROFILE)
+    assert loaded.profile.driver == "gpu.fabric.example.com"
+    assert [p.name for p in loaded.profile.processes] == ["fabric-manager", "node-driver"]
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("name: x\nversion: '1'\n", "driver"),
+        ("name: x\nversion: '1'\ndriver: d\ncapabilitys: {}\n", "capabilitys"),
+        ("name: x\nversion: '1'\ndriver: d\nprocesses: [{name: a, command: [x], ready: {http: /h}}]\n", "portFile"),
+        ("name: x\nversion: '1'\ndriver: d\nprocesses: [{name: A_b, command: [x]}]\n", "processes.0.name"),
+        ("name: x\nversion: '1'\ndriver: d\nprocesses: [{name: a, command: [x]}, {name: a, command: [y]}]\n", "unique"),
+        ("- just a list\n", "mapping"),
+    ],
+)
+def test_bad_profiles_name_the_field(tmp_path: Path, text: str, field: str) -> None:
+    with pytest.raises(ProfileError, match=field) as raised:
+        load_profile(write(tmp_path, text))
+    assert str(tmp_path) in str(raised.value)
+
+
+def test_missing_profile_file(tmp_path: Path) -> None:
+    with pytest.raises(ProfileError, match="cannot read"):
+        load_profile(tmp_path / "nope.yaml")
+
+
+def test_placeholders_resolve_and_unknown_ones_are_refused(tmp_path: Path) -> None:
+    loaded = load_profile(write(tmp_path, "name: x\nversion: '1'\ndriver: d\n"))
+    impl = Implementation(loaded, tmp_path / "kubeconfig", tmp_path / "work")
+    assert impl.resolve("{kubeconfig}:{profile_dir}") == f"{tmp_path / 'kubeconfig'}:{tmp_path}"
+    with pytest.raises(ProfileError, match="unknown placeholder"):
+        impl.resolve("{nonsense}")
+    with pytest.raises(ProfileError, match="earlier process"):
+        impl.resolve("{url:fabric-manager}")

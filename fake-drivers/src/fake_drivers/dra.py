@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 RESOURCE_GROUP = "resource.k8s.io"
 RESOURCE_VERSION = "v1"
 MANAGED_BY = "app.kubernetes.io/managed-by"
 IDENTITY_ATTRIBUTE = "uuid"
+
+
+@dataclass(frozen=True)
+class Device:
+    """A device as a driver publishes it: name in its pool, physical identity, model, other attributes."""
+
+    name: str
+    uuid: str
+    model: str
+    attributes: dict[str, Any]
+
+    def entry(self) -> dict[str, Any]:
+        """The ResourceSlice device entry."""
+        return {"name": self.name, "attributes": device_attributes(self.uuid, self.model, self.attributes)}
 
 
 def typed_attribute(value: bool | int | str) -> dict[str, Any]:

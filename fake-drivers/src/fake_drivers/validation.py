@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError, field_validator
 
 # Names end up in Kubernetes objects (pools, device names, node names), so they follow Kubernetes' rules.
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -29,6 +29,23 @@ class ConfigError(ValueError):
 class Strict(BaseModel):
     # Unknown keys are errors: a typo must not silently fall back to a default.
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DeviceGroup(Strict):
+    """Devices of one model with shared attributes; `uuid` and `model` are assigned, never configured."""
+
+    model: str
+    attributes: dict[str, AttributeValue] = Field(default_factory=dict)
+
+    @field_validator("model")
+    @classmethod
+    def _model_name(cls, value: str) -> str:
+        return check_dns_label(value, "model")
+
+    @field_validator("attributes")
+    @classmethod
+    def _attribute_names(cls, value: dict[str, AttributeValue]) -> dict[str, AttributeValue]:
+        return check_attribute_names(value, reserved=("uuid", "model"))
 
 
 def check_dns_label(value: str, what: str) -> str:

@@ -10,8 +10,8 @@ from fake_drivers.nodedriver.slices import AttachedDevice, Policy, desired_devic
 from fake_drivers.validation import ConfigError
 
 CONFIG = build_config({"nodes": {"node-0": {"local": [{"model": "fake-gpu", "count": 2}]}, "node-1": {}}})
-HOT = AttachedDevice("u-hot", "fabric-0-fake-gpu-0", "fake-gpu", "node-0", {"memoryGiB": 80, "vendor": "x"})
-ELSEWHERE = AttachedDevice("u-other", "fabric-1-fake-gpu-3", "fake-gpu", "node-1", {})
+HOT = AttachedDevice("fabric-0-fake-gpu-0", "u-hot", "fake-gpu", {"memoryGiB": 80, "vendor": "x"}, node="node-0")
+ELSEWHERE = AttachedDevice("fabric-1-fake-gpu-3", "u-other", "fake-gpu", {}, node="node-1")
 
 
 def names(devices: list[dict]) -> list[str]:

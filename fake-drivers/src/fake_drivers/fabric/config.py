@@ -14,10 +14,9 @@ from typing import Annotated, Any
 from pydantic import Field, StrictInt, field_validator
 
 from ..validation import (
-    AttributeValue,
     ConfigError,
+    DeviceGroup,
     Strict,
-    check_attribute_names,
     check_dns_label,
     check_node_name,
     read_yaml,
@@ -30,20 +29,8 @@ DEVICE_UUID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_DNS, "fake-fabric-manager.dra.
 DEFAULT_OPERATION_SECONDS = 1.0
 
 
-class DeviceGroupConfig(Strict):
-    model: str
+class DeviceGroupConfig(DeviceGroup):
     count: Annotated[StrictInt, Field(ge=0, le=10_000)]
-    attributes: dict[str, AttributeValue] = Field(default_factory=dict)
-
-    @field_validator("model")
-    @classmethod
-    def _model_name(cls, value: str) -> str:
-        return check_dns_label(value, "model")
-
-    @field_validator("attributes")
-    @classmethod
-    def _attribute_names(cls, value: dict[str, AttributeValue]) -> dict[str, AttributeValue]:
-        return check_attribute_names(value, reserved=("uuid",))
 
 
 class FabricSectionConfig(Strict):

@@ -9,11 +9,11 @@ from typing import Annotated, Any
 
 from pydantic import Field, StrictInt, field_validator
 
+from ..dra import Device
 from ..validation import (
     DNS_SUBDOMAIN,
-    AttributeValue,
+    DeviceGroup,
     Strict,
-    check_attribute_names,
     check_dns_label,
     check_node_name,
     read_yaml,
@@ -24,20 +24,8 @@ DEFAULT_DRIVER = "gpu.fabric.example.com"
 LOCAL_UUID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_DNS, "fake-node-driver.dra.example.com")
 
 
-class LocalGroup(Strict):
-    model: str
+class LocalGroup(DeviceGroup):
     count: Annotated[StrictInt, Field(ge=0, le=1000)] = 1
-    attributes: dict[str, AttributeValue] = Field(default_factory=dict)
-
-    @field_validator("model")
-    @classmethod
-    def _model(cls, value: str) -> str:
-        return check_dns_label(value, "model")
-
-    @field_validator("attributes")
-    @classmethod
-    def _attributes(cls, value: dict[str, AttributeValue]) -> dict[str, AttributeValue]:
-        return check_attribute_names(value, reserved=("uuid", "model"))
 
 
 class NodeConfig(Strict):
@@ -64,17 +52,9 @@ class FileConfig(Strict):
 
 
 @dataclass(frozen=True)
-class LocalDevice:
-    name: str
-    uuid: str
-    model: str
-    attributes: dict[str, Any]
-
-
-@dataclass(frozen=True)
 class NodeDriverConfig:
     driver: str
-    local: dict[str, tuple[LocalDevice, ...]]  # node -> its local devices
+    local: dict[str, tuple[Device, ...]]  # node -> its local devices
 
     @property
     def nodes(self) -> list[str]:
@@ -83,14 +63,14 @@ class NodeDriverConfig:
 
 def build_config(raw: Any) -> NodeDriverConfig:
     parsed = validate(FileConfig, raw, "node driver config")
-    local: dict[str, tuple[LocalDevice, ...]] = {}
+    local: dict[str, tuple[Device, ...]] = {}
     for node, cfg in parsed.nodes.items():
         devices = []
         for group in cfg.local:
             for index in range(group.count):
                 name = check_dns_label(f"local-{group.model}-{index}", "local device name")
                 ident = str(uuid.uuid5(LOCAL_UUID_NAMESPACE, f"{node}/{group.model}/{index}"))
-                devices.append(LocalDevice(name, ident, group.model, dict(group.attributes)))
+                devices.append(Device(name, ident, group.model, dict(group.attributes)))
         local[node] = tuple(devices)
     return NodeDriverConfig(driver=parsed.driver, local=local)
 

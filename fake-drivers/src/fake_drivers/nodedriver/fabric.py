@@ -23,7 +23,7 @@ class FabricClient:
         except httpx.HTTPError as exc:
             raise FabricUnavailable(f"fabric manager {self._http.base_url}: {exc}") from exc
         return [
-            AttachedDevice(d["uuid"], d["name"], d["model"], d["node"], d.get("attributes", {}))
+            AttachedDevice(d["name"], d["uuid"], d["model"], d.get("attributes", {}), node=d["node"])
             for d in response.json()["devices"]
         ]
 

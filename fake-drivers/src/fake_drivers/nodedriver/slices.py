@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..dra import MANAGED_BY, RESOURCE_GROUP, RESOURCE_VERSION, device_attributes, slice_name
+from ..dra import MANAGED_BY, RESOURCE_GROUP, RESOURCE_VERSION, Device, slice_name
 from .config import NodeDriverConfig
 
 MANAGER = "fake-node-driver"
@@ -13,14 +13,10 @@ NODE_LABEL = "fake-drivers.example.com/node"
 
 
 @dataclass(frozen=True)
-class AttachedDevice:
-    """A fabric device the fabric manager reports as attached (done, not in progress) to a node."""
+class AttachedDevice(Device):
+    """A fabric device the fabric manager reports as attached (done, not in progress) to `node`."""
 
-    uuid: str
-    name: str
-    model: str
-    node: str
-    attributes: dict[str, Any]
+    node: str = ""
 
 
 @dataclass(frozen=True)
@@ -37,14 +33,13 @@ def desired_devices(
     policy: Policy,
 ) -> list[dict[str, Any]]:
     """The devices of one node's slice, sorted by name so equal content compares equal."""
-    devices = [
-        {"name": d.name, "attributes": device_attributes(d.uuid, d.model, d.attributes)} for d in config.local[node]
-    ]
+    devices = [d.entry() for d in config.local[node]]
     if policy.republish:
-        for dev in attached:
-            if dev.node != node or (policy.deny_list and dev.uuid in fabric_pool_uuids):
-                continue
-            devices.append({"name": dev.name, "attributes": device_attributes(dev.uuid, dev.model, dev.attributes)})
+        devices += [
+            dev.entry()
+            for dev in attached
+            if dev.node == node and not (policy.deny_list and dev.uuid in fabric_pool_uuids)
+        ]
     return sorted(devices, key=lambda d: d["name"])
 
 

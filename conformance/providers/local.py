@@ -94,6 +94,8 @@ class LocalProvider:
     # -- start ---------------------------------------------------------------------------------------------
     def start(self, spec: ClusterSpec) -> ClusterInfo:
         binaries = ensure_binaries(spec.version, progress=self.progress)
+        # The cached kubectl of this version first on PATH, for the run and every process it starts.
+        os.environ["PATH"] = f"{binaries.kubectl.parent}{os.pathsep}{os.environ.get('PATH', '')}"
         gates = {**gates_to_enable(binary_gates(binaries.kube["kube-apiserver"])), **spec.feature_gates}
         release = spec.version.release
         # Gates absent from `gates` are GA, hence on. bindingTimeout with the gate off is a scheduler config error.

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import urllib.request
 from pathlib import Path
 
@@ -60,3 +62,10 @@ def test_reference_profile_starts_works_and_stops(cluster: Cluster, profile: Loa
         problems = impl.stop()
     assert not problems, problems
     assert node_slices(api, driver) == {}, "the node driver left slices behind"
+
+
+def test_cached_kubectl_of_the_cluster_version_is_first_on_path(cluster: Cluster) -> None:
+    kubectl = shutil.which("kubectl")
+    assert kubectl and "dra-conformance" in kubectl, f"kubectl on PATH is {kubectl}"
+    out = subprocess.run([kubectl, "version", "--client"], capture_output=True, text=True, check=True).stdout
+    assert f"v{cluster.info.version}" in out

@@ -15,7 +15,8 @@ PYTEST_ARGS ?=
 export DRA_CONFORMANCE_GOTOOLCHAIN ?= go1.27.3
 
 BIN := $(VENV)/bin
-SUITE_ARGS := --provider $(PROVIDER) --k8s-version $(K8S_VERSION) --profile $(PROFILE)
+SUITE_ARGS := --provider $(PROVIDER) --k8s-version $(K8S_VERSION) --profile $(PROFILE) \
+	$(if $(filter existing,$(PROVIDER)),--kubeconfig $(KUBECONFIG))
 
 .PHONY: all conformance test unit drivers selftest suite lint binaries venv bench-cluster clusters-down clean
 

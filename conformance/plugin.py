@@ -62,6 +62,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="gate values over the suite's own, e.g. DRADeviceBindingConditions=false (local provider)",
     )
     group.addoption(
+        "--allow-unmarked-cluster",
+        action="store_true",
+        help="with --provider existing: run even if the cluster lacks the test-cluster marker ConfigMap",
+    )
+    group.addoption(
         "--download-binaries",
         action="store_true",
         help="let kwokctl download official release binaries instead of building them",
@@ -144,6 +149,7 @@ def cluster(pytestconfig: pytest.Config, run_id: str) -> Iterator[Cluster]:
         opt("--provider"),
         download=opt("--download-binaries"),
         kubeconfig=opt("--kubeconfig"),
+        allow_unmarked=opt("--allow-unmarked-cluster"),
         progress=_progress(pytestconfig),
     )
     try:

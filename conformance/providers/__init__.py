@@ -9,13 +9,23 @@ PROVIDERS = ("local", "kind", "existing")
 
 
 def make_provider(
-    name: str, *, download: bool = False, kubeconfig: str | None = None, progress: Progress | None = None
+    name: str,
+    *,
+    download: bool = False,
+    kubeconfig: str | None = None,
+    allow_unmarked: bool = False,
+    progress: Progress | None = None,
 ) -> Provider:
+    say = {"progress": progress} if progress else {}
     if name == "local":
         from conformance.providers.local import LocalProvider
 
-        return LocalProvider(download=download, **({"progress": progress} if progress else {}))
-    if name in ("kind", "existing"):
+        return LocalProvider(download=download, **say)
+    if name == "existing":
+        from conformance.providers.existing import ExistingProvider
+
+        return ExistingProvider(kubeconfig, allow_unmarked=allow_unmarked, **say)
+    if name == "kind":
         from conformance.providers.pending import PendingProvider
 
         return PendingProvider(name)

@@ -27,6 +27,7 @@ from conformance.cluster import Cluster
 from conformance.gates import binary_gates, gates_to_enable
 from conformance.nodes import create_nodes, wait_nodes_ready
 from conformance.providers.base import ClusterInfo, ClusterSpec, ProviderNotReady
+from conformance.providers.existing import mark_test_cluster
 from conformance.toolchain.build import Binaries, ensure_binaries
 from conformance.toolchain.gobuild import Progress
 from conformance.waits import wait_for
@@ -237,6 +238,7 @@ class LocalProvider:
                 expected=f"leader leases of {CONTROL_PLANE_LEASES} (scheduler and controller manager running)",
             )
             self._mark("control_plane_ready_s")
+            mark_test_cluster(cluster.core, self.name)
             create_nodes(cluster.core, info.nodes)
             wait_nodes_ready(cluster.core, [n.name for n in info.nodes], READY_TIMEOUT_S)
         finally:

@@ -1,4 +1,4 @@
-"""kind and existing-cluster providers: not built yet (issue 6). They refuse clearly instead of pretending."""
+"""The kind provider: not built yet (issue 6). It refuses clearly instead of pretending."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ from conformance.providers.base import ClusterInfo, ClusterSpec, ProviderNotRead
 
 _WHAT = {
     "kind": "a kind cluster from kind-config.yaml through pytest-kind (needs a Docker engine)",
-    "existing": "any cluster from --kubeconfig, with labelled, namespaced objects only",
 }
 
 

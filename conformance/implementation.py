@@ -11,12 +11,18 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
+
+import yaml
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic import DynamicClient
 
 from conformance.profile import LoadedProfile, Process, ProfileError
+from conformance.serviceaccount import service_account_kubeconfig
 from conformance.waits import wait_for
 
-_PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([a-z0-9-]+))?\}")
+_PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([a-z0-9./-]+))?\}")
 STOP_TIMEOUT_S = 15.0
 T = TypeVar("T")
 
@@ -46,6 +52,8 @@ class Implementation:
     workdir: Path
     progress: Callable[[str], None] = lambda _msg: None
     running: list[_Running] = field(default_factory=list)
+    applied: list[tuple[Any, str, str | None]] = field(default_factory=list)
+    _client: client.ApiClient | None = field(default=None, repr=False)
 
     def resolve(self, text: str, process: Process | None = None) -> str:
         """Fill the placeholders of a profile string (see conformance.profile.Process)."""
@@ -64,6 +72,8 @@ class Implementation:
                 return str(self._port_file(process.name))
             if key == "url" and arg:
                 return self.url(arg)
+            if key == "sa_kubeconfig" and arg and arg.count("/") == 1:
+                return str(self._sa_kubeconfig(*arg.split("/")))
             raise ProfileError(f"profile {self.loaded.path}: unknown placeholder {match[0]!r} in {text!r}")
 
         return _PLACEHOLDER.sub(fill, text)
@@ -76,12 +86,51 @@ class Implementation:
             f"profile {self.loaded.path}: {{url:{name}}} needs an earlier process {name!r} with portFile"
         )
 
+    def _api(self) -> client.ApiClient:
+        if self._client is None:
+            self._client = config.new_client_from_config(config_file=str(self.kubeconfig))
+        return self._client
+
+    def _sa_kubeconfig(self, namespace: str, name: str) -> Path:
+        path = self.workdir / f"sa-{namespace}-{name}.kubeconfig"
+        if not path.exists():
+            service_account_kubeconfig(self.kubeconfig, client.CoreV1Api(self._api()), namespace, name, path)
+        return path
+
+    def _apply_manifests(self) -> None:
+        dynamic = DynamicClient(self._api())
+        for entry in self.loaded.profile.manifests:
+            path = Path(self.resolve(entry))
+            try:
+                docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+            except (OSError, yaml.YAMLError) as exc:
+                raise ProfileError(f"profile {self.loaded.path}: manifest {path}: {exc}") from None
+            for doc in docs:
+                resource = dynamic.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
+                ns = doc["metadata"].get("namespace") if resource.namespaced else None
+                resource.create(body=doc, namespace=ns)
+                self.applied.append((resource, doc["metadata"]["name"], ns))
+        if self.applied:
+            self.progress(f"applied {len(self.applied)} objects from {len(self.loaded.profile.manifests)} manifests")
+
+    def _delete_manifests(self) -> list[str]:
+        problems = []
+        while self.applied:
+            resource, name, ns = self.applied.pop()
+            try:
+                resource.delete(name=name, namespace=ns)
+            except ApiException as exc:
+                if exc.status != 404:
+                    problems.append(f"cannot delete {resource.kind} {name}: {exc.status} {exc.reason}")
+        return problems
+
     def _port_file(self, name: str) -> Path:
         return self.workdir / f"{name}.port"
 
     def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         try:
+            self._apply_manifests()
             for spec in self.loaded.profile.processes:
                 self._start(spec)
         except BaseException:
@@ -170,4 +219,8 @@ class Implementation:
             else:
                 problems.append(f"{run.spec.name} had exited before the end ({run.proc.returncode}):\n{run.tail()}")
             self.progress(f"stopped {run.spec.name}")
+        problems += self._delete_manifests()
+        if self._client is not None:
+            self._client.close()
+            self._client = None
         return problems

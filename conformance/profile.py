@@ -47,7 +47,8 @@ class Process(_Strict):
 
     Placeholders in command and env: {kubeconfig}, {workdir}, {bin} (the folder of the running Python's
     console scripts), {profile_dir}, {port_file} (this process's, if portFile), {url:NAME} (http://127.0.0.1:PORT
-    of an earlier process with portFile).
+    of an earlier process with portFile), {sa_kubeconfig:NAMESPACE/NAME} (a kubeconfig with a bound token of
+    that ServiceAccount, e.g. one the profile's manifests create: the process runs with its own RBAC).
     """
 
     name: str
@@ -82,6 +83,8 @@ class Profile(_Strict):
     url: str | None = None
     driver: str = Field(description="DRA driver name of the fabric devices (and their node-local copies)")
     identity_attribute: Annotated[str, Field(alias="identityAttribute")] = "uuid"
+    # Manifests (paths; placeholders allowed) applied before the processes start, deleted after they stop.
+    manifests: list[str] = Field(default_factory=list)
     processes: list[Process] = Field(default_factory=list)
     fabric_probe: Annotated[Endpoint | None, Field(alias="fabricProbe")] = None
     fault_injector: Annotated[Endpoint | None, Field(alias="faultInjector")] = None

@@ -18,7 +18,7 @@ def write(tmp_path: Path, text: str) -> Path:
 def test_reference_profile_loads() -> None:
     loaded = load_profile(DEFAULT_PROFILE)
     assert loaded.profile.driver == "gpu.fabric.example.com"
-    assert [p.name for p in loaded.profile.processes] == ["fabric-manager", "node-driver"]
+    assert [p.name for p in loaded.profile.processes] == ["fabric-manager", "node-driver", "controller"]
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,8 @@ from kubernetes import client
 
 from conformance.cluster import Cluster
 from conformance.implementation import Implementation
+from conformance.manifests import claim_template, device_class, pod_with_claim_template, unique_driver
+from conformance.objects import ObjectTracker
 from conformance.profile import LoadedProfile
 from conformance.waits import wait_for
 
@@ -27,7 +29,20 @@ def node_slices(api: client.CustomObjectsApi, driver: str) -> dict[str, list[str
     }
 
 
-def test_reference_profile_starts_works_and_stops(cluster: Cluster, profile: LoadedProfile, tmp_path: Path) -> None:
+def fabric_pools(api: client.CustomObjectsApi, driver: str) -> dict[str, list[str]]:
+    items = api.list_cluster_custom_object(
+        "resource.k8s.io", "v1", "resourceslices", field_selector=f"spec.driver={driver}"
+    )["items"]
+    return {
+        i["spec"]["pool"]["name"]: [d["name"] for d in i["spec"].get("devices", [])]
+        for i in items
+        if not i["spec"].get("nodeName")
+    }
+
+
+def test_reference_profile_starts_works_and_stops(
+    cluster: Cluster, profile: LoadedProfile, tmp_path: Path, objects: ObjectTracker, namespace: str
+) -> None:
     driver = profile.profile.driver
     api = client.CustomObjectsApi(cluster.api)
     impl = Implementation(profile, cluster.info.kubeconfig, tmp_path)
@@ -42,22 +57,29 @@ def test_reference_profile_starts_works_and_stops(cluster: Cluster, profile: Loa
             expected=f"a slice of {driver} for each of the {len(cluster.info.nodes)} nodes",
         )
         assert slices["node-0"] == ["local-fake-gpu-0"] and slices["node-2"] == []
-
-        fabric = impl.url("fabric-manager")
-        devices = json.load(urllib.request.urlopen(f"{fabric}/v1/devices?fabric=fabric-0", timeout=5))["devices"]
-        request = urllib.request.Request(
-            f"{fabric}/v1/devices/{devices[0]['uuid']}/attach",
-            method="POST",
-            data=b'{"node": "node-2"}',
-            headers={"Content-Type": "application/json"},
-        )
-        assert urllib.request.urlopen(request, timeout=10).status == 200
         wait_for(
-            lambda: node_slices(api, driver),
-            lambda s: devices[0]["name"] in s["node-2"],
-            timeout=5,
-            expected=f"{devices[0]['name']} hot-plugged into node-2's slice",
+            lambda: fabric_pools(api, driver),
+            lambda p: sorted(p) == ["fabric-0", "fabric-1"],
+            timeout=10,
+            expected="the controller's fabric pools fabric-0 and fabric-1",
         )
+
+        # A pod pinned to node-2 (no local device) needs a fabric device: attached, then bound there.
+        objects.create(device_class(unique_driver("cls"), driver))
+        cls = objects.created[-1][2]
+        objects.create(claim_template("gpu", cls), namespace)
+        pod = pod_with_claim_template("app", "gpu")
+        pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "node-2"}
+        objects.create(pod, namespace)
+        wait_for(
+            lambda: cluster.core.read_namespaced_pod("app", namespace),
+            lambda p: p.status.phase == "Running",
+            timeout=60,
+            expected="the pod on node-2 Running with an attached fabric device",
+            describe=lambda p: f"phase={p.status.phase} node={p.spec.node_name}",
+        )
+        attached = json.load(urllib.request.urlopen(probe, timeout=5))["attachments"]
+        assert [(a["node"], a["state"]) for a in attached] == [("node-2", "attached")], attached
     finally:
         problems = impl.stop()
     assert not problems, problems

@@ -2,7 +2,9 @@
 
 Components, one subpackage each:
 - ``fake_drivers.fabric``: the fake fabric manager (HTTP service owning the truth of a PCIe/CXL fabric).
-- the fake node-local vendor DRA driver and the reference composable controller are added later.
+- ``fake_drivers.nodedriver``: the fake node-local vendor DRA driver (per-node slices that follow hot-plug).
+- ``fake_drivers.controller``: the reference composable controller (fabric pools, attach before bind,
+  binding conditions, failure, detach on release).
 """
 
 __version__ = "0.1.0"

@@ -30,9 +30,18 @@ class NodeDriverProcess:
     log: Path
 
     @classmethod
-    def start(cls, workdir: Path, kubeconfig: Path, fabric_url: str, driver: str, *flags: str) -> NodeDriverProcess:
+    def start(
+        cls,
+        workdir: Path,
+        kubeconfig: Path,
+        fabric_url: str,
+        driver: str,
+        *flags: str,
+        nodes: dict[str, Any] | None = None,
+    ) -> NodeDriverProcess:
+        """Run fake-node-driver for `nodes` (default NODES_CONFIG's) with a fast poll."""
         config = workdir / "nodes.yaml"
-        config.write_text(yaml.safe_dump({**NODES_CONFIG, "driver": driver}))
+        config.write_text(yaml.safe_dump({"nodes": nodes or NODES_CONFIG["nodes"], "driver": driver}))
         script = Path(sys.executable).parent / "fake-node-driver"
         log = workdir / "node-driver.log"
         args = [
@@ -54,7 +63,11 @@ class NodeDriverProcess:
     def stop(self) -> int:
         if self.proc.poll() is None:
             self.proc.terminate()
-        return self.proc.wait(30)
+        try:
+            return self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait(10)
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")

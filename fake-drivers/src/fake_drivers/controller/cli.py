@@ -1,0 +1,161 @@
+"""``reference-controller``: run the reference composable controller against a cluster and a fabric manager."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from pathlib import Path
+from types import FrameType
+
+import click
+from kubernetes import config
+from kubernetes.client import ApiClient
+
+from .fabric import FabricClient
+from .kube import CLAIMS, SLICES, TAINTS, Kube
+from .metrics import Metrics
+from .reconciler import Caches, Reconciler
+from .settings import DEFAULT_DRIVER, DEFAULT_NODE_LABEL, Mode, Settings
+from .watch import Cache
+
+log = logging.getLogger("reference-controller")
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--kubeconfig",
+    type=click.Path(exists=True, dir_okay=False),
+    required=True,
+    help="Credentials of the controller's ServiceAccount (not an admin's).",
+)
+@click.option("--fabric-manager", required=True, help="Base URL of the fabric manager, e.g. http://127.0.0.1:8790.")
+@click.option("--driver", default=DEFAULT_DRIVER, show_default=True, help="DRA driver name of the fabric devices.")
+@click.option(
+    "--mode",
+    type=click.Choice([m.value for m in Mode]),
+    default=Mode.KEEP_IN_POOL.value,
+    show_default=True,
+    help="keep-in-pool: the claim keeps the fabric copy (node driver with --deny-list); "
+    "reschedule-to-local: move the claim to the node-local copy (node driver with --republish).",
+)
+@click.option(
+    "--node-label",
+    default=DEFAULT_NODE_LABEL,
+    show_default=True,
+    help="Node label whose value is the fabric id: a fabric pool reaches the nodes labelled with its id.",
+)
+@click.option(
+    "--idle-grace",
+    type=click.FloatRange(0),
+    default=10.0,
+    show_default=True,
+    help="Seconds an attached device nobody holds stays attached before it is detached.",
+)
+@click.option(
+    "--taint-settle",
+    type=click.FloatRange(0),
+    default=1.0,
+    show_default=True,
+    help="Seconds between hiding a device and re-checking the claims before detaching it.",
+)
+@click.option(
+    "--quarantine",
+    type=click.FloatRange(0),
+    default=60.0,
+    show_default=True,
+    help="Seconds a device whose attach failed is not offered.",
+)
+@click.option(
+    "--max-reschedules",
+    type=click.IntRange(0),
+    default=1,
+    show_default=True,
+    help="reschedule-to-local: rounds per claim before it keeps its fabric copy.",
+)
+@click.option(
+    "--poll",
+    type=click.FloatRange(0.05),
+    default=1.0,
+    show_default=True,
+    help="Seconds between passes when nothing is watched to change (fabric state, timers).",
+)
+@click.option(
+    "--resync",
+    type=click.FloatRange(1),
+    default=30.0,
+    show_default=True,
+    help="Seconds after which every watch lists its objects again.",
+)
+@click.option(
+    "--metrics-address",
+    default="127.0.0.1:0",
+    show_default=True,
+    help="host:port of /metrics (port 0 picks a free port); empty: no metrics server.",
+)
+@click.option(
+    "--metrics-port-file", type=click.Path(dir_okay=False, path_type=Path), help="Write the bound metrics port here."
+)
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning"]), default="info", show_default=True)
+def main(
+    kubeconfig: str,
+    fabric_manager: str,
+    driver: str,
+    mode: str,
+    node_label: str,
+    idle_grace: float,
+    taint_settle: float,
+    quarantine: float,
+    max_reschedules: int,
+    poll: float,
+    resync: float,
+    metrics_address: str,
+    metrics_port_file: Path | None,
+    log_level: str,
+) -> None:
+    """Publish the fabric pools, attach before bind, report binding conditions, detach on release."""
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    for noisy in ("kubernetes", "httpx", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    settings = Settings(driver, Mode(mode), node_label, idle_grace, taint_settle, quarantine, max_reschedules)
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("signal %d: stopping (slices, rules and attachments stay; a restart carries on)", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    def client() -> ApiClient:
+        return config.new_client_from_config(config_file=kubeconfig)  # one per thread: watches hold a connection
+
+    metrics = Metrics()
+    if metrics_address:
+        host, _, port = metrics_address.rpartition(":")
+        bound = metrics.serve(host or "127.0.0.1", int(port))
+        log.info("metrics on http://%s:%d/metrics", host or "127.0.0.1", bound)
+        if metrics_port_file:
+            tmp = metrics_port_file.with_suffix(".tmp")
+            tmp.write_text(str(bound))
+            tmp.replace(metrics_port_file)
+    kube = Kube(client(), settings)
+    fabric = FabricClient(fabric_manager)
+    reconciler = Reconciler(settings, kube, fabric, metrics, poll_s=poll)
+    own = kube.own_selector()
+    reconciler.caches = Caches(
+        claims=Cache(client(), CLAIMS, reconciler.wake, stop, resync_s=resync),
+        slices=Cache(client(), SLICES, reconciler.wake, stop, resync_s=resync, field_selector=f"spec.driver={driver}"),
+        taints=Cache(client(), TAINTS, reconciler.wake, stop, resync_s=resync, label_selector=own),
+    )
+    for cache in reconciler.caches.all():
+        cache.start()
+    try:
+        reconciler.run(stop)
+    finally:
+        fabric.close()
+    log.info("stopped")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,319 @@
+"""The reconcile decisions: one pure function from a snapshot (fabric, claims, slices, taint rules) to a plan.
+
+Level-triggered: nothing here remembers what happened before except what the caller passes in (operations in
+flight, attach failures not yet turned into a quarantine rule, idle timers), so a restarted controller that
+reads the cluster and the fabric again decides the same. The caller executes the plan in this order: taint rules
+first (a device is hidden before anything else happens to it), then slices, conditions, attaches, detaches.
+
+Invariants the decisions keep (IMP-6):
+- each physical device is offered at most once: keep-in-pool lists it only in the fabric pool (the node driver's
+  deny list hides the hot-plugged copy); reschedule-to-local lists it in the fabric pool only while free, and
+  while a claim holds the fabric copy, a "hold" taint keeps the node-local copy from being allocated;
+- a device nobody holds is hidden (a "detach" taint) before it is detached, and offered again only once free;
+- a device whose attach failed is hidden ("quarantine" taint) before the claim is told, so the reallocation
+  the scheduler then does cannot pick it again.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from .model import Claim, FabricDevice, NodeCopy, Result, TaintRule
+from .settings import Mode, Purpose, Settings
+
+FREE, ATTACHING, ATTACHED, DETACHING = "free", "attaching", "attached", "detaching"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    devices: tuple[FabricDevice, ...]
+    claims: tuple[Claim, ...]
+    copies: tuple[NodeCopy, ...]
+    taints: tuple[TaintRule, ...]
+
+
+@dataclass(frozen=True)
+class Failure:
+    """An attach the fabric manager refused, until a quarantine rule records it in the cluster."""
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Memory:
+    """What the controller knows that the cluster and the fabric do not show (all of it may be lost)."""
+
+    inflight: Mapping[str, str] = field(default_factory=dict)  # uuid -> "attach" | "detach"
+    failures: Mapping[str, Failure] = field(default_factory=dict)  # uuid -> failed attach
+    idle_since: Mapping[str, float] = field(default_factory=dict)  # uuid -> when it was first seen unheld
+    rescheduled: Mapping[str, int] = field(default_factory=dict)  # claim uid -> reschedules asked for
+
+
+@dataclass(frozen=True)
+class ConditionWrite:
+    claim: Claim
+    result: Result
+    type: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class TaintCreate:
+    purpose: Purpose
+    uuid: str
+    device: str
+    reason: str | None = None
+    message: str | None = None
+    until: float | None = None
+
+
+@dataclass(frozen=True)
+class Attach:
+    uuid: str
+    node: str
+    claim: str
+    # reschedule-to-local: the hold rule must exist before the device is attached (its copy appears then).
+    needs_hold: bool = False
+
+
+@dataclass(frozen=True)
+class Detach:
+    uuid: str
+    node: str | None
+    # Idle devices: re-read the claims right before detaching (an allocation may have landed meanwhile).
+    recheck: bool
+
+
+@dataclass
+class Plan:
+    pools: dict[str, list[FabricDevice]] = field(default_factory=dict)
+    create_taints: list[TaintCreate] = field(default_factory=list)
+    delete_taints: list[str] = field(default_factory=list)
+    conditions: list[ConditionWrite] = field(default_factory=list)
+    attaches: list[Attach] = field(default_factory=list)
+    detaches: list[Detach] = field(default_factory=list)
+    idle_since: dict[str, float] = field(default_factory=dict)
+    states: dict[str, str] = field(default_factory=dict)  # "device x" / "claim ns/n pool/dev" -> state, for logs
+
+
+@dataclass(frozen=True)
+class Holding:
+    """A claim that holds a physical device, through the fabric copy or a node-local copy."""
+
+    claim: Claim
+    result: Result
+    via_fabric: bool
+
+    def failed(self) -> bool:
+        return any(self.claim.condition(self.result, t) == "True" for t in self.result.failure_conditions)
+
+    def ready(self) -> bool:
+        conds = self.result.binding_conditions
+        return bool(conds) and all(self.claim.condition(self.result, t) == "True" for t in conds)
+
+    @property
+    def label(self) -> str:
+        return f"claim {self.claim.key} {self.result.pool}/{self.result.device}"
+
+
+def holdings(settings: Settings, snap: Snapshot) -> dict[str, list[Holding]]:
+    """Physical device uuid -> the allocated claims holding it, by fabric copy or node-local copy."""
+    fabrics = {d.fabric for d in snap.devices}
+    by_pool_name = {(d.fabric, d.name): d for d in snap.devices}
+    by_name = {d.name: d for d in snap.devices}
+    copy_uuid = {(c.pool, c.name): c.uuid for c in snap.copies}
+    held: dict[str, list[Holding]] = defaultdict(list)
+    for claim in snap.claims:
+        for result in claim.results:
+            if result.driver != settings.driver:
+                continue
+            if result.pool in fabrics:
+                device = by_pool_name.get((result.pool, result.device))
+                if device:
+                    held[device.uuid].append(Holding(claim, result, via_fabric=True))
+                continue
+            # A node-local copy: identity from its slice; if the slice already dropped it (detach started),
+            # from the name, since the node driver publishes hot-plugged devices under the fabric's name.
+            uuid = copy_uuid.get((result.pool, result.device))
+            if uuid is None and result.device in by_name:
+                uuid = by_name[result.device].uuid
+            if uuid in {d.uuid for d in snap.devices}:
+                held[uuid].append(Holding(claim, result, via_fabric=False))
+    return held
+
+
+def decide(settings: Settings, snap: Snapshot, memory: Memory, now: float) -> Plan:
+    plan = Plan(pools={d.fabric: [] for d in snap.devices})
+    held = holdings(settings, snap)
+    taints = {(t.purpose, t.uuid): t for t in snap.taints}
+    copies: dict[str, list[NodeCopy]] = defaultdict(list)
+    for copy in snap.copies:
+        if copy.uuid:
+            copies[copy.uuid].append(copy)
+    for device in sorted(snap.devices, key=lambda d: d.name):
+        _device(settings, plan, device, held.get(device.uuid, []), taints, copies[device.uuid], memory, now)
+    known = {d.uuid for d in snap.devices}
+    plan.delete_taints += [t.name for t in snap.taints if t.uuid not in known]  # a device the fabric dropped
+    return plan
+
+
+def _device(
+    settings: Settings,
+    plan: Plan,
+    d: FabricDevice,
+    holders: list[Holding],
+    taints: dict[tuple[Purpose, str], TaintRule],
+    copies: list[NodeCopy],
+    memory: Memory,
+    now: float,
+) -> None:
+    quarantine, hold, guard = (taints.get((p, d.uuid)) for p in (Purpose.QUARANTINE, Purpose.HOLD, Purpose.DETACH))
+    busy = memory.inflight.get(d.uuid)
+    failure = memory.failures.get(d.uuid)
+    key = f"device {d.name}"
+
+    # Quarantine: the rule is the durable record of a failed attach (reason and message survive a restart).
+    why: Failure | None = None
+    if failure and quarantine is None:
+        plan.create_taints.append(
+            TaintCreate(
+                Purpose.QUARANTINE, d.uuid, d.name, failure.reason, failure.message, now + settings.quarantine_s
+            )
+        )
+        why = failure
+    elif quarantine is not None:
+        if (quarantine.until or 0) <= now and d.state == FREE and not failure:
+            plan.delete_taints.append(quarantine.name)  # healthy again: offered from the next scheduling on
+        else:
+            why = Failure(quarantine.reason or "AttachFailed", quarantine.message or "the last attach failed")
+
+    if settings.mode is Mode.KEEP_IN_POOL or d.state == FREE:
+        plan.pools[d.fabric].append(d)
+
+    # The hold lasts while a claim holds the fabric copy with an allocation that can still bind. Once its
+    # failure condition is True the scheduler deallocates it and allocates again within milliseconds, so the
+    # node-local copy must be allocatable by then: the hold goes as soon as the reschedule is asked for.
+    live_fabric_holders = [h for h in holders if h.via_fabric and not h.failed()]
+    want_hold = settings.mode is Mode.RESCHEDULE_TO_LOCAL and bool(live_fabric_holders)
+    if want_hold and hold is None:
+        plan.create_taints.append(TaintCreate(Purpose.HOLD, d.uuid, d.name))
+    elif not want_hold and hold is not None:
+        plan.delete_taints.append(hold.name)
+
+    if holders:
+        if guard is not None and d.state != DETACHING and not busy:
+            plan.delete_taints.append(guard.name)  # claimed again before the detach started: keep it
+        losers = _losers(holders)
+        if losers:
+            plan.states[key] = "HELD TWICE by " + ", ".join(h.claim.key for h in holders)
+        for holding in holders:
+            if holding.via_fabric:
+                _fabric_holder(settings, plan, d, holding, holding in losers, why, busy, copies, memory)
+            else:
+                plan.states[holding.label] = f"in use through the node-local copy on {holding.result.pool}"
+        plan.states.setdefault(key, f"{d.state} {d.node or ''}".strip() + f", held by {holders[0].claim.key}")
+        return
+
+    # Nobody holds it.
+    if d.state == FREE:
+        if guard is not None and not copies and not busy:
+            plan.delete_taints.append(guard.name)  # detached, and no node-local copy left: offer it again
+        plan.states[key] = f"quarantined ({why.reason})" if why else "free"
+    elif d.state == ATTACHED:
+        since = memory.idle_since.get(d.uuid, now)
+        plan.idle_since[d.uuid] = since
+        if now - since < settings.idle_grace_s:
+            plan.states[key] = f"idle on {d.node}"
+            return
+        plan.states[key] = f"hidden before detach from {d.node}"
+        if guard is None:
+            plan.create_taints.append(TaintCreate(Purpose.DETACH, d.uuid, d.name))
+        elif now - guard.since >= settings.taint_settle_s and not busy:
+            plan.detaches.append(Detach(d.uuid, d.node, recheck=True))
+    elif d.state == DETACHING:
+        if guard is None:
+            plan.create_taints.append(TaintCreate(Purpose.DETACH, d.uuid, d.name))
+        plan.states[key] = f"detaching from {d.node}"
+    else:
+        plan.states[key] = f"attaching to {d.node} without a claim" + (" (hung)" if d.hung else "")
+
+
+def _losers(holders: list[Holding]) -> list[Holding]:
+    """When two live claims hold one device, the pending fabric-copy holders that must give it up.
+
+    A holder whose failure condition is True does not count: the scheduler never binds it and deallocates it.
+    """
+    live = [h for h in holders if not h.failed()]
+    if len(live) < 2:
+        return []
+    winners = [h for h in live if not h.via_fabric or h.ready()]
+    if not winners:
+        winners = [min(live, key=lambda h: (h.claim.allocated_at or "", h.claim.key))]
+    return [h for h in live if h not in winners and h.via_fabric]
+
+
+def _fabric_holder(
+    settings: Settings,
+    plan: Plan,
+    d: FabricDevice,
+    holding: Holding,
+    loser: bool,
+    why: Failure | None,
+    busy: str | None,
+    copies: list[NodeCopy],
+    memory: Memory,
+) -> None:
+    claim, result, label = holding.claim, holding.result, holding.label
+    node = claim.node
+
+    def write(type_: str, reason: str, message: str, state: str) -> None:
+        plan.conditions.append(ConditionWrite(claim, result, type_, reason, message))
+        plan.states[label] = state
+
+    if holding.failed():
+        plan.states[label] = "failed, waiting for the scheduler to reallocate"
+    elif holding.ready():
+        plan.states[label] = f"ready on {node}"
+    elif not result.binding_conditions:
+        plan.states[label] = "allocated without binding conditions"
+    elif node is None:
+        write(settings.attach_failed, "NoSingleNode", "allocation does not name exactly one node", "attach-failed")
+    elif why is not None:
+        write(settings.attach_failed, why.reason, why.message, f"attach-failed ({why.reason})")
+    elif loser:
+        write(settings.reschedule, "DeviceInUse", f"device {d.uuid} is held by another claim", "reschedule (in use)")
+    elif busy:
+        plan.states[label] = f"{busy} in flight ({node})"
+    elif d.state == FREE:
+        plan.attaches.append(Attach(d.uuid, node, claim.key, needs_hold=settings.mode is Mode.RESCHEDULE_TO_LOCAL))
+        plan.states[label] = f"attaching to {node}"
+    elif d.state == ATTACHED and d.node == node:
+        keep = settings.mode is Mode.KEEP_IN_POOL or memory.rescheduled.get(claim.uid, 0) >= settings.max_reschedules
+        if keep:
+            # reschedule-to-local after max_reschedules rounds: keep the fabric copy; the hold rule keeps the
+            # node-local copy from being allocated for as long as this claim holds the fabric copy.
+            write(
+                settings.attached,
+                "Attached",
+                f"fabric manager attached device {d.uuid} to node {node}",
+                f"attached to {node}, reporting it",
+            )
+        elif any(c.node == node for c in copies):
+            copy = next(c for c in copies if c.node == node)
+            write(
+                settings.reschedule,
+                "NodeLocalCopyPublished",
+                f"device {d.uuid} is attached and published node-locally as {copy.pool}/{copy.name}; reallocate",
+                "reschedule to the node-local copy",
+            )
+        else:
+            plan.states[label] = f"attached to {node}, waiting for the node driver to republish it"
+    elif d.state == ATTACHED:
+        plan.detaches.append(Detach(d.uuid, d.node, recheck=False))  # attached elsewhere: move it
+        plan.states[label] = f"moving from {d.node} to {node}"
+    else:
+        plan.states[label] = f"fabric busy: {d.state} {d.node}" + (" (hung)" if d.hung else "")

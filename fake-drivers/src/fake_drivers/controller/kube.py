@@ -1,0 +1,126 @@
+"""Writes to the Kubernetes API: pool slices, taint rules, claim conditions. Conflicts are retried with backoff,
+each retry re-reading the object and re-checking that the write still applies."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
+
+from ..dra import MANAGED_BY, RESOURCE_GROUP, RESOURCE_VERSION, slice_name
+from .decide import ConditionWrite, TaintCreate
+from .model import FabricDevice
+from .objects import pool_slice, slice_content, still_applies, taint_rule, with_condition
+from .settings import DRIVER_LABEL, MANAGER, Settings
+
+log = logging.getLogger(__name__)
+
+SLICES, CLAIMS, TAINTS = "resourceslices", "resourceclaims", "devicetaintrules"
+
+
+def _conflict(exc: BaseException) -> bool:
+    return isinstance(exc, ApiException) and exc.status == 409
+
+
+# Optimistic concurrency: the scheduler and others write the same objects; a 409 means "read again".
+on_conflict = retry(
+    retry=retry_if_exception(_conflict),
+    stop=stop_after_attempt(8),
+    wait=wait_random_exponential(multiplier=0.05, max=2.0),
+    reraise=True,
+)
+
+
+class Kube:
+    def __init__(self, api: client.ApiClient, settings: Settings) -> None:
+        self.api = client.CustomObjectsApi(api)
+        self.settings = settings
+
+    # --- reads ----------------------------------------------------------------------------------------------
+
+    def list_claims(self) -> list[dict[str, Any]]:
+        return self.api.list_cluster_custom_object(RESOURCE_GROUP, RESOURCE_VERSION, CLAIMS)["items"]
+
+    def own_selector(self) -> str:
+        return f"{MANAGED_BY}={MANAGER},{DRIVER_LABEL}={self.settings.driver}"
+
+    # --- fabric pools ---------------------------------------------------------------------------------------
+
+    def sync_pool(self, fabric: str, devices: list[FabricDevice], cached: dict[str, Any] | None) -> int | None:
+        """Make the fabric's pool slice list exactly `devices`; returns the new generation, None if unchanged.
+
+        `cached` (the watch cache's copy) saves a read when nothing changed; a write reads the slice fresh.
+        """
+        if cached is not None and slice_content(cached) == slice_content(pool_slice(self.settings, fabric, devices, 0)):
+            return None
+        return self._write_pool(fabric, devices)
+
+    @on_conflict
+    def _write_pool(self, fabric: str, devices: list[FabricDevice]) -> int | None:
+        # The generation grows on every content change, so the scheduler can tell the current pool from an old one.
+        name = slice_name(self.settings.driver, fabric)
+        try:
+            current = self.api.get_cluster_custom_object(RESOURCE_GROUP, RESOURCE_VERSION, SLICES, name)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            current = None
+        generation = 1
+        if current is not None:
+            if slice_content(pool_slice(self.settings, fabric, devices, 0)) == slice_content(current):
+                return None
+            generation = int(current["spec"]["pool"].get("generation", 0)) + 1
+        body = pool_slice(self.settings, fabric, devices, generation)
+        if current is None:
+            self.api.create_cluster_custom_object(RESOURCE_GROUP, RESOURCE_VERSION, SLICES, body)
+        else:
+            body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+            self.api.replace_cluster_custom_object(RESOURCE_GROUP, RESOURCE_VERSION, SLICES, name, body)
+        return generation
+
+    # --- taint rules ----------------------------------------------------------------------------------------
+
+    def create_taint(self, taint: TaintCreate, now: float) -> bool:
+        """True once the rule exists (created now or already there)."""
+        try:
+            self.api.create_cluster_custom_object(
+                RESOURCE_GROUP, RESOURCE_VERSION, TAINTS, taint_rule(self.settings, taint, now)
+            )
+        except ApiException as exc:
+            if exc.status != 409:  # AlreadyExists: made by an earlier pass or an earlier run
+                raise
+        return True
+
+    def delete_taint(self, name: str) -> None:
+        try:
+            self.api.delete_cluster_custom_object(RESOURCE_GROUP, RESOURCE_VERSION, TAINTS, name)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    # --- claim conditions -----------------------------------------------------------------------------------
+
+    @on_conflict
+    def write_condition(self, write: ConditionWrite, now: float) -> str:
+        """Set one condition in the claim's status.devices; 'written', 'unchanged' or 'stale'.
+
+        Read fresh, checked, then replaced with its resourceVersion: a condition can never land on an allocation
+        other than the one it was decided for (the scheduler may have deallocated and allocated again).
+        """
+        ns, name = write.claim.namespace, write.claim.name
+        try:
+            claim = self.api.get_namespaced_custom_object(RESOURCE_GROUP, RESOURCE_VERSION, ns, CLAIMS, name)
+        except ApiException as exc:
+            if exc.status == 404:
+                return "stale"
+            raise
+        if not still_applies(claim, write):
+            return "stale"
+        body = with_condition(claim, write, now)
+        if body is None:
+            return "unchanged"
+        self.api.replace_namespaced_custom_object_status(RESOURCE_GROUP, RESOURCE_VERSION, ns, CLAIMS, name, body)
+        return "written"

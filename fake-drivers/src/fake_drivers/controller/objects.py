@@ -1,0 +1,141 @@
+"""What the controller writes, as plain resource.k8s.io/v1 dicts: fabric pool slices, taint rules, conditions."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime
+from typing import Any
+
+from ..dra import MANAGED_BY, RESOURCE_GROUP, RESOURCE_VERSION, device_attributes, slice_name
+from .decide import ConditionWrite, TaintCreate
+from .model import MESSAGE, REASON, SINCE, UNTIL, Claim, FabricDevice
+from .settings import DEVICE_LABEL, DRIVER_LABEL, FABRIC_LABEL, MANAGER, PURPOSE_LABEL, Settings
+
+API_VERSION = f"{RESOURCE_GROUP}/{RESOURCE_VERSION}"
+# The fields of a published device this controller sets; compared to decide whether a slice must be rewritten.
+DEVICE_FIELDS = ("name", "attributes", "bindsToNode", "bindingConditions", "bindingFailureConditions")
+
+
+def fabric_device_entry(settings: Settings, device: FabricDevice) -> dict[str, Any]:
+    """A fabric copy: pinned to one node when allocated, usable only once the controller reports it attached."""
+    return {
+        "name": device.name,
+        # Same attributes as the node driver's hot-plugged copy, so one DeviceClass matches both copies.
+        "attributes": device_attributes(device.uuid, device.model, device.attributes),
+        "bindsToNode": True,
+        "bindingConditions": settings.binding_conditions,
+        "bindingFailureConditions": settings.failure_conditions,
+    }
+
+
+def pool_slice(settings: Settings, fabric: str, devices: list[FabricDevice], generation: int) -> dict[str, Any]:
+    """One slice per fabric pool; the pool reaches the nodes that carry the fabric's label."""
+    selector = {"key": settings.node_label, "operator": "In", "values": [fabric]}
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ResourceSlice",
+        "metadata": {
+            "name": slice_name(settings.driver, fabric),
+            "labels": {MANAGED_BY: MANAGER, DRIVER_LABEL: settings.driver, FABRIC_LABEL: fabric},
+        },
+        "spec": {
+            "driver": settings.driver,
+            "pool": {"name": fabric, "generation": generation, "resourceSliceCount": 1},
+            "nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [selector]}]},
+            "devices": [fabric_device_entry(settings, d) for d in sorted(devices, key=lambda d: d.name)],
+        },
+    }
+
+
+def slice_content(obj: dict[str, Any]) -> tuple[Any, Any]:
+    """What decides whether a published pool slice is current (server defaults left out)."""
+    spec = obj.get("spec") or {}
+    devices = [{k: d.get(k) for k in DEVICE_FIELDS} for d in spec.get("devices") or []]
+    return devices, spec.get("nodeSelector")
+
+
+def taint_rule(settings: Settings, taint: TaintCreate, now: float) -> dict[str, Any]:
+    """A NoSchedule taint on every copy of one physical device: the fabric copy and any node-local copy.
+
+    The selector names the driver and the device but no pool: the node driver publishes a hot-plugged device
+    under the fabric's device name, so one rule covers the device wherever it is offered.
+    """
+    notes = {SINCE: f"{now:.3f}"}
+    if taint.until is not None:
+        notes[UNTIL] = f"{taint.until:.3f}"
+    if taint.reason:
+        notes[REASON] = taint.reason
+    if taint.message:
+        notes[MESSAGE] = taint.message
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "DeviceTaintRule",
+        "metadata": {
+            "name": settings.taint_rule_name(taint.purpose, taint.uuid),
+            "labels": {
+                MANAGED_BY: MANAGER,
+                DRIVER_LABEL: settings.driver,
+                PURPOSE_LABEL: taint.purpose.value,
+                DEVICE_LABEL: taint.uuid,
+            },
+            "annotations": notes,
+        },
+        "spec": {
+            "deviceSelector": {"driver": settings.driver, "device": taint.device},
+            "taint": {"key": settings.taint_key(taint.purpose), "value": taint.uuid, "effect": "NoSchedule"},
+        },
+    }
+
+
+def rfc3339(now: float) -> str:
+    return datetime.fromtimestamp(int(now), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def with_condition(claim: dict[str, Any], write: ConditionWrite, now: float) -> dict[str, Any] | None:
+    """The claim with the condition set in status.devices[] (driver/pool/device); None if already so.
+
+    Other conditions and other drivers' entries are kept as they are. lastTransitionTime changes only when the
+    status does, as metav1.Condition requires.
+    """
+    body = copy.deepcopy(claim)
+    status = body.setdefault("status", {})
+    driver, pool, device = write.result.key
+    entries = status.setdefault("devices", [])
+    entry = next(
+        (
+            e
+            for e in entries
+            if (e.get("driver"), e.get("pool"), e.get("device")) == (driver, pool, device) and not e.get("shareID")
+        ),
+        None,
+    )
+    if entry is None:
+        entry = {"driver": driver, "pool": pool, "device": device}
+        entries.append(entry)
+    conditions = entry.setdefault("conditions", [])
+    generation = int(body["metadata"].get("generation") or 0)
+    new = {
+        "type": write.type,
+        "status": "True",
+        "reason": write.reason,
+        "message": write.message[:32768],
+        "observedGeneration": generation,
+        "lastTransitionTime": rfc3339(now),
+    }
+    for i, old in enumerate(conditions):
+        if old.get("type") != write.type:
+            continue
+        if old.get("status") == "True" and old.get("reason") == write.reason:
+            return None
+        if old.get("status") == "True":
+            new["lastTransitionTime"] = old.get("lastTransitionTime", new["lastTransitionTime"])
+        conditions[i] = new
+        return body
+    conditions.append(new)
+    return body
+
+
+def still_applies(claim: dict[str, Any], write: ConditionWrite) -> bool:
+    """After a conflict: is the allocation the decision was made for still there (same device, same node)?"""
+    fresh = Claim.from_api(claim)
+    return fresh.uid == write.claim.uid and fresh.node == write.claim.node and write.result in fresh.results

@@ -1,0 +1,237 @@
+"""The loop: read a snapshot (caches + fabric), decide, execute the plan; fabric operations run in workers.
+
+A pass runs whenever a watched object changes, an operation ends, or `poll_s` passed (the fabric has no watch,
+and idle/quarantine timers need a clock). Every pass decides from scratch, so a lost event or a restart costs
+at most one pass.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
+
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
+from .decide import Attach, ConditionWrite, Detach, Failure, Memory, Plan, Snapshot, decide, holdings
+from .fabric import FabricClient, FabricUnavailable
+from .kube import Kube
+from .metrics import Metrics
+from .model import Claim, FabricDevice, TaintRule, node_copies
+from .settings import Purpose, Settings
+from .statelog import StateLog
+from .watch import Cache
+
+log = logging.getLogger("reference-controller")
+T = TypeVar("T")
+
+
+@dataclass
+class Caches:
+    claims: Cache
+    slices: Cache
+    taints: Cache
+
+    def all(self) -> list[Cache]:
+        return [self.claims, self.slices, self.taints]
+
+
+class Reconciler:
+    def __init__(
+        self,
+        settings: Settings,
+        kube: Kube,
+        fabric: FabricClient,
+        metrics: Metrics,
+        *,
+        poll_s: float = 1.0,
+        workers: int = 16,
+    ) -> None:
+        self.settings = settings
+        self.kube = kube
+        self.fabric = fabric
+        self.metrics = metrics
+        self.poll_s = poll_s
+        self.caches: Caches | None = None
+        self.statelog = StateLog()
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fabric-op")
+        self._wake = threading.Event()
+        self._lock = threading.Lock()
+        self._inflight: dict[str, str] = {}
+        self._failures: dict[str, Failure] = {}
+        self._idle: dict[str, float] = {}
+        self._rescheduled: dict[str, int] = {}
+        self._problem = ""
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def run(self, stop: threading.Event) -> None:
+        assert self.caches is not None
+        for cache in self.caches.all():
+            while not cache.synced.wait(0.5):
+                if stop.is_set():
+                    return
+        log.info("caches synced; reconciling (driver %s, mode %s)", self.settings.driver, self.settings.mode)
+        while not stop.is_set():
+            self._wake.wait(self.poll_s)
+            self._wake.clear()
+            try:
+                self.reconcile_once()
+                self._report_problem("")
+            except FabricUnavailable as exc:
+                self._report_problem(str(exc))
+            except ApiException as exc:
+                self._report_problem(f"kubernetes API: {exc.status} {exc.reason}")
+            except (HTTPError, OSError) as exc:
+                self._report_problem(f"kubernetes API unreachable: {exc}")
+            stop.wait(0.02)  # coalesce bursts of watch events into one pass
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _report_problem(self, problem: str) -> None:
+        if problem != self._problem:
+            if problem:
+                log.warning("reconcile failed, keeping everything as it is: %s", problem)
+            else:
+                log.info("reconcile works again")
+        self._problem = problem
+
+    # --- one pass -------------------------------------------------------------------------------------------
+
+    def snapshot(self) -> Snapshot:
+        assert self.caches is not None
+        devices = self.fabric.devices()
+        claims = tuple(
+            Claim.from_api(o) for o in self.caches.claims.items() if (o.get("status") or {}).get("allocation")
+        )
+        copies = tuple(node_copies(self.caches.slices.items(), self.settings.driver))
+        taints = tuple(t for o in self.caches.taints.items() if (t := TaintRule.from_api(o)))
+        return Snapshot(tuple(devices), claims, copies, taints)
+
+    def reconcile_once(self) -> Plan:
+        now = time.time()
+        snap = self.snapshot()
+        assert self.caches is not None
+        uids = {o["metadata"]["uid"] for o in self.caches.claims.items()}
+        with self._lock:
+            self._rescheduled = {uid: n for uid, n in self._rescheduled.items() if uid in uids}
+            memory = Memory(dict(self._inflight), dict(self._failures), dict(self._idle), dict(self._rescheduled))
+        plan = decide(self.settings, snap, memory, now)
+        with self._lock:
+            self._idle = plan.idle_since
+        self.statelog.update(plan.states)
+        self.metrics.reconciles.inc()
+        for state in ("free", "attaching", "attached", "detaching"):
+            self.metrics.devices.labels(state).set(sum(d.state == state for d in snap.devices))
+        self._execute(plan, snap, now)
+        return plan
+
+    def _execute(self, plan: Plan, snap: Snapshot, now: float) -> None:
+        rules = {t.name for t in snap.taints}
+        for name in plan.delete_taints:
+            if self._try(f"delete taint rule {name}", self.kube.delete_taint, name)[0]:
+                rules.discard(name)
+        for taint in plan.create_taints:
+            name = self.settings.taint_rule_name(taint.purpose, taint.uuid)
+            if self._try(f"create taint rule {name}", self.kube.create_taint, taint, now)[0]:
+                rules.add(name)
+                if taint.purpose is Purpose.QUARANTINE:
+                    with self._lock:  # recorded in the cluster now; the rule carries reason and message
+                        self._failures.pop(taint.uuid, None)
+                    self.statelog.event(f"device {taint.device}", f"quarantined: {taint.reason}")
+        assert self.caches is not None
+        published = {s["spec"]["pool"]["name"]: s for s in self.caches.slices.items() if not s["spec"].get("nodeName")}
+        for fabric, devices in sorted(plan.pools.items()):
+            cached = published.get(fabric)
+            _, generation = self._try(f"publish pool {fabric}", self.kube.sync_pool, fabric, devices, cached)
+            if generation:
+                log.info(
+                    "pool %s: generation %d, %d devices %s", fabric, generation, len(devices), [d.name for d in devices]
+                )
+        for write in plan.conditions:
+            self._write_condition(write, now)
+        names = {d.uuid: d for d in snap.devices}
+        for attach in plan.attaches:
+            if attach.needs_hold and self.settings.taint_rule_name(Purpose.HOLD, attach.uuid) not in rules:
+                continue  # the hold rule must exist before the device (and so its node-local copy) shows up
+            self._submit("attach", attach, names[attach.uuid])
+        for detach in plan.detaches:
+            if detach.recheck and self._held_now(detach.uuid, snap):
+                continue
+            self._submit("detach", detach, names[detach.uuid])
+
+    def _write_condition(self, write: ConditionWrite, now: float) -> None:
+        label = f"claim {write.claim.key} {write.result.pool}/{write.result.device}"
+        ok, result = self._try(f"{label}: set {write.type}", self.kube.write_condition, write, now)
+        if not ok or result is None:
+            return
+        self.metrics.condition_writes.labels(write.type, result).inc()
+        if result == "written":
+            self.statelog.event(label, f"{write.type}=True ({write.reason}: {write.message})")
+            if write.type == self.settings.reschedule:
+                with self._lock:
+                    self._rescheduled[write.claim.uid] = self._rescheduled.get(write.claim.uid, 0) + 1
+            if write.claim.allocated_at:
+                allocated = datetime.fromisoformat(write.claim.allocated_at.replace("Z", "+00:00")).timestamp()
+                self.metrics.to_condition.labels(write.type).observe(max(0.0, now - allocated))
+        elif result == "stale":
+            self.statelog.event(label, f"not setting {write.type}: the allocation changed meanwhile")
+
+    def _held_now(self, uuid: str, snap: Snapshot) -> bool:
+        """Fresh claims, not the cache: an allocation may have landed while the detach guard settled."""
+        fresh = tuple(Claim.from_api(o) for o in self.kube.list_claims() if (o.get("status") or {}).get("allocation"))
+        held = holdings(self.settings, Snapshot(snap.devices, fresh, snap.copies, snap.taints)).get(uuid)
+        return bool(held)
+
+    def _try(self, what: str, fn: Callable[..., T], *args: Any) -> tuple[bool, T | None]:
+        """Run one write; a refused write is logged and retried by a later pass, the others still run."""
+        try:
+            return True, fn(*args)
+        except ApiException as exc:
+            log.warning("%s: %s %s", what, exc.status, exc.reason)
+        except (HTTPError, OSError) as exc:
+            log.warning("%s: %s", what, exc)
+        self.wake()
+        return False, None
+
+    # --- fabric operations ----------------------------------------------------------------------------------
+
+    def _submit(self, kind: str, op: Attach | Detach, device: FabricDevice) -> None:
+        with self._lock:
+            if op.uuid in self._inflight:
+                return
+            self._inflight[op.uuid] = kind
+        self._pool.submit(self._operate, kind, op, device)
+
+    def _operate(self, kind: str, op: Attach | Detach, device: FabricDevice) -> None:
+        started = time.monotonic()
+        try:
+            if isinstance(op, Attach):
+                outcome = self.fabric.attach(op.uuid, op.node)
+            else:
+                outcome = self.fabric.detach(op.uuid, op.node)
+        finally:
+            elapsed = time.monotonic() - started
+            with self._lock:
+                self._inflight.pop(op.uuid, None)
+        label = "success" if outcome.ok else ("failed" if outcome.failed else "error")
+        histogram = self.metrics.attach if kind == "attach" else self.metrics.detach
+        histogram.labels(label).observe(elapsed)
+        node = op.node or "?"
+        if outcome.ok:
+            what = f"{kind} {'to' if kind == 'attach' else 'from'} {node} done in {elapsed:.2f}s"
+        else:
+            what = f"{kind} {node} {label} after {elapsed:.2f}s: {outcome.error} {outcome.reason} {outcome.message}"
+        if isinstance(op, Attach):
+            what += f" (for {op.claim})"
+        self.statelog.event(f"device {device.name}", what)
+        if kind == "attach" and outcome.failed:
+            with self._lock:
+                self._failures[op.uuid] = Failure(outcome.reason, outcome.message or outcome.error)
+        self.wake()

@@ -1,0 +1,78 @@
+"""What an operator configures, and the condition and taint names derived from the driver name."""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+from dataclasses import dataclass
+
+DEFAULT_DRIVER = "gpu.fabric.example.com"
+DEFAULT_NODE_LABEL = "conformance.dra.example.com/fabric"
+MANAGER = "reference-controller"
+# Labels on what the controller writes; DRIVER_LABEL keeps controllers of different drivers apart.
+DRIVER_LABEL = "fake-drivers.example.com/driver"
+FABRIC_LABEL = "fake-drivers.example.com/fabric"
+PURPOSE_LABEL = "fake-drivers.example.com/purpose"
+DEVICE_LABEL = "fake-drivers.example.com/device-uuid"
+
+
+class Mode(enum.StrEnum):
+    # Seed proposal 1: the claim keeps the fabric copy; the node driver's deny list hides the hot-plugged copy.
+    KEEP_IN_POOL = "keep-in-pool"
+    # Real composable systems: once the node driver republishes the device, fail with "reschedule" so the
+    # scheduler reallocates, picking the node-local copy (node-local pools are tried first).
+    RESCHEDULE_TO_LOCAL = "reschedule-to-local"
+
+
+class Purpose(enum.StrEnum):
+    """Why a device carries a NoSchedule DeviceTaintRule. One rule per purpose and device."""
+
+    QUARANTINE = "quarantine"  # its attach failed: not offered again until the quarantine ends
+    HOLD = "hold"  # reschedule-to-local: its node-local copy must not be taken while a claim holds the fabric copy
+    DETACH = "detach"  # idle: hidden first, detached after the taint had time to reach the scheduler
+
+
+@dataclass(frozen=True)
+class Settings:
+    driver: str = DEFAULT_DRIVER
+    mode: Mode = Mode.KEEP_IN_POOL
+    node_label: str = DEFAULT_NODE_LABEL
+    # An attached device nobody holds stays attached this long (reuse on that node is free; in
+    # reschedule-to-local the rescheduled claim needs it), then it is hidden and detached.
+    idle_grace_s: float = 10.0
+    # Time between creating a detach guard and re-checking the claims: lets the scheduler's informer see the
+    # taint and an allocation it had in flight reach the API.
+    taint_settle_s: float = 1.0
+    # A device whose attach failed is not offered for this long.
+    quarantine_s: float = 60.0
+    # reschedule-to-local: how often one claim is sent back to the scheduler. The scheduler does not steer a
+    # reallocation to the node of the node-local copy (no scoring for it; the nominated node is cleared), so a
+    # claim can land on another fabric device; after this many rounds it keeps its fabric copy instead.
+    max_reschedules: int = 1
+
+    @property
+    def attached(self) -> str:
+        return f"{self.driver}/attached"
+
+    @property
+    def attach_failed(self) -> str:
+        return f"{self.driver}/attach-failed"
+
+    @property
+    def reschedule(self) -> str:
+        return f"{self.driver}/reschedule"
+
+    @property
+    def binding_conditions(self) -> list[str]:
+        return [self.attached]
+
+    @property
+    def failure_conditions(self) -> list[str]:
+        return [self.attach_failed, self.reschedule]
+
+    def taint_key(self, purpose: Purpose) -> str:
+        return f"{self.driver}/{purpose.value}"
+
+    def taint_rule_name(self, purpose: Purpose, uuid: str) -> str:
+        # Cluster-scoped: the driver hash keeps controllers of different drivers (same fabric uuids) apart.
+        return f"{purpose.value}-{hashlib.sha256(self.driver.encode()).hexdigest()[:8]}-{uuid}"

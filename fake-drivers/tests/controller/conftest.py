@@ -20,7 +20,7 @@ from controller_harness import (
     rbac_manifests,
     unique_name,
 )
-from fabric_harness import FabricProcess, write_config
+from fabric_harness import FabricProcess
 from kubernetes import client
 from nodedriver_harness import NodeDriverProcess
 
@@ -33,21 +33,8 @@ def driver() -> str:
 
 
 @pytest.fixture
-def fabric_proc(tmp_path: Path) -> Iterator[FabricProcess]:
-    proc = FabricProcess.start(
-        write_config(tmp_path / "fabric.yaml", attach_seconds=ATTACH_SECONDS),
-        tmp_path / "fabric.db",
-        tmp_path,
-        "--no-access-log",
-    )
-    yield proc
-    proc.terminate()
-
-
-@pytest.fixture
-def fabric_http(fabric_proc: FabricProcess) -> Iterator[httpx.Client]:
-    with fabric_proc.client() as http:
-        yield http
+def fabric_attach_seconds() -> float:
+    return ATTACH_SECONDS
 
 
 @pytest.fixture

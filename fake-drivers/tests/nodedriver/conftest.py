@@ -6,26 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from conformance.cluster import Cluster
 from conformance.manifests import unique_driver
-from fabric_harness import FabricProcess, write_config
+from fabric_harness import FabricProcess
 from kubernetes import client
 from nodedriver_harness import NodeDriverProcess
-
-
-@pytest.fixture
-def fabric_proc(tmp_path: Path) -> Iterator[FabricProcess]:
-    proc = FabricProcess.start(write_config(tmp_path / "fabric.yaml"), tmp_path / "fabric.db", tmp_path)
-    yield proc
-    proc.terminate()
-
-
-@pytest.fixture
-def fabric_http(fabric_proc: FabricProcess) -> Iterator[httpx.Client]:
-    with fabric_proc.client() as http:
-        yield http
 
 
 @pytest.fixture

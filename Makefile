@@ -35,7 +35,7 @@ binaries: venv
 conformance: binaries
 	mkdir -p $(REPORTS)
 	$(BIN)/pytest conformance/suite $(SUITE_ARGS) --junitxml=$(REPORTS)/junit.xml \
-		--alluredir=$(REPORTS)/allure $(PYTEST_ARGS)
+		--alluredir=$(REPORTS)/allure --reports-dir=$(REPORTS) $(PYTEST_ARGS)
 
 lint: venv
 	$(BIN)/ruff check .

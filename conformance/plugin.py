@@ -14,9 +14,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import allure
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from conformance.catalogue import CATALOGUE, KEP_URL
 from conformance.cluster import USER_AGENT, Cluster
 from conformance.gates import parse_gate_overrides
 from conformance.implementation import Implementation, ImplementationFailed
@@ -24,6 +26,14 @@ from conformance.objects import RUN_LABEL, ObjectTracker
 from conformance.profile import LoadedProfile, ProfileError, load_profile
 from conformance.providers import PROVIDERS, ClusterInfo, ClusterSpec, ProviderNotReady, make_provider
 from conformance.providers.base import default_nodes
+from conformance.reports import (
+    Outcomes,
+    RunResult,
+    table,
+    verdict,
+    write_certification_junit,
+    write_conformance_report,
+)
 from conformance.toolchain.gobuild import BuildError
 from conformance.versions import DEFAULT_VERSION, UnsupportedVersion, parse_version
 from conformance.waits import wait_for
@@ -67,6 +77,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="with --provider existing: run even if the cluster lacks the test-cluster marker ConfigMap",
     )
     group.addoption(
+        "--reports-dir",
+        default=None,
+        help="write conformance-report.yaml and certification-junit.xml (one case per requirement) here",
+    )
+    group.addoption(
         "--download-binaries",
         action="store_true",
         help="let kwokctl download official release binaries instead of building them",
@@ -79,6 +94,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(RequirementReporter(config), "dra-conformance-requirements")
     config.addinivalue_line("markers", "requirement(id): the catalogue requirement a test checks, e.g. API-2")
     # Turn SIGTERM into the KeyboardInterrupt path so fixture teardown (cluster deletion) still runs.
     if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
@@ -182,7 +198,7 @@ def _progress(config: pytest.Config) -> Callable[[str], None]:
     return say
 
 
-def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+def _cluster_summary(terminalreporter: Any, config: pytest.Config) -> None:
     if _CLUSTER_KEY not in config.stash:
         return
     info, timings = config.stash[_CLUSTER_KEY]
@@ -246,7 +262,92 @@ def namespace(cluster: Cluster, objects: ObjectTracker, request: pytest.FixtureR
 
 @pytest.fixture(autouse=True)
 def _requirement_property(request: pytest.FixtureRequest, record_property: Any) -> None:
-    """Put the catalogue id of the test into the JUnit XML, where review tools read it."""
+    """Put the catalogue entry of the test into the JUnit XML and the Allure results, where reviewers read it."""
     marker = request.node.get_closest_marker("requirement")
-    if marker:
-        record_property("requirement", marker.args[0])
+    if not marker:
+        return
+    req = CATALOGUE[marker.args[0]]
+    record_property("requirement", req.id)
+    record_property("level", req.level)
+    record_property("kep_section", req.kep_section)
+    allure.dynamic.epic("KEP-5007")
+    allure.dynamic.feature(req.area)
+    allure.dynamic.story(req.id)
+    allure.dynamic.tag(req.level)
+    allure.dynamic.link(KEP_URL, name="KEP-5007")
+
+
+class RequirementReporter:
+    """Collects per-requirement outcomes during the run and writes the reports at its end."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.requirement_of: dict[str, str] = {}
+        self.outcomes = Outcomes()
+
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """Map each test to its requirement id; an id not in the catalogue is an error, not a silent extra."""
+        for item in items:
+            marker = item.get_closest_marker("requirement")
+            if marker is None:
+                continue
+            if not marker.args or marker.args[0] not in CATALOGUE:
+                raise pytest.UsageError(
+                    f"{item.nodeid}: requirement {marker.args!r} is not in conformance/catalogue.py"
+                )
+            self.requirement_of[item.nodeid] = marker.args[0]
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        requirement = self.requirement_of.get(report.nodeid)
+        if requirement is None or (report.when != "call" and report.passed):
+            return
+        reason = ""
+        if report.skipped and isinstance(report.longrepr, tuple):
+            reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+        elif report.failed:
+            reason = (report.longreprtext.strip().splitlines() or ["failed"])[-1]
+        self.outcomes.add(requirement, RunResult(report.nodeid, report.outcome, reason, report.duration))
+
+    def pytest_sessionfinish(self) -> None:
+        reports_dir = self.config.getoption("--reports-dir")
+        if not reports_dir or not self.requirement_of:
+            return
+        summary = self.outcomes.summary()
+        loaded = self.config.stash[_PROFILE_KEY]
+        profile = loaded.profile
+        run: dict[str, Any] = {
+            "implementation": {
+                "profile": profile.name,
+                "version": profile.version,
+                "url": profile.url,
+                "driver": profile.driver,
+                "file": str(loaded.path),
+            },
+        }
+        if _CLUSTER_KEY in self.config.stash:
+            info, timings = self.config.stash[_CLUSTER_KEY]
+            run["cluster"] = {
+                "provider": info.provider,
+                "kubernetes": info.version,
+                "nodes": len(info.nodes),
+                "featureGates": info.feature_gates,
+                "bindingTimeoutSeconds": info.binding_timeout_s,
+                "bringUpSeconds": round(timings.get("bring_up_s", 0.0), 2),
+            }
+        out = Path(reports_dir)
+        write_conformance_report(out / "conformance-report.yaml", summary, run)
+        write_certification_junit(out / "certification-junit.xml", summary, f"KEP-5007 conformance: {profile.name}")
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.requirement_of:
+            summary = self.outcomes.summary()
+            terminalreporter.section("KEP-5007 requirements")
+            for line in table(summary):
+                terminalreporter.write_line(line)
+            terminalreporter.write_line(f"result: {verdict(summary)}")
+            if reports_dir := self.config.getoption("--reports-dir"):
+                terminalreporter.write_line(f"reports: {Path(reports_dir).resolve()}")
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    _cluster_summary(terminalreporter, config)

@@ -242,6 +242,13 @@ def namespace(cluster: Cluster, objects: ObjectTracker, request: pytest.FixtureR
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"generateName": f"{base}-"}}
     ).metadata.name
 
+    wait_default_service_account(cluster, ns)
+    return ns
+
+
+def wait_default_service_account(cluster: Cluster, ns: str) -> None:
+    """Pods need the namespace's default ServiceAccount, which kube-controller-manager creates a moment later."""
+
     def default_sa() -> bool:
         try:
             cluster.core.read_namespaced_service_account("default", ns)
@@ -257,7 +264,6 @@ def namespace(cluster: Cluster, objects: ObjectTracker, request: pytest.FixtureR
         timeout=NAMESPACE_READY_S,
         expected=f"ServiceAccount {ns}/default (created by kube-controller-manager)",
     )
-    return ns
 
 
 @pytest.fixture(autouse=True)

@@ -38,3 +38,34 @@ def test_api_checks_fail_with_the_binding_conditions_gate_off(tmp_path: Path) ->
     assert "2 failed" in out, out[-3000:]
     assert "did not keep the binding fields" in out
     assert "DID NOT RAISE" in out  # five binding conditions accepted: fields dropped instead of validated
+
+
+def test_attach_before_bind_catches_conditions_reported_before_the_attach(tmp_path: Path) -> None:
+    """The reference controller's deliberately broken mode reports `attached` when the attach starts: IMP-3 fails."""
+    profiles = ROOT / "fixtures" / "profiles"
+    text = (profiles / "reference.yaml").read_text().replace("{profile_dir}", str(profiles))
+    broken = text.replace('"--mode", "keep-in-pool"]', '"--mode", "keep-in-pool", "--broken-report-before-attach"]')
+    assert broken != text, "the reference profile's controller command changed; update this selftest"
+    profile = tmp_path / "broken.yaml"
+    profile.write_text(broken)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "conformance/suite/test_attach_before_bind.py",
+            "-p",
+            "no:cacheprovider",
+            "--profile",
+            str(profile),
+            "-q",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, f"expected a failure (exit 1), got {proc.returncode}:\n{out[-3000:]}"
+    assert "FAILED conformance/suite/test_attach_before_bind.py::test_conditions_true_only_after_the_attach" in out
+    assert "True while the fabric says attached to None" in out

@@ -97,6 +97,12 @@ log = logging.getLogger("reference-controller")
     "--metrics-port-file", type=click.Path(dir_okay=False, path_type=Path), help="Write the bound metrics port here."
 )
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning"]), default="info", show_default=True)
+@click.option(
+    "--broken-report-before-attach",
+    is_flag=True,
+    hidden=True,
+    help="BROKEN ON PURPOSE, for the suite's selftests: condition True before the attach completes.",
+)
 def main(
     kubeconfig: str,
     fabric_manager: str,
@@ -112,12 +118,24 @@ def main(
     metrics_address: str,
     metrics_port_file: Path | None,
     log_level: str,
+    broken_report_before_attach: bool,
 ) -> None:
     """Publish the fabric pools, attach before bind, report binding conditions, detach on release."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     for noisy in ("kubernetes", "httpx", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    settings = Settings(driver, Mode(mode), node_label, idle_grace, taint_settle, quarantine, max_reschedules)
+    settings = Settings(
+        driver,
+        Mode(mode),
+        node_label,
+        idle_grace,
+        taint_settle,
+        quarantine,
+        max_reschedules,
+        broken_report_before_attach,
+    )
+    if broken_report_before_attach:
+        log.warning("BROKEN MODE: binding conditions are reported before the attach completes (selftests only)")
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:

@@ -291,6 +291,10 @@ def _fabric_holder(
     elif d.state == FREE:
         plan.attaches.append(Attach(d.uuid, node, claim.key, needs_hold=settings.mode is Mode.RESCHEDULE_TO_LOCAL))
         plan.states[label] = f"attaching to {node}"
+        if settings.broken_report_before_attach:
+            write(
+                settings.attached, "BrokenOnPurpose", "reported before the attach (selftest mode)", "attached (broken)"
+            )
     elif d.state == ATTACHED and d.node == node:
         keep = settings.mode is Mode.KEEP_IN_POOL or memory.rescheduled.get(claim.uid, 0) >= settings.max_reschedules
         if keep:

@@ -49,6 +49,9 @@ class Settings:
     # reallocation to the node of the node-local copy (no scoring for it; the nominated node is cleared), so a
     # claim can land on another fabric device; after this many rounds it keeps its fabric copy instead.
     max_reschedules: int = 1
+    # Deliberately broken mode for the suite's own tests (never a default): report the binding condition True
+    # as soon as the attach starts, so the conformance scenarios can be shown to catch it.
+    broken_report_before_attach: bool = False
 
     @property
     def attached(self) -> str:

@@ -108,10 +108,38 @@ class Implementation:
             for doc in docs:
                 resource = dynamic.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
                 ns = doc["metadata"].get("namespace") if resource.namespaced else None
-                resource.create(body=doc, namespace=ns)
-                self.applied.append((resource, doc["metadata"]["name"], ns))
+                if self._create(resource, doc, ns):
+                    self.applied.append((resource, doc["metadata"]["name"], ns))
         if self.applied:
             self.progress(f"applied {len(self.applied)} objects from {len(self.loaded.profile.manifests)} manifests")
+
+    def _create(self, resource: Any, doc: dict[str, Any], ns: str | None) -> bool:
+        """Create one manifest object; True if the harness made it (and so deletes it at the end).
+
+        An object still being deleted (a namespace of the previous run finalizing) is waited out; one that
+        exists and is not being deleted belongs to someone else and is left alone.
+        """
+        name = doc["metadata"]["name"]
+
+        def attempt() -> str:
+            try:
+                resource.create(body=doc, namespace=ns)
+                return "created"
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise ImplementationFailed(
+                        f"cannot create {doc['kind']} {name}: {exc.status} {exc.reason}"
+                    ) from None
+            current = resource.get(name=name, namespace=ns)
+            return "deleting" if current.metadata.deletionTimestamp else "exists"
+
+        outcome = wait_for(
+            attempt,
+            lambda o: o != "deleting",
+            timeout=60.0,
+            expected=f"{doc['kind']} {name} of an earlier run to finish deleting",
+        )
+        return outcome == "created"
 
     def _delete_manifests(self) -> list[str]:
         problems = []

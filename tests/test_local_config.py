@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from conformance.providers.base import ClusterSpec
-from conformance.providers.local import LocalProvider, scheduler_config
+from conformance.providers.local import PORT_OPTIONS, LocalProvider, scheduler_config
 from conformance.toolchain.build import Binaries
 from conformance.versions import parse_version
 
@@ -51,3 +51,13 @@ def test_download_mode_leaves_binaries_to_kwokctl(tmp_path: Path) -> None:
     provider.workdir = tmp_path
     options = provider._kwokctl_config(_binaries(tmp_path), {}, ClusterSpec())["options"]
     assert "kubeApiserverBinary" not in options and options["kubeVersion"] == "v1.37.2"
+
+
+def test_each_cluster_gets_distinct_kernel_chosen_ports(tmp_path: Path) -> None:
+    provider = LocalProvider()
+    provider.workdir = tmp_path
+    first = provider._kwokctl_config(_binaries(tmp_path), {}, ClusterSpec())["options"]
+    second = provider._kwokctl_config(_binaries(tmp_path), {}, ClusterSpec())["options"]
+    ports = [first[k] for k in PORT_OPTIONS]
+    assert len(set(ports)) == len(PORT_OPTIONS) and all(1024 < p < 65536 for p in ports)
+    assert ports != [second[k] for k in PORT_OPTIONS]

@@ -13,6 +13,7 @@ import contextlib
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -59,6 +60,30 @@ def scheduler_config(binding_timeout_s: int | None) -> dict:
             }
         ]
     return {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration", "profiles": [profile]}
+
+
+PORT_OPTIONS = (
+    "kubeApiserverPort",
+    "etcdPort",
+    "etcdPeerPort",
+    "kubeControllerManagerPort",
+    "kubeSchedulerPort",
+    "kwokControllerPort",
+)
+
+
+def free_ports(count: int) -> list[int]:
+    """Distinct free loopback ports chosen by the kernel (all held open until every one is picked)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 def leftover_processes(marker: str) -> list[tuple[int, str]]:
@@ -123,22 +148,7 @@ class LocalProvider:
             f"starting local cluster {self.cluster_name} (Kubernetes {spec.version}, {len(spec.nodes)} kwok nodes)"
         )
         try:
-            self._create()
-            self._mark("kwokctl_create_s")
-            kubeconfig = self.workdir / "kubeconfig"
-            kubeconfig.write_text(self._kwokctl("get", "kubeconfig"))
-            info = ClusterInfo(
-                name=self.cluster_name,
-                provider=self.name,
-                kubeconfig=kubeconfig,
-                version=str(spec.version),
-                feature_gates=gates,
-                binding_timeout_s=timeout or release.fixed_binding_timeout_seconds,
-                binding_timeout_configurable=release.binding_timeout_configurable,
-                nodes=spec.nodes,
-                kubectl=binaries.kubectl,
-            )
-            self._wait_ready(info)
+            info = self._bring_up(spec, binaries, gates, timeout)
         except BaseException:
             self.keep = False  # a half-started cluster is never worth keeping
             self.stop()
@@ -147,6 +157,48 @@ class LocalProvider:
         self.progress(
             f"cluster {self.cluster_name} ready in {self.timings['bring_up_s']:.1f}s (kubeconfig: {info.kubeconfig})"
         )
+        return info
+
+    def _bring_up(
+        self, spec: ClusterSpec, binaries: Binaries, gates: dict[str, bool], timeout: int | None, attempts: int = 3
+    ) -> ClusterInfo:
+        """Create and wait for readiness; again when a port was taken by a cluster starting at the same moment.
+
+        kwokctl picks free ports by probing, so clusters created at once can pick the same one; the loser's
+        component dies with "address already in use". Other failures are not retried.
+        """
+        assert self.workdir is not None and self.cluster_name is not None
+        for attempt in range(1, attempts + 1):
+            try:
+                return self._bring_up_once(spec, binaries, gates, timeout)
+            except ProviderNotReady as exc:
+                if "address already in use" not in str(exc) or attempt == attempts:
+                    raise
+                self.progress(f"a port was taken by another cluster starting at the same time; retry {attempt}")
+                delete_cluster(self.cluster_name, self.workdir, self.kwokctl, keep_folder=True)
+        raise AssertionError("unreachable")
+
+    def _bring_up_once(
+        self, spec: ClusterSpec, binaries: Binaries, gates: dict[str, bool], timeout: int | None
+    ) -> ClusterInfo:
+        assert self.workdir is not None and self.cluster_name is not None
+        release = spec.version.release
+        self._create()
+        self._mark("kwokctl_create_s")
+        kubeconfig = self.workdir / "kubeconfig"
+        kubeconfig.write_text(self._kwokctl("get", "kubeconfig"))
+        info = ClusterInfo(
+            name=self.cluster_name,
+            provider=self.name,
+            kubeconfig=kubeconfig,
+            version=str(spec.version),
+            feature_gates=gates,
+            binding_timeout_s=timeout or release.fixed_binding_timeout_seconds,
+            binding_timeout_configurable=release.binding_timeout_configurable,
+            nodes=spec.nodes,
+            kubectl=binaries.kubectl,
+        )
+        self._wait_ready(info)
         return info
 
     def _create(self) -> None:
@@ -197,6 +249,9 @@ class LocalProvider:
             "kubeSchedulerConfig": str(self.workdir / "scheduler.yaml"),
             "disableQPSLimits": True,
         }
+        # Ports from the kernel's ephemeral range, not kwokctl's probing from 32766 down: clusters started at
+        # the same moment would otherwise pick the same ones.
+        options.update(zip(PORT_OPTIONS, free_ports(len(PORT_OPTIONS)), strict=True))
         if runtime_config := spec.version.release.runtime_config:
             options["kubeRuntimeConfig"] = runtime_config
         if not self.download:
@@ -309,8 +364,11 @@ def run_kwokctl(kwokctl: Path, workdir: Path, name: str, *args: str) -> str:
     return proc.stdout
 
 
-def delete_cluster(name: str, workdir: Path, kwokctl: Path | None) -> None:
-    """Delete a cluster and its folder; kill anything of it that survives (never leave processes behind)."""
+def delete_cluster(name: str, workdir: Path, kwokctl: Path | None, *, keep_folder: bool = False) -> None:
+    """Delete a cluster and its folder; kill anything of it that survives (never leave processes behind).
+
+    keep_folder keeps the suite's own files (configs) and removes only kwokctl's state, for a retry.
+    """
     if kwokctl is not None and (workdir / "kwok").exists():
         try:
             run_kwokctl(kwokctl, workdir, name, "delete", "cluster")
@@ -320,4 +378,4 @@ def delete_cluster(name: str, workdir: Path, kwokctl: Path | None) -> None:
         _print(f"warning: killing leftover process {pid} of cluster {name}: {cmd[:120]}")
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    shutil.rmtree(workdir, ignore_errors=True)
+    shutil.rmtree(workdir / "kwok" if keep_folder else workdir, ignore_errors=True)

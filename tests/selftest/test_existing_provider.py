@@ -3,9 +3,6 @@ unmarked cluster, and names what a cluster lacks before any test runs."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,34 +12,16 @@ from conformance.cluster import Cluster
 from conformance.providers.base import ClusterSpec, ProviderNotReady
 from conformance.providers.existing import MARKER_NAME, MARKER_NAMESPACE, ExistingProvider, mark_test_cluster
 from conformance.providers.local import LocalProvider
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def run_suite(tmp_path: Path, name: str, *args: str) -> tuple[subprocess.CompletedProcess[str], dict[str, str]]:
-    junit = tmp_path / f"{name}.xml"
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "conformance/suite", "-p", "no:cacheprovider", f"--junitxml={junit}", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    outcomes = {}
-    if junit.exists():
-        for case in ET.parse(junit).getroot().iter("testcase"):
-            kinds = [child.tag for child in case if child.tag in ("failure", "error", "skipped")]
-            outcomes[case.get("name")] = kinds[0] if kinds else "passed"
-    return proc, outcomes
+from selftest.suite_runner import run_suite
 
 
 def test_suite_outcomes_match_the_local_provider(cluster: Cluster, tmp_path: Path) -> None:
-    local, local_outcomes = run_suite(tmp_path, "local")
-    existing, existing_outcomes = run_suite(
-        tmp_path, "existing", "--provider", "existing", "--kubeconfig", str(cluster.info.kubeconfig)
+    local_code, local_out, local_outcomes = run_suite(tmp_path / "local.xml")
+    code, out, outcomes = run_suite(
+        tmp_path / "existing.xml", "--provider", "existing", "--kubeconfig", str(cluster.info.kubeconfig)
     )
-    assert existing.returncode == local.returncode == 0, existing.stdout[-3000:] + local.stdout[-3000:]
-    assert local_outcomes and existing_outcomes == local_outcomes
+    assert code == local_code == 0, out[-3000:] + local_out[-3000:]
+    assert local_outcomes and outcomes == local_outcomes
 
 
 @pytest.fixture

@@ -6,35 +6,19 @@ binaries`), so this is a test of the tests: a check that passes on a broken clus
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from selftest.suite_runner import ROOT, run_suite
 
 
 def test_api_checks_fail_with_the_binding_conditions_gate_off(tmp_path: Path) -> None:
-    junit = tmp_path / "junit.xml"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "conformance/suite/test_api_binding_fields.py",
-            "-p",
-            "no:cacheprovider",
-            "--feature-gates",
-            "DRADeviceBindingConditions=false",
-            f"--junitxml={junit}",
-            "-q",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    code, out, _ = run_suite(
+        tmp_path / "junit.xml",
+        "--feature-gates",
+        "DRADeviceBindingConditions=false",
+        target="conformance/suite/test_api_binding_fields.py",
     )
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 1, f"expected test failures (exit 1), got exit {proc.returncode}:\n{out[-3000:]}"
+    assert code == 1, f"expected test failures (exit 1), got exit {code}:\n{out[-3000:]}"
     assert "2 failed" in out, out[-3000:]
     assert "did not keep the binding fields" in out
     assert "DID NOT RAISE" in out  # five binding conditions accepted: fields dropped instead of validated
@@ -48,24 +32,9 @@ def test_attach_before_bind_catches_conditions_reported_before_the_attach(tmp_pa
     assert broken != text, "the reference profile's controller command changed; update this selftest"
     profile = tmp_path / "broken.yaml"
     profile.write_text(broken)
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "conformance/suite/test_attach_before_bind.py",
-            "-p",
-            "no:cacheprovider",
-            "--profile",
-            str(profile),
-            "-q",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    code, out, _ = run_suite(
+        tmp_path / "junit.xml", "--profile", str(profile), target="conformance/suite/test_attach_before_bind.py"
     )
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 1, f"expected a failure (exit 1), got {proc.returncode}:\n{out[-3000:]}"
+    assert code == 1, f"expected a failure (exit 1), got {code}:\n{out[-3000:]}"
     assert "FAILED conformance/suite/test_attach_before_bind.py::test_conditions_true_only_after_the_attach" in out
     assert "True while the fabric says attached to None" in out

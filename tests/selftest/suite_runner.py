@@ -1,0 +1,27 @@
+"""Run the conformance suite as a real pytest subprocess (its own cluster), for tests of the tests."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_suite(junit: Path, *args: str, target: str = "conformance/suite") -> tuple[int, str, dict[str, str]]:
+    """Exit code, combined output and the outcome of each test case (from the JUnit XML)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", target, "-p", "no:cacheprovider", f"--junitxml={junit}", "-q", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    outcomes = {}
+    if junit.exists():
+        for case in ET.parse(junit).getroot().iter("testcase"):
+            kinds = [child.tag for child in case if child.tag in ("failure", "error", "skipped")]
+            outcomes[case.get("name")] = kinds[0] if kinds else "passed"
+    return proc.returncode, proc.stdout + proc.stderr, outcomes

@@ -18,7 +18,7 @@ import uuid as uuidlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import yaml
 from fabric_harness import TEST_FABRIC
@@ -236,8 +236,28 @@ def observe_invariants(api: client.CustomObjectsApi, driver: str, fabric_names: 
     }
 
 
+class _Background:
+    """Runs `_run` in a daemon thread for the length of a with-block; `_run` stops when `_stop` is set."""
+
+    _stop: threading.Event
+    _thread: threading.Thread
+
+    def __enter__(self) -> Self:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+
 @dataclass
-class InvariantWatcher:
+class InvariantWatcher(_Background):
     """Observes the invariants every `interval` s for the whole of a test; `violations` says what broke when."""
 
     api: client.CustomObjectsApi
@@ -246,18 +266,6 @@ class InvariantWatcher:
     interval: float = 0.1
     violations: list[str] = field(default_factory=list)
     observations: int = 0
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
-
-    def __enter__(self) -> InvariantWatcher:
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread:
-            self._thread.join(10)
 
     def _run(self) -> None:
         previous: dict[str, Any] = {"offered_twice": {}, "offered_while_held": {}}
@@ -281,7 +289,7 @@ class InvariantWatcher:
 
 
 @dataclass
-class ClaimHistory:
+class ClaimHistory(_Background):
     """Every allocation a namespace's claims go through, from a watch (one entry per change of allocation).
 
     An allocation is (pool, device, node) per result; None is "not allocated". A rewrite in place would show as
@@ -292,18 +300,6 @@ class ClaimHistory:
     namespace: str
     history: dict[str, list[tuple[tuple[str, str, str | None], ...] | None]] = field(default_factory=dict)
     conditions: dict[str, list[tuple[str, str, str]]] = field(default_factory=dict)  # claim -> (type, reason, msg)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
-
-    def __enter__(self) -> ClaimHistory:
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread:
-            self._thread.join(10)
 
     def _run(self) -> None:
         from kubernetes import watch

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import logging
-import signal
-import threading
 from pathlib import Path
-from types import FrameType
 
 import click
 from kubernetes import config
 from kubernetes.client import ApiClient
 
+from ..signals import stop_event
 from .fabric import FabricClient
 from .kube import CLAIMS, SLICES, TAINTS, Kube
 from .metrics import Metrics
@@ -136,14 +134,7 @@ def main(
     )
     if broken_report_before_attach:
         log.warning("BROKEN MODE: binding conditions are reported before the attach completes (selftests only)")
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        log.info("signal %d: stopping (slices, rules and attachments stay; a restart carries on)", signum)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop = stop_event(log, "stopping (slices, rules and attachments stay; a restart carries on)")
 
     def client() -> ApiClient:
         return config.new_client_from_config(config_file=kubeconfig)  # one per thread: watches hold a connection

@@ -7,15 +7,14 @@ cluster. It polls the fabric manager (hot-plug) and rewrites a node's slice only
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 import time
-from types import FrameType
 
 import click
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from ..signals import stop_event
 from ..validation import ConfigError
 from .config import load_config
 from .fabric import FabricClient, FabricUnavailable
@@ -75,14 +74,7 @@ def main(
     api = client.CustomObjectsApi(config.new_client_from_config(config_file=kubeconfig))
     publisher = Publisher(api, cfg, Policy(republish=republish, deny_list=deny_list))
     fabric = FabricClient(fabric_manager)
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        log.info("signal %d: removing slices and stopping", signum)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop = stop_event(log, "removing slices and stopping")
     log.info("driver %s, nodes %s, republish=%s deny-list=%s", cfg.driver, cfg.nodes, republish, deny_list)
     try:
         run(publisher, fabric, stop, interval)

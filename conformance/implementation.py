@@ -54,6 +54,7 @@ class Implementation:
     running: list[_Running] = field(default_factory=list)
     applied: list[tuple[Any, str, str | None]] = field(default_factory=list)
     _client: client.ApiClient | None = field(default=None, repr=False)
+    restarts: int = 0
 
     def resolve(self, text: str, process: Process | None = None) -> str:
         """Fill the placeholders of a profile string (see conformance.profile.Process)."""
@@ -226,6 +227,23 @@ class Implementation:
             expected=f"{run.spec.name}: {expected}",
             describe=lambda _seen: f"last lines of {run.log}:\n{run.tail()}",
         )
+
+    def restart(self, name: str) -> int:
+        """Kill process `name` without warning (SIGKILL: no clean shutdown) and start it again; wait until it is
+        ready. Returns the new pid. The killed run's log is kept next to the new one."""
+        index = next((i for i, r in enumerate(self.running) if r.spec.name == name), None)
+        if index is None:
+            raise ImplementationFailed(f"no running process {name!r} (running: {[r.spec.name for r in self.running]})")
+        run = self.running.pop(index)
+        if run.proc.poll() is None:
+            os.killpg(run.proc.pid, signal.SIGKILL)
+        run.proc.wait()
+        self.restarts += 1
+        run.log.replace(run.log.with_suffix(f".killed-{self.restarts}.log"))
+        self.progress(f"killed {name} (pid {run.proc.pid}); starting it again")
+        self._start(run.spec)
+        self.running.insert(index, self.running.pop())
+        return self.running[index].proc.pid
 
     def stop(self) -> list[str]:
         """Stop every process, newest first (SIGTERM, then SIGKILL after a grace); return what went wrong."""

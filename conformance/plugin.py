@@ -20,9 +20,12 @@ from kubernetes.client.exceptions import ApiException
 
 from conformance.catalogue import CATALOGUE, KEP_URL
 from conformance.cluster import USER_AGENT, Cluster
+from conformance.devices import DevicePool, read_devices
 from conformance.gates import parse_gate_overrides
 from conformance.implementation import Implementation, ImplementationFailed
+from conformance.invariants import InvariantWatcher
 from conformance.objects import RUN_LABEL, ObjectTracker
+from conformance.observe import driver_slices
 from conformance.profile import LoadedProfile, ProfileError, load_profile
 from conformance.providers import PROVIDERS, ClusterInfo, ClusterSpec, ProviderNotReady, make_provider
 from conformance.providers.base import default_nodes
@@ -34,12 +37,15 @@ from conformance.reports import (
     write_certification_junit,
     write_conformance_report,
 )
+from conformance.scenario import REGISTRY, Context, Scenario, ScenarioRunner, summarize
 from conformance.toolchain.gobuild import BuildError
 from conformance.versions import DEFAULT_VERSION, UnsupportedVersion, parse_version
 from conformance.waits import wait_for
 
 _PROFILE_KEY = pytest.StashKey[LoadedProfile]()
 _CLUSTER_KEY = pytest.StashKey[tuple[ClusterInfo, dict[str, float]]]()
+_SELECTED_KEY = pytest.StashKey[list[Scenario]]()
+_RUNNER_KEY = pytest.StashKey[ScenarioRunner]()
 NAMESPACE_READY_S = 30.0
 DEFAULT_PROFILE = Path(__file__).resolve().parent.parent / "fixtures" / "profiles" / "reference.yaml"
 NAMESPACE_GONE_S = 60.0
@@ -148,6 +154,40 @@ def implementation(
     yield impl
     problems = impl.stop()
     assert not problems, "the implementation did not stop cleanly:\n" + "\n".join(problems)
+
+
+@pytest.fixture(scope="session")
+def scenarios(
+    cluster: Cluster, implementation: Implementation, profile: LoadedProfile, run_id: str, pytestconfig: pytest.Config
+) -> Iterator[ScenarioRunner]:
+    """Every selected scenario, started side by side once the implementation is up; tests read their results."""
+    prof = profile.profile
+    say = _progress(pytestconfig)
+    nodes = list(cluster.info.nodes)
+    pool = DevicePool(
+        prof.driver,
+        prof.identity_attribute,
+        read_devices(driver_slices(cluster, prof.driver), prof.identity_attribute, nodes),
+    )
+    kinds = [d.kind for d in pool.devices.values()]
+    say(f"devices of {prof.driver}: {kinds.count('fabric')} fabric, {kinds.count('local')} node-local")
+    watcher = InvariantWatcher(Cluster(cluster.info), prof.driver, prof.identity_attribute, run_id).start()
+
+    def context(sc: Scenario) -> Context:
+        handle = Cluster(cluster.info)
+        return Context(sc, handle, implementation, prof, pool, ObjectTracker(handle, run_id), say)
+
+    runner = ScenarioRunner(pytestconfig.stash.get(_SELECTED_KEY, []), context, watcher, say)
+    pytestconfig.stash[_RUNNER_KEY] = runner
+    runner.start()
+    try:
+        yield runner
+    finally:
+        try:
+            runner.join()
+        finally:
+            watcher.stop()
+            watcher.cluster.close()
 
 
 @pytest.fixture(scope="session")
@@ -272,6 +312,8 @@ def _requirement_property(request: pytest.FixtureRequest, record_property: Any) 
     marker = request.node.get_closest_marker("requirement")
     if not marker:
         return
+    if request.config.stash.get(_SELECTED_KEY, []):
+        request.getfixturevalue("scenarios")  # the first suite test starts them all, so they overlap the rest
     req = CATALOGUE[marker.args[0]]
     record_property("requirement", req.id)
     record_property("level", req.level)
@@ -302,6 +344,8 @@ class RequirementReporter:
                     f"{item.nodeid}: requirement {marker.args!r} is not in conformance/catalogue.py"
                 )
             self.requirement_of[item.nodeid] = marker.args[0]
+        modules = {item.module.__name__ for item in items if isinstance(item, pytest.Function)}
+        self.config.stash[_SELECTED_KEY] = [sc for sc in REGISTRY.values() if sc.module in modules]
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         requirement = self.requirement_of.get(report.nodeid)
@@ -340,6 +384,13 @@ class RequirementReporter:
                 "bindingTimeoutSeconds": info.binding_timeout_s,
                 "bringUpSeconds": round(timings.get("bring_up_s", 0.0), 2),
             }
+        if _RUNNER_KEY in self.config.stash:
+            runner = self.config.stash[_RUNNER_KEY]
+            run["scenarios"] = {
+                name: {"outcome": t.outcome, "seconds": round((t.end or t.start) - t.start, 2)}
+                for name, t in sorted(runner.timings.items())
+            }
+            run["measurements"] = {key: summarize(v) for key, v in sorted(runner.measurements.items()) if v}
         out = Path(reports_dir)
         write_conformance_report(out / "conformance-report.yaml", summary, run)
         write_certification_junit(out / "certification-junit.xml", summary, f"KEP-5007 conformance: {profile.name}")

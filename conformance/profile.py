@@ -77,6 +77,20 @@ class Endpoint(_Strict):
     url: str
 
 
+class Controller(_Strict):
+    """The composable controller, for the scenarios that restart it (IMP-8) or check its privileges (IMP-9)."""
+
+    process: str | None = Field(default=None, description="the process (of `processes`) the suite may kill and restart")
+    service_account: Annotated[str | None, Field(alias="serviceAccount", pattern=r"^[a-z0-9-]+/[a-z0-9.-]+$")] = None
+
+
+class Promises(_Strict):
+    """Times the implementation promises; scenarios wait this long (plus the scheduler's poll) and no longer."""
+
+    attach_s: Annotated[float, Field(alias="attachSeconds", gt=0, le=3600)] = 30.0
+    detach_s: Annotated[float, Field(alias="detachSeconds", gt=0, le=3600)] = 60.0
+
+
 class Profile(_Strict):
     name: str
     version: str
@@ -88,7 +102,16 @@ class Profile(_Strict):
     processes: list[Process] = Field(default_factory=list)
     fabric_probe: Annotated[Endpoint | None, Field(alias="fabricProbe")] = None
     fault_injector: Annotated[Endpoint | None, Field(alias="faultInjector")] = None
+    controller: Controller = Field(default_factory=Controller)
+    promises: Promises = Field(default_factory=Promises)
     capabilities: dict[str, bool] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _controller_process_exists(self) -> Profile:
+        names = [p.name for p in self.processes]
+        if self.controller.process is not None and self.controller.process not in names:
+            raise ValueError(f"controller.process {self.controller.process!r} is not one of the processes {names}")
+        return self
 
     @field_validator("processes")
     @classmethod

@@ -8,6 +8,7 @@ the published slices and the allocation, never assumed.
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,11 +17,10 @@ import pytest
 
 from conformance.cluster import Cluster
 from conformance.implementation import Implementation
-from conformance.manifests import claim_template, device_class, pod_with_claim_template, unique_driver
-from conformance.objects import ObjectTracker
-from conformance.observe import driver_slices, fabric_slices, identity_of, probe_attachments, reaches
-from conformance.plugin import wait_default_service_account
+from conformance.manifests import claim_template, pod_with_claim_template
+from conformance.observe import driver_slices, fabric_slices, identity_of, probe_attachments
 from conformance.profile import LoadedProfile
+from conformance.scenario import Context, ScenarioRunner, scenario
 from conformance.versions import parse_version
 
 BIND_DEADLINE_S = 90.0
@@ -40,6 +40,7 @@ class Flow:
     attached_at_bind: dict[str, str] = field(default_factory=dict)
     true_before_attach: list[str] = field(default_factory=list)  # "condition True while the fabric said not attached"
     probe: bool = False
+    bound_after_s: float | None = None  # allocationTimestamp -> pod seen bound
 
 
 def _conditions(claim: dict[str, Any], result: dict[str, Any]) -> dict[str, str]:
@@ -49,38 +50,41 @@ def _conditions(claim: dict[str, Any], result: dict[str, Any]) -> dict[str, str]
     return {}
 
 
-def _pick_node(cluster: Cluster, slices: list[dict[str, Any]]) -> str | None:
-    fabric = fabric_slices(slices)
-    for spec in cluster.info.nodes:
-        local = any(s["spec"].get("nodeName") == spec.name and s["spec"].get("devices") for s in slices)
-        if not local and any(reaches(s, spec.name, spec.labels) for s in fabric):
+def _pick_node(ctx: Context) -> str | None:
+    """A node without node-local devices of the driver that a fabric device reaches."""
+    local = {n for d in ctx.pool.devices.values() if d.kind == "local" for n in d.nodes}
+    for spec in ctx.cluster.info.nodes:
+        if spec.name not in local and ctx.pool.count("fabric", spec.name):
             return spec.name
     return None
 
 
-@pytest.fixture(scope="module")
-def flow(cluster: Cluster, implementation: Implementation, profile: LoadedProfile, run_id: str) -> Any:
-    driver = profile.profile.driver
-    slices = driver_slices(cluster, driver)
-    node = _pick_node(cluster, slices)
+@scenario(
+    "attach-before-bind",
+    "one pod on a node without local devices gets a fabric device; followed from creation to binding",
+    ("IMP-1", "SCH-2", "SCH-3", "SCH-4", "IMP-2", "IMP-3"),
+)
+def attach_before_bind(ctx: Context) -> Flow:
+    node = _pick_node(ctx)
     if node is None:
-        pytest.skip(f"no node without node-local {driver} devices is reached by a fabric pool of the implementation")
-    probe_url = implementation.resolve(profile.profile.fabric_probe.url) if profile.profile.fabric_probe else None
-    objects = ObjectTracker(cluster, run_id)
-    try:
-        ns = objects.create(
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"generateName": "attach-before-bind-"}}
-        ).metadata.name
-        cls = unique_driver("class")
-        objects.create(device_class(cls, driver))
-        objects.create(claim_template("gpu", cls), ns)
-        pod = pod_with_claim_template("app", "gpu")
-        pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
-        wait_default_service_account(cluster, ns)
-        objects.create(pod, ns)
-        yield _watch(cluster, ns, node, slices, probe_url, identity_of(slices, profile.profile.identity_attribute))
-    finally:
-        objects.cleanup()
+        pytest.skip(f"no node without node-local {ctx.profile.driver} devices is reached by a fabric pool")
+    lease = ctx.lease(1, "fabric", node)
+    slices = driver_slices(ctx.cluster, ctx.profile.driver)
+    probe_url = ctx.implementation.resolve(ctx.profile.fabric_probe.url) if ctx.profile.fabric_probe else None
+    ns = ctx.namespace()
+    ctx.objects.create(claim_template("gpu", ctx.device_class(lease)), ns)
+    pod = pod_with_claim_template("app", "gpu")
+    pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+    ctx.objects.create(pod, ns)
+    flow = _watch(ctx.cluster, ns, node, slices, probe_url, identity_of(slices, ctx.profile.identity_attribute))
+    if flow.bound_after_s is not None:
+        ctx.measure("attach_to_bind_seconds", flow.bound_after_s)
+    return flow
+
+
+@pytest.fixture(scope="module")
+def flow(scenarios: ScenarioRunner) -> Flow:
+    return scenarios.result("attach-before-bind")
 
 
 def _watch(
@@ -120,6 +124,10 @@ def _watch(
                     conds = _conditions(claim, r)
                     seen.bound_while_pending += [t for t in r.get("bindingConditions", []) if conds.get(t) != "True"]
                 seen.attached_at_bind = attached
+                stamp = seen.first_allocation.get("allocationTimestamp")
+                if stamp:
+                    allocated = dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+                    seen.bound_after_s = round(time.time() - allocated, 3)
                 break
         time.sleep(POLL_S)  # the observation's sampling period, not a wait for the cluster
     events = cluster.core.list_namespaced_event(ns).items

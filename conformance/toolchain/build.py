@@ -8,6 +8,7 @@ A second call finds the binaries in the cache and does nothing.
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import sys
 import time
 from dataclasses import dataclass, field
@@ -60,8 +61,23 @@ def _print(message: str) -> None:
 
 
 def ensure_binaries(version: KubeVersion, cache: Cache | None = None, progress: Progress = _print) -> Binaries:
-    """Return the cached binaries for `version`, building whatever is missing first."""
+    """Return the cached binaries for `version`, building whatever is missing first.
+
+    One build at a time per cache: runs started side by side (CI jobs, parallel test sessions) wait for the
+    first one instead of compiling the same binaries twice into the same files.
+    """
     cache = cache or Cache(default_cache_root())
+    cache.root.mkdir(parents=True, exist_ok=True)
+    with (cache.root / ".build.lock").open("w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            progress(f"waiting for another build in {cache.root} to finish")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        return _ensure_locked(version, cache, progress)
+
+
+def _ensure_locked(version: KubeVersion, cache: Cache, progress: Progress) -> Binaries:
     started = time.monotonic()
     kube_dir = cache.component("kubernetes", version.tag)
     built: list[str] = []

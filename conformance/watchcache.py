@@ -1,0 +1,117 @@
+"""A list+watch cache of one resource, for observers that must see every change, not samples of it.
+
+Each event carries the object's resourceVersion. On an etcd-backed apiserver that is the etcd revision of the
+write, one counter for all resources, so the invariant watcher can order a pod's binding against a claim's
+condition update although the two arrive on different streams.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import client, watch
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
+Listener = Callable[[str, dict[str, Any]], None]  # (event type: SYNC/ADDED/MODIFIED/DELETED, object as a dict)
+WATCH_WINDOW_S = 60
+
+
+class WatchCache:
+    """Objects of one resource by namespace/name, kept current by a watch in a daemon thread.
+
+    `plural` "pods" means core/v1 pods; anything else is a cluster-wide list of group/version/plural.
+    """
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        plural: str,
+        group: str = "",
+        version: str = "v1",
+        *,
+        label_selector: str = "",
+        on_event: Listener | None = None,
+    ) -> None:
+        if plural == "pods":
+            self._func: Callable[..., Any] = client.CoreV1Api(api).list_pod_for_all_namespaces
+            self._args: tuple[str, ...] = ()
+        else:
+            self._func = client.CustomObjectsApi(api).list_cluster_custom_object
+            self._args = (group, version, plural)
+        self.plural = plural
+        self._selector = label_selector
+        self._on_event = on_event
+        self._lock = threading.Lock()
+        self._objects: dict[str, dict[str, Any]] = {}
+        self._stop = threading.Event()
+        self._synced = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name=f"watch-{plural}")
+        self.errors: list[str] = []
+
+    def start(self, timeout: float = 30.0) -> WatchCache:
+        self._thread.start()
+        if not self._synced.wait(timeout):
+            raise TimeoutError(f"no initial list of {self.plural} within {timeout:g}s; errors: {self.errors[-1:]}")
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(WATCH_WINDOW_S / 6)
+
+    def items(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._objects.values())
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._watch(self._relist())
+            except (ApiException, OSError, HTTPError, ValueError) as exc:  # apiserver restart, 410 Gone: list again
+                self.errors.append(repr(exc))
+                self._stop.wait(0.5)
+
+    def _relist(self) -> str:
+        response = self._func(*self._args, label_selector=self._selector, _preload_content=False)
+        body = json.loads(response.data)
+        with self._lock:
+            self._objects = {_key(o): o for o in body["items"]}
+        for obj in body["items"]:
+            self._emit("SYNC", obj)
+        self._synced.set()
+        return body["metadata"]["resourceVersion"]
+
+    def _watch(self, version: str) -> None:
+        stream = watch.Watch()
+        events = stream.stream(
+            self._func,
+            *self._args,
+            label_selector=self._selector,
+            resource_version=version,
+            timeout_seconds=WATCH_WINDOW_S,
+        )
+        for event in events:
+            kind, obj = event["type"], event["raw_object"]
+            if kind == "ERROR":
+                raise ValueError(f"watch of {self.plural}: {obj.get('message', obj)}")
+            with self._lock:
+                if kind == "DELETED":
+                    self._objects.pop(_key(obj), None)
+                else:
+                    self._objects[_key(obj)] = obj
+            self._emit(kind, obj)
+            if self._stop.is_set():
+                stream.stop()
+                return
+
+    def _emit(self, kind: str, obj: dict[str, Any]) -> None:
+        if self._on_event is not None:
+            self._on_event(kind, obj)
+
+
+def _key(obj: dict[str, Any]) -> str:
+    meta = obj["metadata"]
+    return f"{meta.get('namespace', '')}/{meta['name']}"

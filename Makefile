@@ -18,7 +18,7 @@ BIN := $(VENV)/bin
 SUITE_ARGS := --provider $(PROVIDER) --k8s-version $(K8S_VERSION) --profile $(PROFILE) \
 	$(if $(filter existing,$(PROVIDER)),--kubeconfig $(KUBECONFIG))
 
-.PHONY: all conformance test unit drivers selftest suite lint binaries venv bench-cluster clusters-down clean
+.PHONY: all conformance test unit drivers selftest suite lint binaries venv bench bench-cluster clusters-down clean
 
 all: test
 
@@ -55,6 +55,14 @@ selftest: binaries
 suite: conformance
 
 test: lint unit drivers selftest conformance
+
+# Figures of one full suite run (bring-up, wall time, scenarios, latencies, SCALE-1 with/without conditions).
+BENCH_SCALE_PODS ?= 100
+bench: binaries
+	mkdir -p $(REPORTS)/bench
+	$(BIN)/pytest conformance/suite $(SUITE_ARGS) -q --reports-dir=$(REPORTS)/bench \
+		--scale-pods $(BENCH_SCALE_PODS) $(PYTEST_ARGS) || true
+	$(BIN)/dra-conformance figures $(REPORTS)/bench/conformance-report.yaml
 
 bench-cluster: binaries
 	$(BIN)/dra-conformance bench --k8s-version $(K8S_VERSION) --out $(REPORTS)/bench-cluster.json

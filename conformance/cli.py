@@ -128,3 +128,12 @@ def bench(version: KubeVersion, runs: int, nodes: int, out: Path | None) -> None
 
 if __name__ == "__main__":
     main()
+
+
+@main.command("figures")
+@click.argument("report", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def figures_command(report: Path) -> None:
+    """Print the benchmark figures of a suite run from its conformance-report.yaml."""
+    from conformance.figures import print_figures
+
+    print_figures(report)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import signal
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -93,6 +94,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="let kwokctl download official release binaries instead of building them",
     )
     group.addoption(
+        "--scale-pods",
+        type=int,
+        default=16,
+        help="pods of the SCALE-1 stress scenario, each with its own fabric device (the KEP test plan says 1000)",
+    )
+    group.addoption(
         "--profile",
         default=str(DEFAULT_PROFILE),
         help="implementation profile (YAML) of the implementation under test",
@@ -119,6 +126,8 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--feature-gates: {exc}") from None
     if config.getoption("--nodes") < 1:
         raise pytest.UsageError("--nodes must be at least 1")
+    if config.getoption("--scale-pods") < 2:
+        raise pytest.UsageError("--scale-pods must be at least 2 (pods waiting in PreBind side by side)")
     if config.getoption("--binding-timeout") < 1:
         raise pytest.UsageError("--binding-timeout must be at least 1 second (the scheduler's minimum)")
 
@@ -175,7 +184,8 @@ def scenarios(
 
     def context(sc: Scenario) -> Context:
         handle = Cluster(cluster.info)
-        return Context(sc, handle, implementation, prof, pool, ObjectTracker(handle, run_id), say)
+        options = {"scale_pods": pytestconfig.getoption("--scale-pods")}
+        return Context(sc, handle, implementation, prof, pool, ObjectTracker(handle, run_id), say, options=options)
 
     runner = ScenarioRunner(pytestconfig.stash.get(_SELECTED_KEY, []), context, watcher, say)
     pytestconfig.stash[_RUNNER_KEY] = runner
@@ -330,6 +340,7 @@ class RequirementReporter:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
+        self.started = time.monotonic()
         self.requirement_of: dict[str, str] = {}
         self.outcomes = Outcomes()
 
@@ -374,6 +385,7 @@ class RequirementReporter:
                 "file": str(loaded.path),
             },
         }
+        run["wallSeconds"] = round(time.monotonic() - self.started, 1)
         if _CLUSTER_KEY in self.config.stash:
             info, timings = self.config.stash[_CLUSTER_KEY]
             run["cluster"] = {

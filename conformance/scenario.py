@@ -86,6 +86,8 @@ class Context:
     namespaces: set[str] = field(default_factory=set)
     leases: list[Lease] = field(default_factory=list)
     measurements: dict[str, list[float]] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)  # run options scenarios read (e.g. scale_pods)
+    _classes: int = 0
 
     def namespace(self, prefix: str | None = None) -> str:
         """A fresh namespace of this scenario with its default ServiceAccount ready."""
@@ -106,10 +108,11 @@ class Context:
         self.leases.append(lease)
         return lease
 
-    def device_class(self, lease: Lease) -> str:
+    def device_class(self, *leases: Lease) -> str:
         """A DeviceClass matching exactly the leased physical devices (every copy of them)."""
-        name = f"{self.scenario.name}-{id(lease) % 100000:05d}-{int(time.time() * 1000) % 100000:05d}"
-        selector = self.pool.selector(lease.identities)
+        self._classes += 1
+        name = f"{self.scenario.name}-{self.objects.run_id}-{self._classes}"
+        selector = self.pool.selector([i for lease in leases for i in lease.identities])
         self.objects.create(
             {
                 "apiVersion": RESOURCE_API,

@@ -1,0 +1,55 @@
+"""Print the benchmark figures of one suite run from its conformance report (`make bench`).
+
+Figures, not verdicts: bring-up, suite wall time, per-scenario times, attach-to-bind latency, and SCALE-1
+throughput with and without binding conditions, with their ratio.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+def figures(report: dict[str, Any]) -> list[str]:
+    cluster = report.get("cluster", {})
+    lines = [
+        f"Kubernetes {cluster.get('kubernetes', '?')} ({cluster.get('provider', '?')}), "
+        f"profile {report.get('implementation', {}).get('profile', '?')}, result {report.get('result')}",
+        f"cluster bring-up            {cluster.get('bringUpSeconds', 0):8.1f} s",
+        f"suite wall time             {report.get('wallSeconds', 0):8.1f} s",
+    ]
+    scenarios = report.get("scenarios", {})
+    if scenarios:
+        lines.append("scenarios (side by side):")
+        for name, entry in sorted(scenarios.items(), key=lambda kv: -kv[1]["seconds"]):
+            lines.append(f"  {name:<28}{entry['seconds']:8.1f} s  {entry['outcome']}")
+    measured = report.get("measurements", {})
+    for key, label in (
+        ("attach_to_bind_seconds", "attach-to-bind latency"),
+        ("detach_seconds", "release-to-detached"),
+    ):
+        if key in measured:
+            m = measured[key]
+            lines.append(f"{label:<28}median {m['median']:.2f} s, p95 {m['p95']:.2f} s (n={m['count']})")
+    with_ = measured.get("scale_pods_per_second_with_conditions")
+    without = measured.get("scale_pods_per_second_without_conditions")
+    if with_ and without:
+        ratio = with_["median"] / without["median"] if without["median"] else 0.0
+        lines.append(
+            f"SCALE-1 pods bound per second: with conditions {with_['median']:.2f}, "
+            f"without {without['median']:.2f}, ratio {ratio:.2f}"
+        )
+    if "scale_seconds_to_all_bound_with_conditions" in measured:
+        lines.append(
+            f"SCALE-1 seconds until all bound (with conditions) "
+            f"{measured['scale_seconds_to_all_bound_with_conditions']['median']:.1f} s"
+        )
+    return lines
+
+
+def print_figures(path: Path) -> None:
+    report = yaml.safe_load(path.read_text())
+    for line in figures(report):
+        print(line)

@@ -1,0 +1,113 @@
+"""Unit tests of the invariant watcher's verdicts, fed with hand-made events and cache contents.
+
+The watch caches are replaced by lists (a fake, said so here): what is tested is the judgement — held twice,
+offered twice only when it persists, bound early by revision order — not the API plumbing, which the suite's
+runs exercise against a real apiserver.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from conformance.invariants import InvariantWatcher, binding_state
+
+DRIVER = "gpu.example.com"
+
+
+@dataclass
+class _Items:
+    objects: list[dict[str, Any]] = field(default_factory=list)
+
+    def items(self) -> list[dict[str, Any]]:
+        return self.objects
+
+
+def _claim(name: str, rv: int, device: str | None, conditions: dict[str, str] | None = None) -> dict[str, Any]:
+    claim: dict[str, Any] = {"metadata": {"name": name, "namespace": "ns", "resourceVersion": str(rv)}, "status": {}}
+    if device:
+        result = {"driver": DRIVER, "pool": "fabric", "device": device, "request": "r"}
+        result |= {"bindingConditions": ["x/ready"], "bindingFailureConditions": ["x/failed"]}
+        claim["status"]["allocation"] = {"devices": {"results": [result]}}
+        if conditions:
+            conds = [{"type": t, "status": s} for t, s in conditions.items()]
+            claim["status"]["devices"] = [{"driver": DRIVER, "pool": "fabric", "device": device, "conditions": conds}]
+    return claim
+
+
+def _pod(name: str, rv: int, node: str | None, claim: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "ns", "resourceVersion": str(rv)},
+        "spec": {"nodeName": node},
+        "status": {"resourceClaimStatuses": [{"name": "dev", "resourceClaimName": claim}]},
+    }
+
+
+def _watcher(
+    slices: list[dict[str, Any]] | None = None, claims: list[dict[str, Any]] | None = None
+) -> InvariantWatcher:
+    w = InvariantWatcher(cluster=None, driver=DRIVER, attribute="uuid", run_id="r")  # type: ignore[arg-type]
+    w.slices, w.claims, w.rules = _Items(slices or []), _Items(claims or []), _Items([])  # type: ignore[assignment]
+    return w
+
+
+def _slice(*devices: tuple[str, str]) -> dict[str, Any]:
+    devs = [{"name": n, "attributes": {"uuid": {"string": u}}} for n, u in devices]
+    return {"metadata": {"name": "s"}, "spec": {"driver": DRIVER, "pool": {"name": "fabric"}, "devices": devs}}
+
+
+def test_binding_state() -> None:
+    assert binding_state(_claim("c", 1, None)) == "none"
+    assert binding_state(_claim("c", 1, "d0")) == "pending"
+    assert binding_state(_claim("c", 1, "d0", {"x/ready": "True"})) == "ready"
+    assert binding_state(_claim("c", 1, "d0", {"x/ready": "True", "x/failed": "True"})) == "failed"
+
+
+def test_a_pod_bound_before_its_claim_was_ready_is_a_violation_by_revision() -> None:
+    w = _watcher()
+    w._on_claim("ADDED", _claim("early", 10, "d0"))
+    w._on_claim("MODIFIED", _claim("early", 30, "d0", {"x/ready": "True"}))
+    w._on_claim("ADDED", _claim("fine", 11, "d1"))
+    w._on_claim("MODIFIED", _claim("fine", 15, "d1", {"x/ready": "True"}))
+    w._on_pod("MODIFIED", _pod("a", 20, "node-0", "early"))  # revision 20: claim ready only at 30
+    w._on_pod("MODIFIED", _pod("b", 20, "node-0", "fine"))  # ready at 15 < 20
+    w._check_binds(final=True)
+    assert [(v.what, v.identity) for v in w.violations] == [("bound-early", "ns/a")]
+    assert "ns/early was pending" in str(w.violations[0])
+
+
+def test_a_bind_seen_before_the_claim_stream_caught_up_waits_instead_of_guessing() -> None:
+    w = _watcher()
+    w._on_claim("ADDED", _claim("c", 10, "d0"))
+    w._on_pod("MODIFIED", _pod("a", 20, "node-0", "c"))
+    w._check_binds(final=False)
+    assert not w.violations and len(w._binds) == 1, "must wait for the claim stream (ready may be at 19)"
+    w._on_claim("MODIFIED", _claim("c", 19, "d0", {"x/ready": "True"}))
+    w._check_binds(final=True)
+    assert not w.violations
+
+
+def test_two_claims_holding_one_physical_device_is_a_violation_at_once() -> None:
+    slices = [_slice(("d0", "U0"), ("d0-copy", "U0"))]
+    claims = [_claim("c1", 1, "d0"), _claim("c2", 2, "d0-copy")]
+    w = _watcher(slices, claims)
+    w._check_devices()
+    assert [(v.what, v.identity) for v in w.violations] == [("held-twice", "U0")]
+
+
+def test_offered_twice_counts_only_when_it_persists() -> None:
+    w = _watcher([_slice(("d0", "U0"), ("hot", "U0"))])
+    w._check_devices()
+    assert not w.violations, "a first sighting may be stream skew"
+    w._suspects = {k: time.monotonic() - 5 for k in w._suspects}
+    w._check_devices()
+    assert [(v.what, v.identity) for v in w.violations] == [("offered-twice", "U0")]
+
+
+def test_a_failed_allocation_does_not_count_as_holding() -> None:
+    slices = [_slice(("d0", "U0"), ("hot", "U0"))]
+    claims = [_claim("c1", 1, "d0", {"x/failed": "True"}), _claim("c2", 2, "hot")]
+    w = _watcher(slices, claims)
+    w._check_devices()
+    assert not w.violations

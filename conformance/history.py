@@ -89,9 +89,11 @@ class History:
         self._events: list[Event] = []
         self._seen: set[tuple[str, str, int]] = set()
         self._lock = threading.Lock()
+        self._cluster = Cluster(cluster.info, f"{cluster.user_agent}/history")  # the watch threads' own client
+        api = self._cluster.api
         self._caches = [
-            WatchCache(cluster.api, "resourceclaims", "resource.k8s.io", "v1", on_event=self._on("claim")),
-            WatchCache(cluster.api, "pods", label_selector=f"{RUN_LABEL}={run_id}", on_event=self._on("pod")),
+            WatchCache(api, "resourceclaims", "resource.k8s.io", "v1", on_event=self._on("claim")),
+            WatchCache(api, "pods", label_selector=f"{RUN_LABEL}={run_id}", on_event=self._on("pod")),
         ]
 
     def _on(self, kind: str) -> Callable[[str, dict[str, Any]], None]:
@@ -114,8 +116,9 @@ class History:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        # Not waiting for the threads: a quiet watch returns only at its next event, and what comes now is unused.
         for cache in self._caches:
-            cache.stop()
+            cache.stop(wait=0)
 
     def events(self, kind: str | None = None) -> list[Event]:
         with self._lock:

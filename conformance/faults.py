@@ -1,11 +1,22 @@
-"""Client of an implementation's fault injector (the profile's faultInjector.url).
+"""Client of an implementation's fault injector: make the next attach (or detach) of a device fail, hang or slow.
 
-Protocol (the reference fabric manager's /v1/faults):
-- POST {url} {"mode": "fail"|"hang"|"slow", "operation": "attach"|"detach", "device": <physical identity>,
-  "count": N, "reason"/"message" (fail), "delaySeconds" (slow)} -> 201 {"id": ...}
-- DELETE {url}/{id} removes one fault; POST {url}/release {"device": ..., "outcome": "complete"|"fail"} ends a
-  hung operation.
-A session removes the faults it made when it ends, and only those: scenarios run side by side.
+The contract every implementation's `faultInjector` must follow is the fault API of the reference fabric manager
+(fake-drivers/src/fake_drivers/fabric/service.py). The profile's `faultInjector.url` is the base below; bodies are
+JSON with camelCase keys, errors answer non-2xx with `{"error": ..., "message": ...}`.
+
+- `POST {url}` `{mode, operation, device, count, reason, message, delaySeconds}` -> 201 and the armed fault
+  `{id, operation, mode, device, remaining, used, ...}`. `mode`: `fail` (the operation runs, then fails with
+  `reason` / `message`, which a controller may copy into a claim condition: condition-reason syntax), `hang`
+  (the operation waits until released), `slow` (takes `delaySeconds` longer, then completes). `operation`:
+  `attach` (default) or `detach`. `device`: the physical identity of the device (the profile's
+  identityAttribute value; the fabric uuid in the reference). `count`: how many matching operations the fault
+  applies to; a fault is gone once used up.
+- `GET {url}` -> `{faults: [...], hung: [{id, operation, device, node, startedAt, fault}]}`.
+- `DELETE {url}/{id}` -> 200 and the disarmed fault; 404 when it is not armed (any more: used up).
+- `POST {url}/release` `{device, outcome: complete|fail, reason, message}` -> `{released: [hung operations]}`:
+  hung operations (of that device) go on and complete or fail.
+- `DELETE {url}` disarms every fault. The suite never calls it: scenarios run side by side, and each one touches
+  only the faults it armed (deleted by id) and the devices it leased.
 """
 
 from __future__ import annotations
@@ -13,72 +24,77 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from types import TracebackType
+from typing import Any, Literal
 
-TIMEOUT_S = 10.0
+Mode = Literal["fail", "hang", "slow"]
+Operation = Literal["attach", "detach"]
+REQUEST_TIMEOUT_S = 10.0
 
 
 class FaultInjectorError(RuntimeError):
-    """The fault injector refused or could not be reached; the message has its answer."""
+    """The fault injector refused a request or did not answer; the message has its reply."""
 
 
 @dataclass
 class FaultInjector:
-    url: str
-    made: list[str] = field(default_factory=list)
+    """Faults of one scenario, on its leased devices only; `close` disarms them and lets its hung operations go."""
 
-    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    url: str  # the profile's faultInjector.url, placeholders resolved
+    devices: frozenset[str]  # physical identities leased by the scenario
+    armed: dict[str, dict[str, Any]] = field(default_factory=dict)  # fault id -> fault as armed
+
+    def arm(self, mode: Mode, device: str, operation: Operation = "attach", count: int = 1, **extra: Any) -> str:
+        """Arm a fault on a leased device; returns its id. `extra`: reason, message, delaySeconds."""
+        if device not in self.devices:
+            raise ValueError(f"device {device!r} is not leased by this scenario (leased: {sorted(self.devices)})")
+        body = {"mode": mode, "operation": operation, "device": device, "count": count, **extra}
+        fault = self._call("POST", self.url, body)
+        self.armed[fault["id"]] = fault
+        return str(fault["id"])
+
+    def disarm(self, fault_id: str) -> dict[str, Any] | None:
+        """Disarm one of this scenario's faults; the fault as it was, or None if it was used up already."""
+        self.armed.pop(fault_id, None)
+        try:
+            return self._call("DELETE", f"{self.url}/{fault_id}")
+        except FaultInjectorError as exc:
+            if exc.args[1:] == (404,):
+                return None
+            raise
+
+    def release(self, device: str, outcome: Literal["complete", "fail"] = "complete") -> list[dict[str, Any]]:
+        """Let the hung operations of a leased device go on; returns them (empty: nothing was hung)."""
+        if device not in self.devices:
+            raise ValueError(f"device {device!r} is not leased by this scenario")
+        return list(self._call("POST", f"{self.url}/release", {"device": device, "outcome": outcome})["released"])
+
+    def hung(self) -> list[dict[str, Any]]:
+        """Operations hung on this scenario's devices."""
+        return [op for op in self._call("GET", self.url)["hung"] if op["device"] in self.devices]
+
+    def close(self) -> None:
+        for fault_id in list(self.armed):
+            self.disarm(fault_id)
+        for device in sorted({op["device"] for op in self.hung()}):
+            self.release(device)  # a hung attach left behind would block the device for the next scenario
+
+    def __enter__(self) -> FaultInjector:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    @staticmethod
+    def _call(method: str, url: str, body: dict[str, Any] | None = None) -> Any:
         data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(
-            self.url.rstrip("/") + path, data=data, method=method, headers={"Content-Type": "application/json"}
-        )
+        request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
-                text = response.read()
+            with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_S) as response:
+                return json.load(response)
         except urllib.error.HTTPError as exc:
-            answer = exc.read().decode(errors="replace")
-            raise FaultInjectorError(f"{method} {request.full_url}: {exc.code} {answer}") from None
+            reply = exc.read().decode(errors="replace")[:1000]
+            raise FaultInjectorError(f"{method} {url} {json.dumps(body)}: {exc.code} {reply}", exc.code) from None
         except OSError as exc:
-            raise FaultInjectorError(f"{method} {request.full_url}: {exc}") from None
-        return json.loads(text) if text else None
-
-    def inject(self, **fault: Any) -> str:
-        made = self._call("POST", "", fault)
-        self.made.append(made["id"])
-        return made["id"]
-
-    def slow_attach(self, device: str, seconds: float) -> str:
-        return self.inject(mode="slow", operation="attach", device=device, delaySeconds=seconds)
-
-    def fail_attach(self, device: str, reason: str = "InjectedFailure", message: str = "injected by the suite") -> str:
-        return self.inject(mode="fail", operation="attach", device=device, reason=reason, message=message)
-
-    def hang_attach(self, device: str) -> str:
-        return self.inject(mode="hang", operation="attach", device=device)
-
-    def release(self, device: str, outcome: str = "complete") -> Any:
-        return self._call("POST", "/release", {"device": device, "outcome": outcome})
-
-    def clear(self) -> list[str]:
-        """Remove the faults this client made; a fault already used up (404) is fine."""
-        problems = []
-        while self.made:
-            fault = self.made.pop()
-            try:
-                self._call("DELETE", f"/{fault}")
-            except FaultInjectorError as exc:
-                if ": 404 " not in str(exc):
-                    problems.append(str(exc))
-        return problems
-
-    @contextmanager
-    def session(self) -> Iterator[FaultInjector]:
-        try:
-            yield self
-        finally:
-            problems = self.clear()
-            if problems:
-                raise FaultInjectorError(f"could not remove injected faults: {problems}")
+            raise FaultInjectorError(f"{method} {url}: no answer: {exc}") from None

@@ -21,6 +21,7 @@ from typing import Any
 
 from conformance.cluster import Cluster
 from conformance.objects import RUN_LABEL
+from conformance.observe import tainted_by_rule
 from conformance.watchcache import WatchCache
 
 PERSIST_S = 1.0
@@ -68,17 +69,6 @@ def binding_state(claim: dict[str, Any]) -> str:
 def _name(obj: dict[str, Any]) -> str:
     meta = obj["metadata"]
     return f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"]
-
-
-def _tainted(rules: list[dict[str, Any]], driver: str, pool: str, device: str) -> bool:
-    for rule in rules:
-        spec = rule.get("spec") or {}
-        if (spec.get("taint") or {}).get("effect") not in ("NoSchedule", "NoExecute"):
-            continue
-        sel = spec.get("deviceSelector") or {}
-        if all(sel.get(k) in (None, v) for k, v in (("driver", driver), ("pool", pool), ("device", device))):
-            return True
-    return False
 
 
 @dataclass
@@ -197,7 +187,7 @@ class InvariantWatcher:
                     not ident
                     or (pool, d["name"]) in allocated
                     or d.get("taints")
-                    or _tainted(rules, self.driver, pool, d["name"])
+                    or tainted_by_rule(rules, self.driver, pool, d["name"])
                 ):
                     continue
                 offered.setdefault(ident, []).append(f"{s['metadata']['name']}:{d['name']}")

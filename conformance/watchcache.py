@@ -58,9 +58,10 @@ class WatchCache:
             raise TimeoutError(f"no initial list of {self.plural} within {timeout:g}s; errors: {self.errors[-1:]}")
         return self
 
-    def stop(self) -> None:
+    def stop(self, wait: float = WATCH_WINDOW_S / 6) -> None:
+        """Stop watching; wait up to `wait` seconds for the thread, which leaves at the watch's next event."""
         self._stop.set()
-        self._thread.join(WATCH_WINDOW_S / 6)
+        self._thread.join(wait)
 
     def items(self) -> list[dict[str, Any]]:
         with self._lock:

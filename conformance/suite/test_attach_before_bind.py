@@ -18,7 +18,7 @@ import pytest
 from conformance.cluster import Cluster
 from conformance.implementation import Implementation
 from conformance.manifests import claim_template, pod_with_claim_template
-from conformance.observe import driver_slices, fabric_slices, identity_of, probe_attachments
+from conformance.observe import driver_slices, fabric_only_node, fabric_slices, identity_of, probe_attachments
 from conformance.profile import LoadedProfile
 from conformance.scenario import Context, ScenarioRunner, scenario
 from conformance.versions import parse_version
@@ -50,22 +50,13 @@ def _conditions(claim: dict[str, Any], result: dict[str, Any]) -> dict[str, str]
     return {}
 
 
-def _pick_node(ctx: Context) -> str | None:
-    """A node without node-local devices of the driver that a fabric device reaches."""
-    local = {n for d in ctx.pool.devices.values() if d.kind == "local" for n in d.nodes}
-    for spec in ctx.cluster.info.nodes:
-        if spec.name not in local and ctx.pool.count("fabric", spec.name):
-            return spec.name
-    return None
-
-
 @scenario(
     "attach-before-bind",
     "one pod on a node without local devices gets a fabric device; followed from creation to binding",
     ("IMP-1", "SCH-2", "SCH-3", "SCH-4", "IMP-2", "IMP-3"),
 )
 def attach_before_bind(ctx: Context) -> Flow:
-    node = _pick_node(ctx)
+    node = fabric_only_node(ctx.pool, ctx.cluster.info.nodes)
     if node is None:
         pytest.skip(f"no node without node-local {ctx.profile.driver} devices is reached by a fabric pool")
     lease = ctx.lease(1, "fabric", node)

@@ -24,17 +24,48 @@ def test_api_checks_fail_with_the_binding_conditions_gate_off(tmp_path: Path) ->
     assert "DID NOT RAISE" in out  # five binding conditions accepted: fields dropped instead of validated
 
 
-def test_attach_before_bind_catches_conditions_reported_before_the_attach(tmp_path: Path) -> None:
-    """The reference controller's deliberately broken mode reports `attached` when the attach starts: IMP-3 fails."""
+def _broken_profile(tmp_path: Path, flag: str) -> Path:
+    """A copy of the reference profile whose controller runs with one of its deliberately broken flags."""
     profiles = ROOT / "fixtures" / "profiles"
     text = (profiles / "reference.yaml").read_text().replace("{profile_dir}", str(profiles))
-    broken = text.replace('"--mode", "keep-in-pool"]', '"--mode", "keep-in-pool", "--broken-report-before-attach"]')
+    broken = text.replace('"--mode", "keep-in-pool"]', f'"--mode", "keep-in-pool", "{flag}"]')
     assert broken != text, "the reference profile's controller command changed; update this selftest"
     profile = tmp_path / "broken.yaml"
     profile.write_text(broken)
+    return profile
+
+
+def test_attach_before_bind_catches_conditions_reported_before_the_attach(tmp_path: Path) -> None:
+    """The reference controller's deliberately broken mode reports `attached` when the attach starts: IMP-3 fails."""
+    profile = _broken_profile(tmp_path, "--broken-report-before-attach")
     code, out, _ = run_suite(
         tmp_path / "junit.xml", "--profile", str(profile), target="conformance/suite/test_attach_before_bind.py"
     )
     assert code == 1, f"expected a failure (exit 1), got {code}:\n{out[-3000:]}"
     assert "FAILED conformance/suite/test_attach_before_bind.py::test_conditions_true_only_after_the_attach" in out
     assert "True while the fabric says attached to None" in out
+
+
+def _attach_failure_fails(tmp_path: Path, flag: str, test: str) -> str:
+    """Run the attach-failure scenario against the controller broken by `flag`; `test` must fail. Its output."""
+    profile = _broken_profile(tmp_path, flag)
+    code, out, _ = run_suite(
+        tmp_path / "junit.xml", "--profile", str(profile), target="conformance/suite/test_failure.py"
+    )
+    assert code == 1, f"expected a failure (exit 1), got {code}:\n{out[-3000:]}"
+    assert f"FAILED conformance/suite/test_failure.py::{test}" in out, out[-3000:]
+    return out
+
+
+def test_attach_failure_catches_a_failed_device_offered_again(tmp_path: Path) -> None:
+    """The controller leaves a device whose attach failed in its pool, untainted: IMP-4 fails."""
+    test = "test_attach_failure_is_reported_and_the_device_not_offered_again"
+    out = _attach_failure_fails(tmp_path, "--broken-offer-failed-device", test)
+    assert "was offered free" in out or "was allocated again" in out, out[-3000:]
+
+
+def test_attach_failure_catches_a_missing_failure_condition(tmp_path: Path) -> None:
+    """The controller never sets a failure condition when the attach fails: SCH-5 fails."""
+    test = "test_failure_condition_deallocates_and_reschedules_elsewhere"
+    out = _attach_failure_fails(tmp_path, "--broken-no-failure-condition", test)
+    assert "no allocation showed a failure condition True" in out, out[-3000:]

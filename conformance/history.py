@@ -166,10 +166,10 @@ class History:
         return seen
 
     def wait(self, done: Callable[[History], T | None], *, timeout: float, expected: str) -> T:
-        """Wait until `done(self)` returns something (not None, not False) and return it."""
+        """Wait until `done(self)` returns something truthy (not None, False or an empty list) and return it."""
         return wait_for(
             lambda: done(self),
-            lambda found: found is not None and found is not False,
+            bool,
             timeout=timeout,
             expected=f"{expected} (namespace {self.namespace})",
             describe=lambda _found: self.describe(),

@@ -169,9 +169,9 @@ def multi_device_claim(ctx: Context) -> Multi:
         pytest.skip("no node is reached by two fabric devices of the implementation")
     lease = ctx.lease(2, "fabric", node)
     slow = lease.identities[1]
-    faults = FaultInjector(ctx.implementation.resolve(ctx.profile.fault_injector.url))
-    with faults.session() as session:
-        session.slow_attach(slow, SLOW_ATTACH_S)
+    url = ctx.implementation.resolve(ctx.profile.fault_injector.url)
+    with FaultInjector(url, frozenset(lease.identities)) as faults:
+        faults.arm("slow", slow, delaySeconds=SLOW_ATTACH_S)
         ns = ctx.namespace()
         ctx.objects.create(claim_template("gpus", ctx.device_class(lease), count=2), ns)
         ctx.objects.create(_pinned(pod_with_claim_template("app", "gpus"), node), ns)

@@ -65,6 +65,10 @@ class Claim:
     def get(self) -> dict[str, Any]:
         return self._api.get(name=self.name, namespace=self.namespace).to_dict()
 
+    def status(self) -> dict[str, Any]:
+        """The stored status, read afresh."""
+        return self.get().get("status") or {}
+
     def patch_status(self, status: dict[str, Any]) -> dict[str, Any]:
         """Merge-patch status (null removes a field) and return the stored status."""
         patched = self._api.status.patch(
@@ -163,7 +167,7 @@ def test_status_of_a_device_not_in_the_allocation_is_rejected(claim: Claim, allo
         claim.patch_status({"allocation": allocation(claim.driver, dev=allocated)})
     entry = device_status(claim.driver, "fabric-gpu-1")
     expect_invalid(lambda: claim.patch_status({"devices": [entry]}), "status.devices[0]", "must be an allocated device")
-    assert not claim.get().get("status", {}).get("devices"), "a rejected status.devices entry was stored"
+    assert not claim.status().get("devices"), "a rejected status.devices entry was stored"
 
 
 @pytest.mark.requirement("API-5")
@@ -196,7 +200,7 @@ def test_deallocation_drops_the_status_of_its_devices(
     after = clear(claim, status)
     assert "allocation" not in after, f"allocation not cleared: {after}"
     assert not after.get("devices"), f"status.devices of the deallocated device kept: {after.get('devices')}"
-    assert not claim.get().get("status", {}).get("devices"), "status.devices back after a fresh read"
+    assert not claim.status().get("devices"), "status.devices back after a fresh read"
 
 
 @pytest.mark.requirement("API-6")
@@ -209,7 +213,7 @@ def test_allocation_cannot_be_edited_in_place(claim: Claim, change: dict[str, st
     before = claim.patch_status({"allocation": allocation(claim.driver)})["allocation"]
     edited = allocation(claim.driver, **change)
     expect_invalid(lambda: claim.patch_status({"allocation": edited}), "status.allocation", IMMUTABLE)
-    assert claim.get()["status"]["allocation"] == before, "a rejected edit changed the stored allocation"
+    assert claim.status().get("allocation") == before, "a rejected edit changed the stored allocation"
 
 
 @pytest.mark.requirement("API-6")

@@ -50,13 +50,27 @@ def device_class(name: str, driver: str) -> dict[str, Any]:
     }
 
 
-def claim_template(name: str, device_class_name: str, count: int = 1) -> dict[str, Any]:
+def claim_spec(device_class_name: str, count: int = 1) -> dict[str, Any]:
+    """One request, named `dev`, for `count` devices of the class."""
     request = {"name": "dev", "exactly": {"deviceClassName": device_class_name, "count": count}}
+    return {"devices": {"requests": [request]}}
+
+
+def claim_template(name: str, device_class_name: str, count: int = 1) -> dict[str, Any]:
     return {
         "apiVersion": RESOURCE_API,
         "kind": "ResourceClaimTemplate",
         "metadata": {"name": name},
-        "spec": {"spec": {"devices": {"requests": [request]}}},
+        "spec": {"spec": claim_spec(device_class_name, count)},
+    }
+
+
+def resource_claim(name: str, device_class_name: str, count: int = 1) -> dict[str, Any]:
+    return {
+        "apiVersion": RESOURCE_API,
+        "kind": "ResourceClaim",
+        "metadata": {"name": name},
+        "spec": claim_spec(device_class_name, count),
     }
 
 

@@ -7,14 +7,11 @@ fails there: that is what makes API-1 a check of the gate, not only of the schem
 from __future__ import annotations
 
 import pytest
-from kubernetes.client.exceptions import ApiException
 
+from conformance.apichecks import BINDING, FAILURE, expect_invalid, fabric_slice
 from conformance.cluster import Cluster
-from conformance.manifests import device, resource_slice, unique_driver
+from conformance.manifests import unique_driver
 from conformance.objects import ObjectTracker
-
-BINDING = "bindingConditions"
-FAILURE = "bindingFailureConditions"
 
 
 @pytest.mark.requirement("API-1")
@@ -25,11 +22,7 @@ def test_slice_binding_fields_round_trip(cluster: Cluster, objects: ObjectTracke
         BINDING: [f"{driver}/attached", f"{driver}/healthy"],
         FAILURE: [f"{driver}/attach-failed", f"{driver}/reschedule"],
     }
-    created = objects.create(
-        resource_slice(
-            f"{driver}-fabric", driver, pool="fabric-0", all_nodes=True, devices=[device("fabric-gpu-0", **fields)]
-        )
-    )
+    created = objects.create(fabric_slice(driver, **fields))
     stored = cluster.kind("resource.k8s.io/v1", "ResourceSlice").get(name=created.metadata.name).to_dict()
     got = stored["spec"]["devices"][0]
     assert {key: got.get(key) for key in fields} == fields, (
@@ -41,18 +34,5 @@ def test_slice_binding_fields_round_trip(cluster: Cluster, objects: ObjectTracke
 def test_slice_with_five_binding_conditions_is_rejected(objects: ObjectTracker) -> None:
     driver = unique_driver("api")
     too_many = [f"{driver}/c{i}" for i in range(5)]
-    manifest = resource_slice(
-        f"{driver}-fabric",
-        driver,
-        pool="fabric-0",
-        all_nodes=True,
-        devices=[
-            device("fabric-gpu-0", bindsToNode=True, **{BINDING: too_many, FAILURE: [f"{driver}/failed"]}),
-        ],
-    )
-    with pytest.raises(ApiException) as raised:
-        objects.create(manifest)
-    assert raised.value.status == 422, f"expected 422 Unprocessable Entity, got {raised.value.status}"
-    body = raised.value.body if isinstance(raised.value.body, str) else raised.value.body.decode()
-    assert f"spec.devices[0].{BINDING}" in body, f"the error does not name the field: {body}"
-    assert "must have at most 4 items" in body or "Too many" in body, f"the error does not say why: {body}"
+    manifest = fabric_slice(driver, bindsToNode=True, **{BINDING: too_many, FAILURE: [f"{driver}/failed"]})
+    expect_invalid(lambda: objects.create(manifest), f"spec.devices[0].{BINDING}", "must have at most 4 items")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from typing import Any, TypeVar
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
+from ..pools import brief
 from .decide import Attach, ConditionWrite, Detach, Failure, Memory, Plan, Snapshot, decide, holdings
 from .fabric import FabricClient, FabricUnavailable
 from .kube import Kube
@@ -146,14 +148,16 @@ class Reconciler:
                         self._failures.pop(taint.uuid, None)
                     self.statelog.event(f"device {taint.device}", f"quarantined: {taint.reason}")
         assert self.caches is not None
-        published = {s["spec"]["pool"]["name"]: s for s in self.caches.slices.items() if not s["spec"].get("nodeName")}
+        published: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for s in self.caches.slices.items():
+            if not s["spec"].get("nodeName"):
+                published[s["spec"]["pool"]["name"]].append(s)
         for fabric, devices in sorted(plan.pools.items()):
-            cached = published.get(fabric)
+            cached = published.get(fabric, [])
             _, generation = self._try(f"publish pool {fabric}", self.kube.sync_pool, fabric, devices, cached)
             if generation:
-                log.info(
-                    "pool %s: generation %d, %d devices %s", fabric, generation, len(devices), [d.name for d in devices]
-                )
+                shown = brief([d.name for d in devices])
+                log.info("pool %s: generation %d, %d devices %s", fabric, generation, len(devices), shown)
         for write in plan.conditions:
             self._write_condition(write, now)
         names = {d.uuid: d for d in snap.devices}

@@ -2,8 +2,9 @@
 
 A slice holds at most 128 devices (k8s.io/api resource/v1 `ResourceSliceMaxDevices`; 64 when devices carry
 taints or consume counters, which ours never do). A bigger pool is cut into several slices that all carry the
-same `pool.generation` and `pool.resourceSliceCount`. Consumers (the scheduler's allocator) use only the slices
-of a pool's newest generation, and only once all `resourceSliceCount` of them are there.
+same `pool.generation` and `pool.resourceSliceCount`. Consumers (the scheduler's allocator, 1.37) use only the
+slices of a pool's newest generation. A pool with fewer slices at that generation than `resourceSliceCount` is
+incomplete: a request for "all" devices fails on it, but an exact-count request still gets the devices it has.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ class Pool:
 
     @property
     def complete(self) -> bool:
-        """All slices of the newest generation are there (an allocator skips an incomplete pool)."""
+        """All slices of the newest generation are there (else the pool is being updated)."""
         counts = {int(s["spec"]["pool"].get("resourceSliceCount", 1)) for s in self.slices}
         return counts == {len(self.slices)}
 

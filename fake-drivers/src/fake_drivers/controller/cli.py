@@ -86,6 +86,13 @@ log = logging.getLogger("reference-controller")
     help="Seconds after which every watch lists its objects again.",
 )
 @click.option(
+    "--attach-workers",
+    type=click.IntRange(1, 1000),
+    default=32,
+    show_default=True,
+    help="Fabric attaches/detaches run in parallel (each blocks for the fabric's operation time).",
+)
+@click.option(
     "--metrics-address",
     default="127.0.0.1:0",
     show_default=True,
@@ -101,6 +108,30 @@ log = logging.getLogger("reference-controller")
     hidden=True,
     help="BROKEN ON PURPOSE, for the suite's selftests: condition True before the attach completes.",
 )
+@click.option(
+    "--broken-offer-failed-device",
+    is_flag=True,
+    hidden=True,
+    help="BROKEN ON PURPOSE (IMP-4): report an attach failure but keep the failed device offered (no quarantine).",
+)
+@click.option(
+    "--broken-never-detach",
+    is_flag=True,
+    hidden=True,
+    help="BROKEN ON PURPOSE (IMP-5): released devices stay attached and out of the pool.",
+)
+@click.option(
+    "--broken-no-failure-condition",
+    is_flag=True,
+    hidden=True,
+    help="BROKEN ON PURPOSE (SCH-5/IMP-4): on an attach failure set no failure condition; the claim stays pending.",
+)
+@click.option(
+    "--broken-forget-on-restart",
+    is_flag=True,
+    hidden=True,
+    help="BROKEN ON PURPOSE (IMP-8): attaches found at start are never reported; their pods never bind.",
+)
 def main(
     kubeconfig: str,
     fabric_manager: str,
@@ -113,10 +144,15 @@ def main(
     max_reschedules: int,
     poll: float,
     resync: float,
+    attach_workers: int,
     metrics_address: str,
     metrics_port_file: Path | None,
     log_level: str,
     broken_report_before_attach: bool,
+    broken_offer_failed_device: bool,
+    broken_never_detach: bool,
+    broken_no_failure_condition: bool,
+    broken_forget_on_restart: bool,
 ) -> None:
     """Publish the fabric pools, attach before bind, report binding conditions, detach on release."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -131,9 +167,13 @@ def main(
         quarantine,
         max_reschedules,
         broken_report_before_attach,
+        broken_offer_failed_device,
+        broken_never_detach,
+        broken_no_failure_condition,
+        broken_forget_on_restart,
     )
-    if broken_report_before_attach:
-        log.warning("BROKEN MODE: binding conditions are reported before the attach completes (selftests only)")
+    for broken in settings.broken_modes():
+        log.warning("BROKEN MODE, on purpose, for selftests only: %s", broken)
     stop = stop_event(log, "stopping (slices, rules and attachments stay; a restart carries on)")
 
     def client() -> ApiClient:
@@ -149,8 +189,8 @@ def main(
             tmp.write_text(str(bound))
             tmp.replace(metrics_port_file)
     kube = Kube(client(), settings)
-    fabric = FabricClient(fabric_manager)
-    reconciler = Reconciler(settings, kube, fabric, metrics, poll_s=poll)
+    fabric = FabricClient(fabric_manager, connections=attach_workers + 2)  # + the reconciler's reads
+    reconciler = Reconciler(settings, kube, fabric, metrics, poll_s=poll, workers=attach_workers)
     own = kube.own_selector()
     reconciler.caches = Caches(
         claims=Cache(client(), CLAIMS, reconciler.wake, stop, resync_s=resync),

@@ -14,7 +14,7 @@ from fake_drivers.controller.model import FabricDevice, node_copies
 from fake_drivers.controller.objects import pool_slices
 from fake_drivers.controller.settings import Settings
 from fake_drivers.nodedriver.slices import devices_of, node_slices, node_template
-from fake_drivers.pools import MAX_DEVICES_PER_SLICE, current_pools, part_name, split, write_pool
+from fake_drivers.pools import MAX_DEVICES_PER_SLICE, current_pools, part_name, pool_problem, split, write_pool
 
 DRIVER = "gpu.example.com"
 
@@ -155,3 +155,14 @@ def test_readers_see_only_the_newest_generation_and_know_whether_it_is_complete(
     assert done.complete and sorted(d["name"] for d in done.devices) == [d["name"] for d in entries(200)[1:]]
     copies = node_copies([new[0], old[1], old[2]], DRIVER)
     assert len(copies) == len({c.name for c in copies}) == 128, "a device moved between slices counted twice"
+
+
+def test_pool_problem_names_what_is_wrong_with_a_published_pool() -> None:
+    slices = node_slices(DRIVER, "node-0", entries(300), generation=2)
+    want = [d["name"] for d in entries(300)]
+    assert pool_problem(slices, want) == ""
+    assert "want 3 of one generation" in pool_problem(slices[:2], want)
+    assert "want 3 of one generation" in pool_problem(
+        [*slices[:2], node_slices(DRIVER, "node-0", entries(300), 1)[2]], want
+    )
+    assert "want 299" in pool_problem(slices, want[:299])

@@ -87,6 +87,20 @@ def current_pools(slices: Iterable[dict[str, Any]]) -> dict[tuple[str, str], Poo
     return out
 
 
+def pool_problem(slices: list[dict[str, Any]], names: list[str]) -> str:
+    """'' when `slices` are exactly one pool, split as it must be, listing `names` once each; else what is wrong."""
+    pools = {(int(s["spec"]["pool"]["generation"]), int(s["spec"]["pool"]["resourceSliceCount"])) for s in slices}
+    listed = sorted(d["name"] for s in slices for d in s["spec"].get("devices") or [])
+    want = len(split([{"name": n} for n in names]))
+    if len(pools) != 1 or len(slices) != want or next(iter(pools))[1] != len(slices):
+        return f"{len(slices)} slices, (generation, count) {sorted(pools)}; want {want} of one generation"
+    if any(len(s["spec"].get("devices") or []) > MAX_DEVICES_PER_SLICE for s in slices):
+        return f"a slice with more than {MAX_DEVICES_PER_SLICE} devices"
+    if listed != sorted(names):
+        return f"{len(listed)} device entries ({len(set(listed))} distinct), want {len(names)}"
+    return ""
+
+
 def is_current(published: list[dict[str, Any]], desired: list[dict[str, Any]], content: Callable[[Any], Any]) -> bool:
     """The published slices of a pool already are `desired` (names, content, one generation, right count)."""
     by_name = {s["metadata"]["name"]: s for s in published}

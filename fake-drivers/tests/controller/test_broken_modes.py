@@ -5,26 +5,25 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import click
 from test_decide import KEEP, LOCAL, NOW, claim, claim_obj, conditions, dev, plan_for, rule
 from test_reconciler import reconciler
 
+from fake_drivers.controller.cli import BROKEN_FLAGS, main
 from fake_drivers.controller.decide import Failure, Memory
 from fake_drivers.controller.settings import Purpose, Settings
 
 FAILED = Memory(failures={"uuid-fabric-0-0": Failure("FabricLinkDown", "link 3 lost")})
 
 
-def test_every_broken_mode_is_off_by_default_and_named_for_the_start_warning() -> None:
+def test_every_broken_mode_is_off_by_default_and_is_a_hidden_flag_warned_about_at_start() -> None:
     assert Settings().broken_modes() == []
-    flags = [
-        "broken_report_before_attach",
-        "broken_offer_failed_device",
-        "broken_never_detach",
-        "broken_no_failure_condition",
-        "broken_forget_on_restart",
-    ]
-    named = [replace(Settings(), **{flag: True}).broken_modes() for flag in flags]
-    assert all(len(n) == 1 for n in named) and len({n[0] for n in named}) == len(flags)
+    for flag in BROKEN_FLAGS:
+        field = flag.removeprefix("--").replace("-", "_")
+        assert replace(Settings(), **{field: True}).broken_modes() == [flag]
+    hidden = {o.opts[0] for o in main.params if getattr(o, "hidden", False)}
+    assert hidden == set(BROKEN_FLAGS)
+    assert not any(flag in main.get_help(click.Context(main)) for flag in BROKEN_FLAGS)
 
 
 # --- IMP-4: the failed device is offered again ----------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -18,6 +19,24 @@ from .settings import DEFAULT_DRIVER, DEFAULT_NODE_LABEL, Mode, Settings
 from .watch import Cache
 
 log = logging.getLogger("reference-controller")
+
+# Hidden flags, BROKEN ON PURPOSE: only the suite's selftests use them, to show a scenario catches the breakage.
+BROKEN_FLAGS = {
+    "--broken-report-before-attach": "IMP-3: binding condition True before the attach completes",
+    "--broken-offer-failed-device": "IMP-4: report an attach failure but keep the failed device offered",
+    "--broken-never-detach": "IMP-5: released devices stay attached and out of the pool",
+    "--broken-no-failure-condition": "SCH-5/IMP-4: no failure condition on an attach failure; the claim stays pending",
+    "--broken-forget-on-restart": "IMP-8: attaches found at start are never reported; their pods never bind",
+}
+
+
+def broken_options(command: Callable[..., None]) -> Callable[..., None]:
+    """One hidden flag per broken mode; each arrives as a keyword named like its Settings field."""
+    for flag, what in reversed(BROKEN_FLAGS.items()):
+        command = click.option(flag, is_flag=True, hidden=True, help=f"BROKEN ON PURPOSE, selftests only ({what}).")(
+            command
+        )
+    return command
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -102,36 +121,7 @@ log = logging.getLogger("reference-controller")
     "--metrics-port-file", type=click.Path(dir_okay=False, path_type=Path), help="Write the bound metrics port here."
 )
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning"]), default="info", show_default=True)
-@click.option(
-    "--broken-report-before-attach",
-    is_flag=True,
-    hidden=True,
-    help="BROKEN ON PURPOSE, for the suite's selftests: condition True before the attach completes.",
-)
-@click.option(
-    "--broken-offer-failed-device",
-    is_flag=True,
-    hidden=True,
-    help="BROKEN ON PURPOSE (IMP-4): report an attach failure but keep the failed device offered (no quarantine).",
-)
-@click.option(
-    "--broken-never-detach",
-    is_flag=True,
-    hidden=True,
-    help="BROKEN ON PURPOSE (IMP-5): released devices stay attached and out of the pool.",
-)
-@click.option(
-    "--broken-no-failure-condition",
-    is_flag=True,
-    hidden=True,
-    help="BROKEN ON PURPOSE (SCH-5/IMP-4): on an attach failure set no failure condition; the claim stays pending.",
-)
-@click.option(
-    "--broken-forget-on-restart",
-    is_flag=True,
-    hidden=True,
-    help="BROKEN ON PURPOSE (IMP-8): attaches found at start are never reported; their pods never bind.",
-)
+@broken_options
 def main(
     kubeconfig: str,
     fabric_manager: str,
@@ -148,11 +138,7 @@ def main(
     metrics_address: str,
     metrics_port_file: Path | None,
     log_level: str,
-    broken_report_before_attach: bool,
-    broken_offer_failed_device: bool,
-    broken_never_detach: bool,
-    broken_no_failure_condition: bool,
-    broken_forget_on_restart: bool,
+    **broken: bool,
 ) -> None:
     """Publish the fabric pools, attach before bind, report binding conditions, detach on release."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -166,14 +152,10 @@ def main(
         taint_settle,
         quarantine,
         max_reschedules,
-        broken_report_before_attach,
-        broken_offer_failed_device,
-        broken_never_detach,
-        broken_no_failure_condition,
-        broken_forget_on_restart,
+        **broken,
     )
-    for broken in settings.broken_modes():
-        log.warning("BROKEN MODE, on purpose, for selftests only: %s", broken)
+    for flag in settings.broken_modes():
+        log.warning("BROKEN MODE, on purpose, for selftests only: %s (%s)", flag, BROKEN_FLAGS[flag])
     stop = stop_event(log, "stopping (slices, rules and attachments stay; a restart carries on)")
 
     def client() -> ApiClient:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 DEFAULT_DRIVER = "gpu.fabric.example.com"
 DEFAULT_NODE_LABEL = "conformance.dra.example.com/fabric"
@@ -52,24 +52,19 @@ class Settings:
     # Deliberately broken mode for the suite's own tests (never a default): report the binding condition True
     # as soon as the attach starts, so the conformance scenarios can be shown to catch it.
     broken_report_before_attach: bool = False
-    # More broken modes, each breaking one requirement (see broken_modes()); all off unless asked for.
+    # More broken modes, each breaking one requirement of the catalogue (cli.BROKEN_FLAGS); all off by default.
     broken_offer_failed_device: bool = False
     broken_never_detach: bool = False
     broken_no_failure_condition: bool = False
     broken_forget_on_restart: bool = False
 
     def broken_modes(self) -> list[str]:
-        """What each deliberately broken mode that is on does, for the warning at start."""
-        modes = {
-            "report-before-attach (IMP-3)": self.broken_report_before_attach,
-            "offer-failed-device (IMP-4): a device whose attach failed is not quarantined": (
-                self.broken_offer_failed_device
-            ),
-            "never-detach (IMP-5): released devices stay attached": self.broken_never_detach,
-            "no-failure-condition (SCH-5/IMP-4): attach failures are not reported": self.broken_no_failure_condition,
-            "forget-on-restart (IMP-8): attaches found at start are never reported": self.broken_forget_on_restart,
-        }
-        return [name for name, on in modes.items() if on]
+        """The deliberately broken modes that are on, as their flags (--broken-...), for the warning at start."""
+        return [
+            "--" + f.name.replace("_", "-")
+            for f in fields(self)
+            if f.name.startswith("broken_") and getattr(self, f.name)
+        ]
 
     @property
     def attached(self) -> str:

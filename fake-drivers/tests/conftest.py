@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
-from fabric_harness import FAST_SECONDS, FabricProcess, write_config
+from fabric_harness import FAST_SECONDS, TEST_FABRIC, FabricProcess, write_config
 
 
 @pytest.fixture
@@ -17,8 +18,14 @@ def fabric_attach_seconds() -> float:
 
 
 @pytest.fixture
-def fabric_proc(tmp_path: Path, fabric_attach_seconds: float) -> Iterator[FabricProcess]:
-    config = write_config(tmp_path / "fabric.yaml", attach_seconds=fabric_attach_seconds)
+def fabric_spec() -> dict[str, Any]:
+    """The fabrics the fabric manager serves; a test parametrizes it for another size."""
+    return TEST_FABRIC
+
+
+@pytest.fixture
+def fabric_proc(tmp_path: Path, fabric_attach_seconds: float, fabric_spec: dict[str, Any]) -> Iterator[FabricProcess]:
+    config = write_config(tmp_path / "fabric.yaml", attach_seconds=fabric_attach_seconds, fabric=fabric_spec)
     proc = FabricProcess.start(config, tmp_path / "fabric.db", tmp_path, "--no-access-log")
     yield proc
     proc.terminate()

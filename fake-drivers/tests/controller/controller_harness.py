@@ -27,6 +27,7 @@ from kubernetes.client.exceptions import ApiException
 
 from fake_drivers.controller.settings import DEFAULT_DRIVER, DRIVER_LABEL
 from fake_drivers.dra import RESOURCE_GROUP, RESOURCE_VERSION, identity
+from fake_drivers.pools import current_pools
 
 RBAC_FILE = Path(__file__).resolve().parents[2] / "deploy" / "rbac.yaml"
 # Every node of the local cluster the fabric reaches (fabric_harness.TEST_FABRIC: fabric-0 and fabric-1).
@@ -129,10 +130,14 @@ def driver_slices(api: client.CustomObjectsApi, driver: str) -> list[dict[str, A
 
 
 def fabric_pool(api: client.CustomObjectsApi, driver: str, fabric: str) -> dict[str, Any] | None:
-    for s in driver_slices(api, driver):
-        if not s["spec"].get("nodeName") and s["spec"]["pool"]["name"] == fabric:
-            return s
-    return None
+    """The fabric's pool as one slice: its first slice with the devices of every slice of the pool's newest
+    generation; None until all `resourceSliceCount` slices of that generation are there."""
+    pool = current_pools(driver_slices(api, driver)).get((driver, fabric))
+    if pool is None or not pool.complete or pool.slices[0]["spec"].get("nodeName"):
+        return None
+    merged = copy.deepcopy(pool.slices[0])
+    merged["spec"]["devices"] = pool.devices
+    return merged
 
 
 def taint_rules(api: client.CustomObjectsApi, driver: str) -> list[dict[str, Any]]:
@@ -196,8 +201,9 @@ def _tainted(rules: list[dict[str, Any]], driver: str, pool: str, device: str) -
 
 
 def observe_invariants(api: client.CustomObjectsApi, driver: str, fabric_names: dict[str, str]) -> dict[str, Any]:
-    """One observation: physical devices offered free by more than one slice entry, and held by more than one
-    claim. `fabric_names` maps fabric device name -> uuid (the node driver republishes under that name).
+    """One observation: physical devices offered free by more than one device entry (of the newest generation of
+    each pool, which may span several slices), and held by more than one claim. `fabric_names` maps fabric device
+    name -> uuid (the node driver republishes under that name).
 
     "Held" is computed from one LIST of claims (one resourceVersion), so it is exact; "offered" combines three
     lists taken one after the other, so callers confirm it over two observations in a row.
@@ -216,12 +222,14 @@ def observe_invariants(api: client.CustomObjectsApi, driver: str, fabric_names: 
             ident = fabric_names.get(r["device"])
             if ident:
                 held.setdefault(ident, []).append(f"{c['metadata']['namespace']}/{c['metadata']['name']}")
-    slices = driver_slices(api, driver)
+    pools = current_pools(driver_slices(api, driver)).values()
     rules = api.list_cluster_custom_object(G, V, "devicetaintrules")["items"]
     offered: Counter[str] = Counter()
-    for s in slices:
-        pool = s["spec"]["pool"]["name"]
-        for d in s["spec"].get("devices") or []:
+    for p in pools:
+        # Only a pool's newest generation is offered (also while incomplete: exact-count requests still use it);
+        # a device that moved between slices of one pool is in an old and a new slice, offered once.
+        pool = p.name
+        for d in p.devices:
             ident = identity(d)
             if not ident or (pool, d["name"]) in allocated or d.get("taints"):
                 continue

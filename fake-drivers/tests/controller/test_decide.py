@@ -8,7 +8,7 @@ import pytest
 
 from fake_drivers.controller.decide import Failure, Memory, Snapshot, decide
 from fake_drivers.controller.model import Claim, FabricDevice, NodeCopy, TaintRule, allocation_node
-from fake_drivers.controller.objects import pool_slice, still_applies, with_condition
+from fake_drivers.controller.objects import pool_slices, still_applies, with_condition
 from fake_drivers.controller.settings import Mode, Purpose, Settings
 
 DRIVER = "gpu.example.com"
@@ -96,8 +96,8 @@ def conditions(plan) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
 # --- fabric pool ------------------------------------------------------------------------------------------
 
 
-def test_pool_slice_carries_binding_fields_node_selector_and_identity() -> None:
-    body = pool_slice(KEEP, "fabric-0", [dev(1), dev(0)], generation=3)
+def test_pool_slices_carry_binding_fields_node_selector_and_identity() -> None:
+    [body] = pool_slices(KEEP, "fabric-0", [dev(1), dev(0)], generation=3)
     spec = body["spec"]
     assert spec["pool"] == {"name": "fabric-0", "generation": 3, "resourceSliceCount": 1}
     assert spec["nodeSelector"] == {

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conformance.cluster import Cluster
@@ -30,8 +31,8 @@ def start_node_driver(
 ) -> Iterator[Callable[..., NodeDriverProcess]]:
     started: list[NodeDriverProcess] = []
 
-    def start(*flags: str) -> NodeDriverProcess:
-        proc = NodeDriverProcess.start(tmp_path, cluster.info.kubeconfig, fabric_proc.url, driver, *flags)
+    def start(*flags: str, nodes: dict[str, Any] | None = None) -> NodeDriverProcess:
+        proc = NodeDriverProcess.start(tmp_path, cluster.info.kubeconfig, fabric_proc.url, driver, *flags, nodes=nodes)
         started.append(proc)
         return proc
 

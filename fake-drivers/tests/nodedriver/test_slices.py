@@ -6,7 +6,7 @@ import pytest
 
 from fake_drivers.dra import identity
 from fake_drivers.nodedriver.config import build_config
-from fake_drivers.nodedriver.slices import AttachedDevice, Policy, desired_devices, next_generation, slice_manifest
+from fake_drivers.nodedriver.slices import AttachedDevice, Policy, desired_devices
 from fake_drivers.validation import ConfigError
 
 CONFIG = build_config({"nodes": {"node-0": {"local": [{"model": "fake-gpu", "count": 2}]}, "node-1": {}}})
@@ -55,14 +55,6 @@ def test_deny_list_hides_devices_the_fabric_pool_still_offers() -> None:
     policy = Policy(republish=True, deny_list=True)
     assert HOT.name not in names(desired_devices(CONFIG, "node-0", [HOT], {"u-hot"}, policy))
     assert HOT.name in names(desired_devices(CONFIG, "node-0", [HOT], {"u-unrelated"}, policy))
-
-
-def test_generation_grows_only_when_content_changes() -> None:
-    devices = desired_devices(CONFIG, "node-0", [], set(), Policy())
-    published = slice_manifest("d.example.com", "node-0", devices, 7)
-    assert next_generation(None, devices) == 1
-    assert next_generation(published, devices) is None
-    assert next_generation(published, devices[:1]) == 8
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -18,6 +19,24 @@ from .settings import DEFAULT_DRIVER, DEFAULT_NODE_LABEL, Mode, Settings
 from .watch import Cache
 
 log = logging.getLogger("reference-controller")
+
+# Hidden flags, BROKEN ON PURPOSE: only the suite's selftests use them, to show a scenario catches the breakage.
+BROKEN_FLAGS = {
+    "--broken-report-before-attach": "IMP-3: binding condition True before the attach completes",
+    "--broken-offer-failed-device": "IMP-4: report an attach failure but keep the failed device offered",
+    "--broken-never-detach": "IMP-5: released devices stay attached and out of the pool",
+    "--broken-no-failure-condition": "SCH-5/IMP-4: no failure condition on an attach failure; the claim stays pending",
+    "--broken-forget-on-restart": "IMP-8: attaches found at start are never reported; their pods never bind",
+}
+
+
+def broken_options(command: Callable[..., None]) -> Callable[..., None]:
+    """One hidden flag per broken mode; each arrives as a keyword named like its Settings field."""
+    for flag, what in reversed(BROKEN_FLAGS.items()):
+        command = click.option(flag, is_flag=True, hidden=True, help=f"BROKEN ON PURPOSE, selftests only ({what}).")(
+            command
+        )
+    return command
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -86,6 +105,13 @@ log = logging.getLogger("reference-controller")
     help="Seconds after which every watch lists its objects again.",
 )
 @click.option(
+    "--attach-workers",
+    type=click.IntRange(1, 1000),
+    default=32,
+    show_default=True,
+    help="Fabric attaches/detaches run in parallel (each blocks for the fabric's operation time).",
+)
+@click.option(
     "--metrics-address",
     default="127.0.0.1:0",
     show_default=True,
@@ -95,12 +121,7 @@ log = logging.getLogger("reference-controller")
     "--metrics-port-file", type=click.Path(dir_okay=False, path_type=Path), help="Write the bound metrics port here."
 )
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning"]), default="info", show_default=True)
-@click.option(
-    "--broken-report-before-attach",
-    is_flag=True,
-    hidden=True,
-    help="BROKEN ON PURPOSE, for the suite's selftests: condition True before the attach completes.",
-)
+@broken_options
 def main(
     kubeconfig: str,
     fabric_manager: str,
@@ -113,10 +134,11 @@ def main(
     max_reschedules: int,
     poll: float,
     resync: float,
+    attach_workers: int,
     metrics_address: str,
     metrics_port_file: Path | None,
     log_level: str,
-    broken_report_before_attach: bool,
+    **broken: bool,
 ) -> None:
     """Publish the fabric pools, attach before bind, report binding conditions, detach on release."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -130,10 +152,10 @@ def main(
         taint_settle,
         quarantine,
         max_reschedules,
-        broken_report_before_attach,
+        **broken,
     )
-    if broken_report_before_attach:
-        log.warning("BROKEN MODE: binding conditions are reported before the attach completes (selftests only)")
+    for flag in settings.broken_modes():
+        log.warning("BROKEN MODE, on purpose, for selftests only: %s (%s)", flag, BROKEN_FLAGS[flag])
     stop = stop_event(log, "stopping (slices, rules and attachments stay; a restart carries on)")
 
     def client() -> ApiClient:
@@ -149,8 +171,8 @@ def main(
             tmp.write_text(str(bound))
             tmp.replace(metrics_port_file)
     kube = Kube(client(), settings)
-    fabric = FabricClient(fabric_manager)
-    reconciler = Reconciler(settings, kube, fabric, metrics, poll_s=poll)
+    fabric = FabricClient(fabric_manager, connections=attach_workers + 2)  # + the reconciler's reads
+    reconciler = Reconciler(settings, kube, fabric, metrics, poll_s=poll, workers=attach_workers)
     own = kube.own_selector()
     reconciler.caches = Caches(
         claims=Cache(client(), CLAIMS, reconciler.wake, stop, resync_s=resync),

@@ -50,6 +50,8 @@ class Memory:
     failures: Mapping[str, Failure] = field(default_factory=dict)  # uuid -> failed attach
     idle_since: Mapping[str, float] = field(default_factory=dict)  # uuid -> when it was first seen unheld
     rescheduled: Mapping[str, int] = field(default_factory=dict)  # claim uid -> reschedules asked for
+    # --broken-forget-on-restart only: (uuid, claim uid) of attaches found at start, never reported.
+    forgotten: frozenset[tuple[str, str]] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,7 @@ class ConditionWrite:
     type: str
     reason: str
     message: str
+    uuid: str = ""  # the physical device, so an attach failure can be forgotten once reported
 
 
 @dataclass(frozen=True)
@@ -179,11 +182,12 @@ def _device(
     # Quarantine: the rule is the durable record of a failed attach (reason and message survive a restart).
     why: Failure | None = None
     if failure and quarantine is None:
-        plan.create_taints.append(
-            TaintCreate(
-                Purpose.QUARANTINE, d.uuid, d.name, failure.reason, failure.message, now + settings.quarantine_s
+        if not settings.broken_offer_failed_device:  # broken on purpose: reported, but the device stays offered
+            plan.create_taints.append(
+                TaintCreate(
+                    Purpose.QUARANTINE, d.uuid, d.name, failure.reason, failure.message, now + settings.quarantine_s
+                )
             )
-        )
         why = failure
     elif quarantine is not None:
         if (quarantine.until or 0) <= now and d.state == FREE and not failure:
@@ -223,6 +227,8 @@ def _device(
         if guard is not None and not copies and not busy:
             plan.delete_taints.append(guard.name)  # detached, and no node-local copy left: offer it again
         plan.states[key] = f"quarantined ({why.reason})" if why else "free"
+    elif d.state == ATTACHED and settings.broken_never_detach:
+        plan.states[key] = f"idle on {d.node}, never detached (broken on purpose)"
     elif d.state == ATTACHED:
         since = memory.idle_since.get(d.uuid, now)
         plan.idle_since[d.uuid] = since
@@ -271,7 +277,7 @@ def _fabric_holder(
     node = claim.node
 
     def write(type_: str, reason: str, message: str, state: str) -> None:
-        plan.conditions.append(ConditionWrite(claim, result, type_, reason, message))
+        plan.conditions.append(ConditionWrite(claim, result, type_, reason, message, d.uuid))
         plan.states[label] = state
 
     if holding.failed():
@@ -280,8 +286,12 @@ def _fabric_holder(
         plan.states[label] = f"ready on {node}"
     elif not result.binding_conditions:
         plan.states[label] = "allocated without binding conditions"
+    elif (d.uuid, claim.uid) in memory.forgotten:
+        plan.states[label] = f"{d.state} at start, forgotten (broken on purpose)"
     elif node is None:
         write(settings.attach_failed, "NoSingleNode", "allocation does not name exactly one node", "attach-failed")
+    elif why is not None and settings.broken_no_failure_condition:
+        plan.states[label] = f"attach failed ({why.reason}), not reported (broken on purpose)"
     elif why is not None:
         write(settings.attach_failed, why.reason, why.message, f"attach-failed ({why.reason})")
     elif loser:

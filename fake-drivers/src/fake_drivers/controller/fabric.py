@@ -31,8 +31,13 @@ REASONS = {"node_not_on_fabric": "NodeNotOnFabric", "unknown_node": "UnknownNode
 
 
 class FabricClient:
-    def __init__(self, url: str, *, timeout: float = 5.0, operation_timeout: float = 60.0) -> None:
-        self._http = httpx.Client(base_url=url, timeout=timeout)
+    def __init__(
+        self, url: str, *, timeout: float = 5.0, operation_timeout: float = 60.0, connections: int = 100
+    ) -> None:
+        # One connection per worker: an operation holds its connection for the whole attach time, so fewer
+        # connections than workers would queue attaches in the connection pool (and time out there).
+        limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+        self._http = httpx.Client(base_url=url, timeout=timeout, limits=limits)
         self._operation_timeout = operation_timeout
 
     def devices(self) -> list[FabricDevice]:

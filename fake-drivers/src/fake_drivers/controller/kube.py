@@ -10,10 +10,20 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
 
-from ..dra import MANAGED_BY, RESOURCE_GROUP, RESOURCE_VERSION, slice_name
+from ..dra import MANAGED_BY, RESOURCE_GROUP, RESOURCE_VERSION
+from ..pools import is_current, write_pool
 from .decide import ConditionWrite, TaintCreate
 from .model import FabricDevice
-from .objects import pool_slice, slice_content, still_applies, taint_rule, with_condition
+from .objects import (
+    fabric_device_entry,
+    pool_labels,
+    pool_slices,
+    pool_template,
+    slice_content,
+    still_applies,
+    taint_rule,
+    with_condition,
+)
 from .settings import DRIVER_LABEL, MANAGER, Settings
 
 log = logging.getLogger(__name__)
@@ -49,37 +59,25 @@ class Kube:
 
     # --- fabric pools ---------------------------------------------------------------------------------------
 
-    def sync_pool(self, fabric: str, devices: list[FabricDevice], cached: dict[str, Any] | None) -> int | None:
-        """Make the fabric's pool slice list exactly `devices`; returns the new generation, None if unchanged.
+    def sync_pool(self, fabric: str, devices: list[FabricDevice], cached: list[dict[str, Any]]) -> int | None:
+        """Make the fabric's pool slices list exactly `devices`; returns the new generation, None if unchanged.
 
-        `cached` (the watch cache's copy) saves a read when nothing changed; a write reads the slice fresh.
+        `cached` (the watch cache's slices of this pool) saves a read when nothing changed; a write lists the
+        pool's slices fresh.
         """
-        if cached is not None and slice_content(cached) == slice_content(pool_slice(self.settings, fabric, devices, 0)):
+        if cached and is_current(cached, pool_slices(self.settings, fabric, devices, 0), slice_content):
             return None
         return self._write_pool(fabric, devices)
 
     @on_conflict
     def _write_pool(self, fabric: str, devices: list[FabricDevice]) -> int | None:
         # The generation grows on every content change, so the scheduler can tell the current pool from an old one.
-        name = slice_name(self.settings.driver, fabric)
-        try:
-            current = self.api.get_cluster_custom_object(RESOURCE_GROUP, RESOURCE_VERSION, SLICES, name)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-            current = None
-        generation = 1
-        if current is not None:
-            if slice_content(pool_slice(self.settings, fabric, devices, 0)) == slice_content(current):
-                return None
-            generation = int(current["spec"]["pool"].get("generation", 0)) + 1
-        body = pool_slice(self.settings, fabric, devices, generation)
-        if current is None:
-            self.api.create_cluster_custom_object(RESOURCE_GROUP, RESOURCE_VERSION, SLICES, body)
-        else:
-            body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-            self.api.replace_cluster_custom_object(RESOURCE_GROUP, RESOURCE_VERSION, SLICES, name, body)
-        return generation
+        selector = ",".join(f"{k}={v}" for k, v in pool_labels(self.settings, fabric).items())
+        published = self.api.list_cluster_custom_object(
+            RESOURCE_GROUP, RESOURCE_VERSION, SLICES, label_selector=selector
+        )["items"]
+        entries = [fabric_device_entry(self.settings, d) for d in devices]
+        return write_pool(self.api, published, pool_template(self.settings, fabric), entries, slice_content)
 
     # --- taint rules ----------------------------------------------------------------------------------------
 

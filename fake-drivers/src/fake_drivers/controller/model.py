@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..dra import identity
+from ..pools import current_pools
 from .settings import DEVICE_LABEL, PURPOSE_LABEL, Purpose
 
 # Annotations on a DeviceTaintRule: what the controller needs to carry on after a restart.
@@ -142,14 +143,17 @@ class NodeCopy:
 
 
 def node_copies(slices: list[dict[str, Any]], driver: str) -> list[NodeCopy]:
-    """Every device of the driver's slices that have a nodeName (the node driver's pools)."""
+    """Every device of the driver's node-local pools (slices with a nodeName), as the scheduler sees them.
+
+    A pool may span several slices; only its newest generation counts (older slices are on their way out, and a
+    device moved between slices of a pool would otherwise show up twice).
+    """
     out = []
-    for s in slices:
-        spec = s.get("spec") or {}
-        if spec.get("driver") != driver or not spec.get("nodeName"):
+    for (slice_driver, _), pool in sorted(current_pools(slices).items()):
+        node = pool.slices[0]["spec"].get("nodeName")
+        if slice_driver != driver or not node:
             continue
-        for device in spec.get("devices") or []:
-            out.append(NodeCopy(spec["nodeName"], spec["pool"]["name"], device["name"], identity(device)))
+        out += [NodeCopy(node, pool.name, device["name"], identity(device)) for device in pool.devices]
     return out
 
 

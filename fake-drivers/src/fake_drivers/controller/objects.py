@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..dra import MANAGED_BY, RESOURCE_GROUP, RESOURCE_VERSION, device_attributes, slice_name
+from ..pools import pool_bodies
 from .decide import ConditionWrite, TaintCreate
 from .model import MESSAGE, REASON, SINCE, UNTIL, Claim, FabricDevice
 from .settings import DEVICE_LABEL, DRIVER_LABEL, FABRIC_LABEL, MANAGER, PURPOSE_LABEL, Settings
@@ -28,23 +29,30 @@ def fabric_device_entry(settings: Settings, device: FabricDevice) -> dict[str, A
     }
 
 
-def pool_slice(settings: Settings, fabric: str, devices: list[FabricDevice], generation: int) -> dict[str, Any]:
-    """One slice per fabric pool; the pool reaches the nodes that carry the fabric's label."""
+def pool_template(settings: Settings, fabric: str) -> dict[str, Any]:
+    """The part every slice of a fabric's pool shares; the pool reaches the nodes with the fabric's label."""
     selector = {"key": settings.node_label, "operator": "In", "values": [fabric]}
     return {
         "apiVersion": API_VERSION,
         "kind": "ResourceSlice",
-        "metadata": {
-            "name": slice_name(settings.driver, fabric),
-            "labels": {MANAGED_BY: MANAGER, DRIVER_LABEL: settings.driver, FABRIC_LABEL: fabric},
-        },
+        "metadata": {"name": slice_name(settings.driver, fabric), "labels": pool_labels(settings, fabric)},
         "spec": {
             "driver": settings.driver,
-            "pool": {"name": fabric, "generation": generation, "resourceSliceCount": 1},
+            "pool": {"name": fabric},
             "nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [selector]}]},
-            "devices": [fabric_device_entry(settings, d) for d in sorted(devices, key=lambda d: d.name)],
         },
     }
+
+
+def pool_labels(settings: Settings, fabric: str) -> dict[str, str]:
+    """On every slice of the pool: how the controller lists a pool's slices, including stale extra ones."""
+    return {MANAGED_BY: MANAGER, DRIVER_LABEL: settings.driver, FABRIC_LABEL: fabric}
+
+
+def pool_slices(settings: Settings, fabric: str, devices: list[FabricDevice], generation: int) -> list[dict[str, Any]]:
+    """One pool per fabric, in as many slices as it needs (at most 128 devices each)."""
+    entries = [fabric_device_entry(settings, d) for d in devices]
+    return pool_bodies(pool_template(settings, fabric), entries, generation)
 
 
 def slice_content(obj: dict[str, Any]) -> tuple[Any, Any]:

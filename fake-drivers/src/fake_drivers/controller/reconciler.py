@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from typing import Any, TypeVar
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
+from ..pools import brief
 from .decide import Attach, ConditionWrite, Detach, Failure, Memory, Plan, Snapshot, decide, holdings
 from .fabric import FabricClient, FabricUnavailable
 from .kube import Kube
@@ -51,7 +53,7 @@ class Reconciler:
         metrics: Metrics,
         *,
         poll_s: float = 1.0,
-        workers: int = 16,
+        workers: int = 32,
     ) -> None:
         self.settings = settings
         self.kube = kube
@@ -67,6 +69,7 @@ class Reconciler:
         self._failures: dict[str, Failure] = {}
         self._idle: dict[str, float] = {}
         self._rescheduled: dict[str, int] = {}
+        self._forgotten: frozenset[tuple[str, str]] | None = None  # --broken-forget-on-restart, from the first pass
         self._problem = ""
 
     def wake(self) -> None:
@@ -119,9 +122,13 @@ class Reconciler:
         snap = self.snapshot()
         assert self.caches is not None
         uids = {o["metadata"]["uid"] for o in self.caches.claims.items()}
+        if self._forgotten is None:
+            self._forgotten = self._found_at_start(snap)
         with self._lock:
             self._rescheduled = {uid: n for uid, n in self._rescheduled.items() if uid in uids}
-            memory = Memory(dict(self._inflight), dict(self._failures), dict(self._idle), dict(self._rescheduled))
+            memory = Memory(
+                dict(self._inflight), dict(self._failures), dict(self._idle), dict(self._rescheduled), self._forgotten
+            )
         plan = decide(self.settings, snap, memory, now)
         with self._lock:
             self._idle = plan.idle_since
@@ -131,6 +138,18 @@ class Reconciler:
             self.metrics.devices.labels(state).set(sum(d.state == state for d in snap.devices))
         self._execute(plan, snap, now)
         return plan
+
+    def _found_at_start(self, snap: Snapshot) -> frozenset[tuple[str, str]]:
+        """--broken-forget-on-restart: the attaches in flight or done for an allocated claim at the first pass."""
+        if not self.settings.broken_forget_on_restart:
+            return frozenset()
+        state = {d.uuid: d.state for d in snap.devices}
+        return frozenset(
+            (uuid, h.claim.uid)
+            for uuid, held in holdings(self.settings, snap).items()
+            for h in held
+            if h.via_fabric and state[uuid] in ("attaching", "attached")
+        )
 
     def _execute(self, plan: Plan, snap: Snapshot, now: float) -> None:
         rules = {t.name for t in snap.taints}
@@ -146,14 +165,16 @@ class Reconciler:
                         self._failures.pop(taint.uuid, None)
                     self.statelog.event(f"device {taint.device}", f"quarantined: {taint.reason}")
         assert self.caches is not None
-        published = {s["spec"]["pool"]["name"]: s for s in self.caches.slices.items() if not s["spec"].get("nodeName")}
+        published: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for s in self.caches.slices.items():
+            if not s["spec"].get("nodeName"):
+                published[s["spec"]["pool"]["name"]].append(s)
         for fabric, devices in sorted(plan.pools.items()):
-            cached = published.get(fabric)
+            cached = published.get(fabric, [])
             _, generation = self._try(f"publish pool {fabric}", self.kube.sync_pool, fabric, devices, cached)
             if generation:
-                log.info(
-                    "pool %s: generation %d, %d devices %s", fabric, generation, len(devices), [d.name for d in devices]
-                )
+                shown = brief([d.name for d in devices])
+                log.info("pool %s: generation %d, %d devices %s", fabric, generation, len(devices), shown)
         for write in plan.conditions:
             self._write_condition(write, now)
         names = {d.uuid: d for d in snap.devices}
@@ -172,6 +193,9 @@ class Reconciler:
         if not ok or result is None:
             return
         self.metrics.condition_writes.labels(write.type, result).inc()
+        if self.settings.broken_offer_failed_device and write.type == self.settings.attach_failed:
+            with self._lock:  # no quarantine rule records it: once told, the failure is forgotten
+                self._failures.pop(write.uuid, None)
         if result == "written":
             self.statelog.event(label, f"{write.type}=True ({write.reason}: {write.message})")
             if write.type == self.settings.reschedule:

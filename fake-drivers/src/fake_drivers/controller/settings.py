@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 DEFAULT_DRIVER = "gpu.fabric.example.com"
 DEFAULT_NODE_LABEL = "conformance.dra.example.com/fabric"
@@ -52,6 +52,19 @@ class Settings:
     # Deliberately broken mode for the suite's own tests (never a default): report the binding condition True
     # as soon as the attach starts, so the conformance scenarios can be shown to catch it.
     broken_report_before_attach: bool = False
+    # More broken modes, each breaking one requirement of the catalogue (cli.BROKEN_FLAGS); all off by default.
+    broken_offer_failed_device: bool = False
+    broken_never_detach: bool = False
+    broken_no_failure_condition: bool = False
+    broken_forget_on_restart: bool = False
+
+    def broken_modes(self) -> list[str]:
+        """The deliberately broken modes that are on, as their flags (--broken-...), for the warning at start."""
+        return [
+            "--" + f.name.replace("_", "-")
+            for f in fields(self)
+            if f.name.startswith("broken_") and getattr(self, f.name)
+        ]
 
     @property
     def attached(self) -> str:

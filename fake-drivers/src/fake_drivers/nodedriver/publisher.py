@@ -1,20 +1,21 @@
-"""Keeps each node's ResourceSlice equal to what the policy says, and removes them all on shutdown."""
+"""Keeps each node's pool (one slice, several past 128 devices) equal to what the policy says; removes them all
+on shutdown."""
 
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from ..dra import MANAGED_BY, RESOURCE_GROUP, RESOURCE_VERSION, identity
+from ..pools import PLURAL, brief, delete_slice, write_pool
 from .config import NodeDriverConfig
-from .slices import MANAGER, AttachedDevice, Policy, desired_devices, next_generation, slice_manifest
+from .slices import MANAGER, AttachedDevice, Policy, desired_devices, devices_of, node_template
 
 log = logging.getLogger(__name__)
-PLURAL = "resourceslices"
 
 
 @dataclass
@@ -27,10 +28,13 @@ class Publisher:
     def _list(self, **selectors: str) -> list[dict[str, Any]]:
         return self.api.list_cluster_custom_object(RESOURCE_GROUP, RESOURCE_VERSION, PLURAL, **selectors)["items"]
 
-    def own_slices(self) -> dict[str, dict[str, Any]]:
-        """This driver's node slices, by node name."""
+    def own_slices(self) -> dict[str, list[dict[str, Any]]]:
+        """This driver's node slices (a pool may span several), by node name."""
         items = self._list(label_selector=f"{MANAGED_BY}={MANAGER}", field_selector=f"spec.driver={self.config.driver}")
-        return {item["spec"]["nodeName"]: item for item in items}
+        by_node: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for item in items:
+            by_node[item["spec"]["nodeName"]].append(item)
+        return by_node
 
     def fabric_pool_uuids(self) -> set[str]:
         """Identities that a slice of this driver without nodeName (the fabric pool) still offers."""
@@ -50,39 +54,28 @@ class Publisher:
         writes = 0
         for node in self.config.nodes:
             devices = desired_devices(self.config, node, attached, deny, self.policy)
-            generation = next_generation(current.get(node), devices)
+            template = node_template(self.config.driver, node)
+            generation = write_pool(self.api, current.get(node, []), template, devices, devices_of)
             if generation is None:
                 continue
-            body = slice_manifest(self.config.driver, node, devices, generation)
-            if node in current:
-                body["metadata"]["resourceVersion"] = current[node]["metadata"]["resourceVersion"]
-                self.api.replace_cluster_custom_object(
-                    RESOURCE_GROUP, RESOURCE_VERSION, PLURAL, body["metadata"]["name"], body
-                )
-            else:
-                self.api.create_cluster_custom_object(RESOURCE_GROUP, RESOURCE_VERSION, PLURAL, body)
             writes += 1
             self._log_change(node, devices, generation)
         for node in set(current) - set(self.config.nodes):  # a node dropped from the config: never leave it stale
-            self._delete(current[node]["metadata"]["name"])
-            writes += 1
+            for item in current[node]:
+                delete_slice(self.api, item["metadata"]["name"])
+                writes += 1
         return writes
 
     def _log_change(self, node: str, devices: list[dict[str, Any]], generation: int) -> None:
         names = [d["name"] for d in devices]
         before = self.published.get(node, [])
         added, removed = sorted(set(names) - set(before)), sorted(set(before) - set(names))
-        log.info("node %s: pool generation %d, +%s -%s (%d devices)", node, generation, added, removed, len(names))
+        changes = f"+{brief(added)} -{brief(removed)}"
+        log.info("node %s: pool generation %d, %s (%d devices)", node, generation, changes, len(names))
         self.published[node] = names
 
-    def _delete(self, name: str) -> None:
-        try:
-            self.api.delete_cluster_custom_object(RESOURCE_GROUP, RESOURCE_VERSION, PLURAL, name)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-
     def remove_all(self) -> None:
-        for item in self.own_slices().values():
-            self._delete(item["metadata"]["name"])
+        for items in self.own_slices().values():
+            for item in items:
+                delete_slice(self.api, item["metadata"]["name"])
         log.info("removed the slices of %d nodes", len(self.config.nodes))

@@ -1,4 +1,4 @@
-"""What each node's ResourceSlice should hold: pure functions, no I/O, so the policy is unit-testable."""
+"""What each node's pool should hold: pure functions, no I/O, so the policy is unit-testable."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..dra import MANAGED_BY, RESOURCE_GROUP, RESOURCE_VERSION, Device, slice_name
+from ..pools import pool_bodies
 from .config import NodeDriverConfig
 
 MANAGER = "fake-node-driver"
@@ -43,29 +44,21 @@ def desired_devices(
     return sorted(devices, key=lambda d: d["name"])
 
 
-def slice_manifest(driver: str, node: str, devices: list[dict[str, Any]], generation: int) -> dict[str, Any]:
-    """One slice per node: pool = node name, so each node's pool has exactly one slice."""
+def node_template(driver: str, node: str) -> dict[str, Any]:
+    """What every slice of a node's pool shares: pool = node name, nodeName = node."""
     return {
         "apiVersion": f"{RESOURCE_GROUP}/{RESOURCE_VERSION}",
         "kind": "ResourceSlice",
         "metadata": {"name": slice_name(driver, node), "labels": {MANAGED_BY: MANAGER, NODE_LABEL: node}},
-        "spec": {
-            "driver": driver,
-            "nodeName": node,
-            "pool": {"name": node, "generation": generation, "resourceSliceCount": 1},
-            "devices": devices,
-        },
+        "spec": {"driver": driver, "nodeName": node, "pool": {"name": node}},
     }
 
 
-def next_generation(current: dict[str, Any] | None, devices: list[dict[str, Any]]) -> int | None:
-    """The pool generation to write, or None when the published slice already says exactly this.
+def node_slices(driver: str, node: str, devices: list[dict[str, Any]], generation: int) -> list[dict[str, Any]]:
+    """A node's pool: one slice, or as many as its devices need (at most 128 each)."""
+    return pool_bodies(node_template(driver, node), devices, generation)
 
-    A pool's generation must grow whenever its content changes, so consumers can tell old slices from new.
-    """
-    if current is None:
-        return 1
-    spec = current.get("spec", {})
-    if spec.get("devices", []) == devices:
-        return None
-    return int(spec.get("pool", {}).get("generation", 0)) + 1
+
+def devices_of(slice_: dict[str, Any]) -> Any:
+    """What decides whether a published slice is current: its devices."""
+    return slice_.get("spec", {}).get("devices", [])

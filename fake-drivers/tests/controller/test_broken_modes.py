@@ -1,0 +1,94 @@
+"""The deliberately broken modes (hidden --broken-* flags, for the conformance suite's selftests): each one must
+really break the one requirement it names, and only when asked for. Decisions and the reconciler with fakes."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import click
+from test_decide import KEEP, LOCAL, NOW, claim, claim_obj, conditions, dev, plan_for, rule
+from test_reconciler import reconciler
+
+from fake_drivers.controller.cli import BROKEN_FLAGS, main
+from fake_drivers.controller.decide import Failure, Memory
+from fake_drivers.controller.settings import Purpose, Settings
+
+FAILED = Memory(failures={"uuid-fabric-0-0": Failure("FabricLinkDown", "link 3 lost")})
+
+
+def test_every_broken_mode_is_off_by_default_and_is_a_hidden_flag_warned_about_at_start() -> None:
+    assert Settings().broken_modes() == []
+    for flag in BROKEN_FLAGS:
+        field = flag.removeprefix("--").replace("-", "_")
+        assert replace(Settings(), **{field: True}).broken_modes() == [flag]
+    hidden = {o.opts[0] for o in main.params if getattr(o, "hidden", False)}
+    assert hidden == set(BROKEN_FLAGS)
+    assert not any(flag in main.get_help(click.Context(main)) for flag in BROKEN_FLAGS)
+
+
+# --- IMP-4: the failed device is offered again ----------------------------------------------------------------
+
+
+def test_offer_failed_device_reports_the_failure_but_no_quarantine_so_the_device_is_attached_again() -> None:
+    broken = replace(KEEP, broken_offer_failed_device=True)
+    r, kube, fabric = reconciler(broken, [dev(0)], [claim_obj()])
+    r._failures["uuid-fabric-0-0"] = Failure("FabricLinkDown", "link lost")
+    plan = r.reconcile_once()
+    assert ("create_taint", "quarantine") not in kube.calls, "broken mode must not hide the failed device"
+    assert ("write_condition", "attach-failed") in kube.calls, "the failure is still reported"
+    assert "fabric-0-gpu-0" in [d.name for d in plan.pools["fabric-0"]], "still listed in the pool"
+    # The scheduler reallocates the claim (no conditions yet) to the same, unhidden device: it is attached again.
+    r.caches.claims.objects[:] = [claim_obj(name="c2")]  # type: ignore[union-attr]
+    r.reconcile_once()
+    assert fabric.done.wait(5) and fabric.ops == [("attach", "uuid-fabric-0-0")]
+
+
+# --- IMP-5: never detached --------------------------------------------------------------------------------------
+
+
+def test_never_detach_keeps_a_released_device_attached_and_out_of_a_reschedule_to_local_pool() -> None:
+    device = dev(0, "attached", "node-0")
+    idle = Memory(idle_since={device.uuid: NOW - 3600})
+    normal = plan_for(KEEP, [device], taints=(rule(Purpose.DETACH, device),), memory=idle)
+    assert [d.uuid for d in normal.detaches] == [device.uuid], "the correct controller detaches it"
+    for settings in (KEEP, LOCAL):
+        broken = replace(settings, broken_never_detach=True)
+        plan = plan_for(broken, [device], memory=idle)
+        assert plan.detaches == [] and plan.create_taints == []
+        guarded = plan_for(broken, [device], taints=(rule(Purpose.DETACH, device),), memory=idle)
+        assert guarded.detaches == []
+    assert plan_for(replace(LOCAL, broken_never_detach=True), [device], memory=idle).pools["fabric-0"] == []
+
+
+# --- SCH-5 / IMP-4: no failure condition ------------------------------------------------------------------------
+
+
+def test_no_failure_condition_leaves_the_claim_pending_after_an_attach_failure() -> None:
+    broken = replace(KEEP, broken_no_failure_condition=True)
+    plan = plan_for(broken, [dev(0)], (claim(),), memory=FAILED)
+    assert plan.conditions == [] and plan.attaches == []
+    assert [t.purpose for t in plan.create_taints] == [Purpose.QUARANTINE]
+    quarantine = rule(Purpose.QUARANTINE, dev(0), until=NOW + 60, reason="FabricLinkDown")
+    assert conditions(plan_for(broken, [dev(0)], (claim(),), taints=(quarantine,))) == []
+    assert conditions(plan_for(KEEP, [dev(0)], (claim(),), memory=FAILED)) == [("attach-failed", "FabricLinkDown")]
+
+
+# --- IMP-8: forgotten across a restart --------------------------------------------------------------------------
+
+
+def test_forget_on_restart_never_reports_an_attach_found_in_flight_at_start() -> None:
+    broken = replace(KEEP, broken_forget_on_restart=True)
+    r, kube, fabric = reconciler(broken, [dev(0, "attaching", "node-0"), dev(1)], [claim_obj()])
+    r.reconcile_once()  # the first pass after the (re)start
+    fabric.devices_[0] = dev(0, "attached", "node-0")  # the attach completes
+    r.reconcile_once()
+    r.reconcile_once()
+    assert ("write_condition", "attached") not in kube.calls, "the attach found at start must never be reported"
+    assert fabric.ops == []
+    # A claim allocated after the start is served as usual: only what was in flight at start is forgotten.
+    r.caches.claims.objects.append(claim_obj(name="c2", device="fabric-0-gpu-1"))  # type: ignore[union-attr]
+    r.reconcile_once()
+    assert fabric.done.wait(5) and fabric.ops == [("attach", "uuid-fabric-0-1")]
+    correct, kube2, _ = reconciler(KEEP, [dev(0, "attached", "node-0")], [claim_obj()])
+    correct.reconcile_once()
+    assert ("write_condition", "attached") in kube2.calls

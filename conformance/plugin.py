@@ -175,7 +175,7 @@ def scenarios(
 
     def context(sc: Scenario) -> Context:
         handle = Cluster(cluster.info)
-        return Context(sc, handle, implementation, prof, pool, ObjectTracker(handle, run_id), say)
+        return Context(sc, handle, implementation, prof, pool, ObjectTracker(handle, run_id), say, invariants=watcher)
 
     runner = ScenarioRunner(pytestconfig.stash.get(_SELECTED_KEY, []), context, watcher, say)
     pytestconfig.stash[_RUNNER_KEY] = runner

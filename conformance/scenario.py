@@ -86,6 +86,8 @@ class Context:
     namespaces: set[str] = field(default_factory=set)
     leases: list[Lease] = field(default_factory=list)
     measurements: dict[str, list[float]] = field(default_factory=dict)
+    # The session's invariant watcher, for scenarios that check it observed their critical window (IMP-6).
+    invariants: InvariantWatcher | None = None
 
     def namespace(self, prefix: str | None = None) -> str:
         """A fresh namespace of this scenario with its default ServiceAccount ready."""

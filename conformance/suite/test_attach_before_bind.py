@@ -17,8 +17,15 @@ import pytest
 
 from conformance.cluster import Cluster
 from conformance.implementation import Implementation
-from conformance.manifests import claim_template, pod_with_claim_template
-from conformance.observe import driver_slices, fabric_slices, identity_of, probe_attachments
+from conformance.manifests import claim_template, pinned_pod
+from conformance.observe import (
+    device_conditions,
+    driver_slices,
+    fabric_slices,
+    identity_of,
+    probe_attachments,
+    remote_node,
+)
 from conformance.profile import LoadedProfile
 from conformance.scenario import Context, ScenarioRunner, scenario
 from conformance.versions import parse_version
@@ -43,29 +50,13 @@ class Flow:
     bound_after_s: float | None = None  # allocationTimestamp -> pod seen bound
 
 
-def _conditions(claim: dict[str, Any], result: dict[str, Any]) -> dict[str, str]:
-    for entry in claim.get("status", {}).get("devices", []):
-        if (entry["driver"], entry["pool"], entry["device"]) == (result["driver"], result["pool"], result["device"]):
-            return {c["type"]: c["status"] for c in entry.get("conditions", [])}
-    return {}
-
-
-def _pick_node(ctx: Context) -> str | None:
-    """A node without node-local devices of the driver that a fabric device reaches."""
-    local = {n for d in ctx.pool.devices.values() if d.kind == "local" for n in d.nodes}
-    for spec in ctx.cluster.info.nodes:
-        if spec.name not in local and ctx.pool.count("fabric", spec.name):
-            return spec.name
-    return None
-
-
 @scenario(
     "attach-before-bind",
     "one pod on a node without local devices gets a fabric device; followed from creation to binding",
     ("IMP-1", "SCH-2", "SCH-3", "SCH-4", "IMP-2", "IMP-3"),
 )
 def attach_before_bind(ctx: Context) -> Flow:
-    node = _pick_node(ctx)
+    node = remote_node(ctx.pool, ctx.cluster.info.nodes)
     if node is None:
         pytest.skip(f"no node without node-local {ctx.profile.driver} devices is reached by a fabric pool")
     lease = ctx.lease(1, "fabric", node)
@@ -73,9 +64,7 @@ def attach_before_bind(ctx: Context) -> Flow:
     probe_url = ctx.implementation.resolve(ctx.profile.fabric_probe.url) if ctx.profile.fabric_probe else None
     ns = ctx.namespace()
     ctx.objects.create(claim_template("gpu", ctx.device_class(lease)), ns)
-    pod = pod_with_claim_template("app", "gpu")
-    pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
-    ctx.objects.create(pod, ns)
+    ctx.objects.create(pinned_pod("app", "gpu", node), ns)
     flow = _watch(ctx.cluster, ns, node, slices, probe_url, identity_of(slices, ctx.profile.identity_attribute))
     if flow.bound_after_s is not None:
         ctx.measure("attach_to_bind_seconds", flow.bound_after_s)
@@ -110,7 +99,9 @@ def _watch(
             attached = probe_attachments(probe_url) if probe_url else {}
             for r in results:
                 true = [
-                    t for t, s in _conditions(claim, r).items() if s == "True" and t in r.get("bindingConditions", [])
+                    t
+                    for t, s in device_conditions(claim, r).items()
+                    if s == "True" and t in r.get("bindingConditions", [])
                 ]
                 ident = identities.get((r["pool"], r["device"]))
                 note = f"{r['device']}: {true} True while the fabric says attached to {attached.get(ident)}"
@@ -121,7 +112,7 @@ def _watch(
             if pod.spec.node_name:
                 seen.bound_to = pod.spec.node_name
                 for r in results:
-                    conds = _conditions(claim, r)
+                    conds = device_conditions(claim, r)
                     seen.bound_while_pending += [t for t in r.get("bindingConditions", []) if conds.get(t) != "True"]
                 seen.attached_at_bind = attached
                 stamp = seen.first_allocation.get("allocationTimestamp")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from selftest.suite_runner import ROOT, run_suite
+from selftest.suite_runner import profile_variant, run_suite
 
 
 def test_api_checks_fail_with_the_binding_conditions_gate_off(tmp_path: Path) -> None:
@@ -26,12 +26,9 @@ def test_api_checks_fail_with_the_binding_conditions_gate_off(tmp_path: Path) ->
 
 def test_attach_before_bind_catches_conditions_reported_before_the_attach(tmp_path: Path) -> None:
     """The reference controller's deliberately broken mode reports `attached` when the attach starts: IMP-3 fails."""
-    profiles = ROOT / "fixtures" / "profiles"
-    text = (profiles / "reference.yaml").read_text().replace("{profile_dir}", str(profiles))
-    broken = text.replace('"--mode", "keep-in-pool"]', '"--mode", "keep-in-pool", "--broken-report-before-attach"]')
-    assert broken != text, "the reference profile's controller command changed; update this selftest"
-    profile = tmp_path / "broken.yaml"
-    profile.write_text(broken)
+    profile = profile_variant(
+        tmp_path, '"--mode", "keep-in-pool"]', '"--mode", "keep-in-pool", "--broken-report-before-attach"]'
+    )
     code, out, _ = run_suite(
         tmp_path / "junit.xml", "--profile", str(profile), target="conformance/suite/test_attach_before_bind.py"
     )

@@ -17,14 +17,13 @@ import pytest
 
 from conformance.cluster import Cluster
 from conformance.implementation import Implementation
-from conformance.manifests import claim_template, pinned_pod
+from conformance.manifests import pinned_pod
 from conformance.observe import (
     device_conditions,
     driver_slices,
     fabric_slices,
     identity_of,
     probe_attachments,
-    remote_node,
 )
 from conformance.profile import LoadedProfile
 from conformance.scenario import Context, ScenarioRunner, scenario
@@ -56,14 +55,9 @@ class Flow:
     ("IMP-1", "SCH-2", "SCH-3", "SCH-4", "IMP-2", "IMP-3"),
 )
 def attach_before_bind(ctx: Context) -> Flow:
-    node = remote_node(ctx.pool, ctx.cluster.info.nodes)
-    if node is None:
-        pytest.skip(f"no node without node-local {ctx.profile.driver} devices is reached by a fabric pool")
-    lease = ctx.lease(1, "fabric", node)
+    node, _, ns = ctx.remote_fabric()
     slices = driver_slices(ctx.cluster, ctx.profile.driver)
     probe_url = ctx.implementation.resolve(ctx.profile.fabric_probe.url) if ctx.profile.fabric_probe else None
-    ns = ctx.namespace()
-    ctx.objects.create(claim_template("gpu", ctx.device_class(lease)), ns)
     ctx.objects.create(pinned_pod("app", "gpu", node), ns)
     flow = _watch(ctx.cluster, ns, node, slices, probe_url, identity_of(slices, ctx.profile.identity_attribute))
     if flow.bound_after_s is not None:

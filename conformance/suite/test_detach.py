@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from conformance.manifests import claim_template, pinned_pod
-from conformance.observe import BIND_SLACK_S, bound_pod, pod_claim, probe_states, remote_node
+from conformance.manifests import pinned_pod
+from conformance.observe import BIND_SLACK_S, bound_pod, pod_claim, probe_states
 from conformance.scenario import Context, ScenarioRunner, scenario
 from conformance.waits import WaitTimeout, wait_for
 
@@ -40,15 +40,10 @@ class Release:
     probe=True,
 )
 def detach_on_release(ctx: Context) -> Release:
-    node = remote_node(ctx.pool, ctx.cluster.info.nodes)
-    if node is None:
-        pytest.skip(f"no node without node-local {ctx.profile.driver} devices is reached by a fabric pool")
     assert ctx.invariants is not None, "the free entries are read from the session's invariant watcher"
-    lease = ctx.lease(1, "fabric", node)
+    node, lease, ns = ctx.remote_fabric()
     [identity] = lease.identities
     probe = ctx.implementation.resolve(ctx.profile.fabric_probe.url)
-    ns = ctx.namespace()
-    ctx.objects.create(claim_template("gpu", ctx.device_class(lease)), ns)
     ctx.objects.create(pinned_pod("app", "gpu", node), ns)
     bound_pod(ctx.cluster, ns, "app", ctx.profile.promises.attach_s + BIND_SLACK_S)
     claim = pod_claim(ctx.cluster, ns, "app")["metadata"]["name"]

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from conformance.manifests import claim_template, pinned_pod
+from conformance.manifests import pinned_pod
 from conformance.observe import (
     BIND_SLACK_S,
     ClaimHistory,
@@ -27,7 +27,6 @@ from conformance.observe import (
     pod_claim,
     post_json,
     probe_states,
-    remote_node,
 )
 from conformance.scenario import Context, ScenarioRunner, scenario
 from conformance.waits import WaitTimeout, wait_for
@@ -69,18 +68,13 @@ def controller_restart(ctx: Context) -> Restart:
     process = ctx.profile.controller.process
     if process is None:
         pytest.skip("the profile names no controller.process: the suite cannot restart the controller")
-    node = remote_node(ctx.pool, ctx.cluster.info.nodes)
-    if node is None:
-        pytest.skip(f"no node without node-local {ctx.profile.driver} devices is reached by a fabric pool")
-    lease = ctx.lease(1, "fabric", node)
+    node, lease, ns = ctx.remote_fabric()
     [identity] = lease.identities
     probe = ctx.implementation.resolve(ctx.profile.fabric_probe.url)
     faults = ctx.implementation.resolve(ctx.profile.fault_injector.url)
     bind_s = ctx.profile.promises.attach_s + SLOW_S + BIND_SLACK_S
     fault = post_json(faults, {"mode": "slow", "operation": "attach", "device": identity, "delaySeconds": SLOW_S})
     try:
-        ns = ctx.namespace()
-        ctx.objects.create(claim_template("gpu", ctx.device_class(lease)), ns)
         with ClaimHistory(ctx.cluster, {ns}) as history:
             ctx.objects.create(pinned_pod("app", "gpu", node), ns)
             at_kill = wait_for(

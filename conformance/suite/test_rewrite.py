@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from conformance.manifests import claim_template, pinned_pod
+from conformance.manifests import pinned_pod
 from conformance.observe import (
     BIND_SLACK_S,
     ClaimHistory,
@@ -25,7 +25,6 @@ from conformance.observe import (
     identity_of,
     pod_claim,
     probe_states,
-    remote_node,
 )
 from conformance.scenario import Context, ScenarioRunner, scenario
 
@@ -58,15 +57,10 @@ def _results(claim: dict[str, Any]) -> list[dict[str, Any]]:
     probe=True,
 )
 def reschedule_to_local(ctx: Context) -> Move:
-    node = remote_node(ctx.pool, ctx.cluster.info.nodes)
-    if node is None:
-        pytest.skip(f"no node without node-local {ctx.profile.driver} devices is reached by a fabric pool")
     assert ctx.invariants is not None, "no double allocation in the window is checked by the invariant watcher"
-    lease = ctx.lease(1, "fabric", node)
+    node, lease, ns = ctx.remote_fabric()
     [device] = lease.devices
     probe = ctx.implementation.resolve(ctx.profile.fabric_probe.url)
-    ns = ctx.namespace()
-    ctx.objects.create(claim_template("gpu", ctx.device_class(lease)), ns)
     with ClaimHistory(ctx.cluster, {ns}) as history:
         before = ctx.invariants.evaluations
         created = time.monotonic()

@@ -123,9 +123,9 @@ def duplicate_burst(ctx: Context) -> Burst:
             done |= set(winners)
             for name in winners:  # release the devices: the waiting pods race for them again
                 ctx.cluster.core.delete_namespaced_pod(name, ns, grace_period_seconds=0)
+        ctx.measure("burst_all_bound_seconds", round(time.monotonic() - began, 3))
         wait_for(sample, lambda p: not p, timeout=deadline_s, expected=f"the pods of {ns} to be gone")
     seen.rewrites = history.in_place_rewrites()
-    ctx.measure("burst_all_bound_seconds", round(time.monotonic() - began, 3))
     return seen
 
 

@@ -140,6 +140,7 @@ def least_privilege(ctx: Context) -> Privilege:
         status, message = _write_condition(custom, own)
         seen.own_write = "allowed" if status == 200 else f"{status} {message}"
         seen.other_write = _write_condition(custom, other)
+        ctx.say(f"least-privilege: write on a claim of another driver answered {seen.other_write}")
         seen.own_rule = _allowed(sa_api, G, "resourceclaims", "driver", "arbitrary-node:update", seen.own_driver)
         seen.other_rule = _allowed(sa_api, G, "resourceclaims", "driver", "arbitrary-node:update", seen.other_driver)
         for group, resource, sub, verb, name in BROAD:

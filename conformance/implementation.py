@@ -234,7 +234,9 @@ class Implementation:
         index = next((i for i, r in enumerate(self.running) if r.spec.name == name), None)
         if index is None:
             raise ImplementationFailed(f"no running process {name!r} (running: {[r.spec.name for r in self.running]})")
-        run = self.running.pop(index)
+        run = self.running[index]
+        # Copy-on-write: scenario threads resolve {url:...} while this runs; never mutate the list they iterate.
+        self.running = [r for r in self.running if r is not run]
         if run.proc.poll() is None:
             os.killpg(run.proc.pid, signal.SIGKILL)
         run.proc.wait()
@@ -242,8 +244,10 @@ class Implementation:
         run.log.replace(run.log.with_suffix(f".killed-{self.restarts}.log"))
         self.progress(f"killed {name} (pid {run.proc.pid}); starting it again")
         self._start(run.spec)
-        self.running.insert(index, self.running.pop())
-        return self.running[index].proc.pid
+        started = self.running[-1]
+        rest = self.running[:-1]
+        self.running = [*rest[:index], started, *rest[index:]]
+        return started.proc.pid
 
     def stop(self) -> list[str]:
         """Stop every process, newest first (SIGTERM, then SIGKILL after a grace); return what went wrong."""

@@ -21,7 +21,7 @@ from typing import Any
 
 from conformance.cluster import Cluster
 from conformance.objects import RUN_LABEL
-from conformance.observe import tainted_by_rule
+from conformance.observe import device_conditions, tainted_by_rule
 from conformance.watchcache import WatchCache
 
 PERSIST_S = 1.0
@@ -46,18 +46,11 @@ def _results(claim: dict[str, Any]) -> list[dict[str, Any]]:
     return (allocation.get("devices") or {}).get("results") or []
 
 
-def _conditions(claim: dict[str, Any], result: dict[str, Any]) -> dict[str, str]:
-    for entry in (claim.get("status") or {}).get("devices") or []:
-        if (entry["driver"], entry["pool"], entry["device"]) == (result["driver"], result["pool"], result["device"]):
-            return {c["type"]: c["status"] for c in entry.get("conditions") or []}
-    return {}
-
-
 def binding_state(claim: dict[str, Any]) -> str:
     """'none' (not allocated or no conditions), 'pending', 'ready' (all True) or 'failed' (a failure True)."""
     state = "none"
     for r in _results(claim):
-        conds = _conditions(claim, r)
+        conds = device_conditions(claim, r)
         if any(conds.get(t) == "True" for t in r.get("bindingFailureConditions") or []):
             return "failed"
         wanted = r.get("bindingConditions") or []
@@ -177,20 +170,7 @@ class InvariantWatcher:
                 ident = self._identity.get((r["pool"], r["device"]))
                 if ident and binding_state(c) != "failed":
                     held.setdefault(ident, []).append(_name(c))
-        rules = self.rules.items() if self.rules else []
-        offered: dict[str, list[str]] = {}
-        for s in slices:
-            pool = s["spec"]["pool"]["name"]
-            for d in s["spec"].get("devices") or []:
-                ident = self._identity.get((pool, d["name"]))
-                if (
-                    not ident
-                    or (pool, d["name"]) in allocated
-                    or d.get("taints")
-                    or tainted_by_rule(rules, self.driver, pool, d["name"])
-                ):
-                    continue
-                offered.setdefault(ident, []).append(f"{s['metadata']['name']}:{d['name']}")
+        offered = self._offered(slices, allocated)
         now = time.monotonic()
         current = set()
         for ident, holders in held.items():
@@ -205,6 +185,32 @@ class InvariantWatcher:
                 first = self._suspects.setdefault((what, ident), now)
                 self._record(what, ident, objects, persisted=now - first >= PERSIST_S)
         self._suspects = {k: v for k, v in self._suspects.items() if k in current}
+
+    def _offered(self, slices: list[dict[str, Any]], allocated: set[tuple[str, str]]) -> dict[str, list[str]]:
+        """identity -> "slice:device" of every free entry (not allocated, not tainted NoSchedule/NoExecute)."""
+        rules = self.rules.items() if self.rules else []
+        offered: dict[str, list[str]] = {}
+        for s in slices:
+            pool = s["spec"]["pool"]["name"]
+            for d in s["spec"].get("devices") or []:
+                ident = self._identity.get((pool, d["name"]))
+                if (
+                    not ident
+                    or (pool, d["name"]) in allocated
+                    or d.get("taints")
+                    or tainted_by_rule(rules, self.driver, pool, d["name"])
+                ):
+                    continue
+                offered.setdefault(ident, []).append(f"{s['metadata']['name']}:{d['name']}")
+        return offered
+
+    def free_entries(self, identity: str) -> list[str]:
+        """The entries that offer this physical device free right now, as the watcher sees the cluster."""
+        slices = [s for s in self.slices.items() if s["spec"]["driver"] == self.driver]
+        allocated = {
+            (r["pool"], r["device"]) for c in self.claims.items() for r in _results(c) if r["driver"] == self.driver
+        }
+        return self._offered(slices, allocated).get(identity, [])
 
     def _check_binds(self, final: bool) -> None:
         with self._lock:

@@ -87,3 +87,10 @@ def pod_with_claim_template(name: str, template: str) -> dict[str, Any]:
             "terminationGracePeriodSeconds": 0,
         },
     }
+
+
+def pinned_pod(name: str, template: str, node: str) -> dict[str, Any]:
+    """A pod with one claim from `template`, pinned to `node` (nodeSelector on the hostname label)."""
+    pod = pod_with_claim_template(name, template)
+    pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+    return pod

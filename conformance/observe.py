@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import urllib.request
 from collections.abc import Iterable
@@ -10,6 +11,12 @@ from typing import TYPE_CHECKING, Any
 from kubernetes import client
 
 from conformance.cluster import Cluster
+from conformance.providers.base import NodeSpec
+from conformance.waits import wait_for
+from conformance.watchcache import WatchCache
+
+if TYPE_CHECKING:  # devices imports observe
+    from conformance.devices import DevicePool
 
 if TYPE_CHECKING:  # devices.py imports this module
     from conformance.devices import DevicePool
@@ -126,3 +133,117 @@ def free_copies(cluster: Cluster, driver: str, attribute: str, identity: str) ->
             if not d.get("taints") and not tainted_by_rule(rules, driver, pool, d["name"]):
                 free.append(f"{s['metadata']['name']}:{d['name']}")
     return free
+
+
+def probe_states(url: str) -> dict[str, tuple[str, str]]:
+    """The fabric probe with operations in flight: physical identity -> (node, state), every device not free."""
+    with urllib.request.urlopen(url, timeout=5) as response:
+        body = json.load(response)
+    return {a["device"]: (a["node"], a.get("state", "attached")) for a in body.get("attachments", [])}
+
+
+def post_json(url: str, body: dict[str, Any]) -> dict[str, Any]:
+    """POST a JSON body (fault injector); HTTP errors raise urllib.error.HTTPError with the server's answer."""
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.load(response)
+
+
+def allocation_key(claim: dict[str, Any]) -> tuple[tuple[str, str, str], ...] | None:
+    """(pool, device, node) of each result of the claim's allocation; None when it is not allocated."""
+    allocation = (claim.get("status") or {}).get("allocation")
+    if not allocation:
+        return None
+    terms = (allocation.get("nodeSelector") or {}).get("nodeSelectorTerms") or []
+    nodes = sorted({v for t in terms for f in t.get("matchFields") or [] for v in f.get("values") or []})
+    node = ",".join(nodes)
+    return tuple((r["pool"], r["device"], node) for r in (allocation.get("devices") or {}).get("results") or [])
+
+
+def device_conditions(claim: dict[str, Any], result: dict[str, Any]) -> dict[str, str]:
+    """type -> status of the conditions in status.devices for one allocation result."""
+    for entry in (claim.get("status") or {}).get("devices") or []:
+        if (entry["driver"], entry["pool"], entry["device"]) == (result["driver"], result["pool"], result["device"]):
+            return {c["type"]: c["status"] for c in entry.get("conditions") or []}
+    return {}
+
+
+class ClaimHistory:
+    """Every allocation the claims of some namespaces go through, from a watch: one entry per change.
+
+    A rewrite in place shows as two different allocations in a row with no None ("cleared") between them.
+    """
+
+    def __init__(self, cluster: Cluster, namespaces: set[str]) -> None:
+        self.namespaces = namespaces
+        self.history: dict[str, list[tuple[tuple[str, str, str], ...] | None]] = {}
+        self.true_conditions: dict[str, list[str]] = {}  # claim -> condition types seen True, in order
+        self.first_allocated: dict[str, dict[str, Any]] = {}  # claim -> the claim as first seen allocated
+        self._cache = WatchCache(cluster.api, "resourceclaims", "resource.k8s.io", "v1", on_event=self._event)
+
+    def __enter__(self) -> ClaimHistory:
+        self._cache.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._cache.stop()
+
+    def _event(self, kind: str, claim: dict[str, Any]) -> None:
+        meta = claim["metadata"]
+        if meta.get("namespace") not in self.namespaces or kind == "DELETED":
+            return
+        name = f"{meta['namespace']}/{meta['name']}"
+        key = allocation_key(claim)
+        seen = self.history.setdefault(name, [])
+        if not seen or seen[-1] != key:
+            seen.append(key)
+        if key is not None:
+            self.first_allocated.setdefault(name, claim)
+        conds = self.true_conditions.setdefault(name, [])
+        allocation = (claim.get("status") or {}).get("allocation") or {}
+        for r in (allocation.get("devices") or {}).get("results") or []:
+            conds += [t for t, s in device_conditions(claim, r).items() if s == "True" and t not in conds]
+
+    def allocations(self, name: str) -> list[tuple[tuple[str, str, str], ...] | None]:
+        return list(self.history.get(name, []))
+
+    def in_place_rewrites(self) -> list[str]:
+        return [
+            f"{name}: {before} -> {after}"
+            for name, seen in self.history.items()
+            for before, after in itertools.pairwise(seen)
+            if before is not None and after is not None and before != after
+        ]
+
+
+def pod_state(pod: client.V1Pod) -> str:
+    """What a scheduling wait shows when it times out: node, nomination and the pod's conditions."""
+    conditions = [(c.type, c.status, c.reason, c.message) for c in pod.status.conditions or []]
+    return f"node={pod.spec.node_name} nominated={pod.status.nominated_node_name} conditions={conditions}"
+
+
+def bound_pod(cluster: Cluster, namespace: str, name: str, timeout: float) -> client.V1Pod:
+    """Wait for the pod to be bound to a node; fail with its conditions."""
+    return wait_for(
+        lambda: cluster.core.read_namespaced_pod(name, namespace),
+        lambda p: bool(p.spec.node_name),
+        timeout=timeout,
+        expected=f"pod {namespace}/{name} to be bound",
+        describe=pod_state,
+    )
+
+
+def pod_claim(cluster: Cluster, namespace: str, pod: str) -> dict[str, Any]:
+    """The (generated) claim of a pod with one claim, as a dict."""
+    statuses = cluster.core.read_namespaced_pod(pod, namespace).status.resource_claim_statuses or []
+    [name] = [s.resource_claim_name for s in statuses if s.resource_claim_name]
+    return client.CustomObjectsApi(cluster.api).get_namespaced_custom_object(
+        "resource.k8s.io", "v1", namespace, "resourceclaims", name
+    )
+
+
+# Beyond the promised attach time: the scheduler's 5 s PreBind poll, one binding-timeout retry and one
+# controller restart by IMP-8 (it runs side by side with the other scenarios), on a loaded 2-core machine.
+BIND_SLACK_S = 60.0

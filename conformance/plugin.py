@@ -185,7 +185,8 @@ def scenarios(
     def context(sc: Scenario) -> Context:
         handle = Cluster(cluster.info)
         options = {"scale_pods": pytestconfig.getoption("--scale-pods")}
-        return Context(sc, handle, implementation, prof, pool, ObjectTracker(handle, run_id), say, options=options)
+        tracker = ObjectTracker(handle, run_id)
+        return Context(sc, handle, implementation, prof, pool, tracker, say, options=options, invariants=watcher)
 
     runner = ScenarioRunner(pytestconfig.stash.get(_SELECTED_KEY, []), context, watcher, say)
     pytestconfig.stash[_RUNNER_KEY] = runner

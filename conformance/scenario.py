@@ -23,8 +23,9 @@ from conformance.cluster import USER_AGENT, Cluster
 from conformance.devices import DevicePool, Kind, Lease
 from conformance.implementation import Implementation
 from conformance.invariants import InvariantWatcher
-from conformance.manifests import RESOURCE_API
+from conformance.manifests import RESOURCE_API, claim_template
 from conformance.objects import ObjectTracker
+from conformance.observe import fabric_only_node
 from conformance.profile import Profile
 from conformance.waits import wait_for
 
@@ -86,6 +87,8 @@ class Context:
     namespaces: set[str] = field(default_factory=set)
     leases: list[Lease] = field(default_factory=list)
     measurements: dict[str, list[float]] = field(default_factory=dict)
+    # The session's invariant watcher, for scenarios that check it observed their critical window (IMP-6).
+    invariants: InvariantWatcher | None = None
     options: dict[str, Any] = field(default_factory=dict)  # run options scenarios read (e.g. scale_pods)
     _classes: int = 0
 
@@ -122,6 +125,17 @@ class Context:
             }
         )
         return name
+
+    def remote_fabric(self, count: int = 1, template: str = "gpu") -> tuple[str, Lease, str]:
+        """The usual start of a fabric scenario: a node without node-local devices (skip if there is none), a lease
+        of `count` fabric devices reaching it, and a fresh namespace with a claim template for exactly those."""
+        node = fabric_only_node(self.pool, self.cluster.info.nodes, count)
+        if node is None:
+            pytest.skip(f"no node without node-local {self.profile.driver} devices is reached by a fabric pool")
+        lease = self.lease(count, "fabric", node)
+        ns = self.namespace()
+        self.objects.create(claim_template(template, self.device_class(lease)), ns)
+        return node, lease, ns
 
     def measure(self, key: str, value: float) -> None:
         self.measurements.setdefault(key, []).append(value)

@@ -17,8 +17,14 @@ import pytest
 
 from conformance.cluster import Cluster
 from conformance.implementation import Implementation
-from conformance.manifests import claim_template, pod_with_claim_template
-from conformance.observe import driver_slices, fabric_only_node, fabric_slices, identity_of, probe_attachments
+from conformance.manifests import pinned_pod
+from conformance.observe import (
+    device_conditions,
+    driver_slices,
+    fabric_slices,
+    identity_of,
+    probe_attachments,
+)
 from conformance.profile import LoadedProfile
 from conformance.scenario import Context, ScenarioRunner, scenario
 from conformance.versions import parse_version
@@ -43,30 +49,16 @@ class Flow:
     bound_after_s: float | None = None  # allocationTimestamp -> pod seen bound
 
 
-def _conditions(claim: dict[str, Any], result: dict[str, Any]) -> dict[str, str]:
-    for entry in claim.get("status", {}).get("devices", []):
-        if (entry["driver"], entry["pool"], entry["device"]) == (result["driver"], result["pool"], result["device"]):
-            return {c["type"]: c["status"] for c in entry.get("conditions", [])}
-    return {}
-
-
 @scenario(
     "attach-before-bind",
     "one pod on a node without local devices gets a fabric device; followed from creation to binding",
     ("IMP-1", "SCH-2", "SCH-3", "SCH-4", "IMP-2", "IMP-3"),
 )
 def attach_before_bind(ctx: Context) -> Flow:
-    node = fabric_only_node(ctx.pool, ctx.cluster.info.nodes)
-    if node is None:
-        pytest.skip(f"no node without node-local {ctx.profile.driver} devices is reached by a fabric pool")
-    lease = ctx.lease(1, "fabric", node)
+    node, _, ns = ctx.remote_fabric()
     slices = driver_slices(ctx.cluster, ctx.profile.driver)
     probe_url = ctx.implementation.resolve(ctx.profile.fabric_probe.url) if ctx.profile.fabric_probe else None
-    ns = ctx.namespace()
-    ctx.objects.create(claim_template("gpu", ctx.device_class(lease)), ns)
-    pod = pod_with_claim_template("app", "gpu")
-    pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
-    ctx.objects.create(pod, ns)
+    ctx.objects.create(pinned_pod("app", "gpu", node), ns)
     flow = _watch(ctx.cluster, ns, node, slices, probe_url, identity_of(slices, ctx.profile.identity_attribute))
     if flow.bound_after_s is not None:
         ctx.measure("attach_to_bind_seconds", flow.bound_after_s)
@@ -101,7 +93,9 @@ def _watch(
             attached = probe_attachments(probe_url) if probe_url else {}
             for r in results:
                 true = [
-                    t for t, s in _conditions(claim, r).items() if s == "True" and t in r.get("bindingConditions", [])
+                    t
+                    for t, s in device_conditions(claim, r).items()
+                    if s == "True" and t in r.get("bindingConditions", [])
                 ]
                 ident = identities.get((r["pool"], r["device"]))
                 note = f"{r['device']}: {true} True while the fabric says attached to {attached.get(ident)}"
@@ -112,7 +106,7 @@ def _watch(
             if pod.spec.node_name:
                 seen.bound_to = pod.spec.node_name
                 for r in results:
-                    conds = _conditions(claim, r)
+                    conds = device_conditions(claim, r)
                     seen.bound_while_pending += [t for t in r.get("bindingConditions", []) if conds.get(t) != "True"]
                 seen.attached_at_bind = attached
                 stamp = seen.first_allocation.get("allocationTimestamp")

@@ -72,9 +72,20 @@ def ensure_binaries(version: KubeVersion, cache: Cache | None = None, progress: 
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            if _complete(version, cache):  # the lock is held for another version; nothing of ours is built
+                return _ensure_locked(version, cache, progress)
             progress(f"waiting for another build in {cache.root} to finish")
             fcntl.flock(lock, fcntl.LOCK_EX)
         return _ensure_locked(version, cache, progress)
+
+
+def _complete(version: KubeVersion, cache: Cache) -> bool:
+    """Every binary of `version` is in the cache already (read without the lock: complete entries never change)."""
+    kube_dir = cache.component("kubernetes", version.tag)
+    if not kube_dir.has(KUBE_COMMANDS) or "etcd_version" not in kube_dir.record():
+        return False
+    etcd_dir = cache.component("etcd", kube_dir.record()["etcd_version"])
+    return etcd_dir.has(["etcd"]) and cache.component("kwok", KWOK_VERSION).has(KWOK_COMMANDS)
 
 
 def _ensure_locked(version: KubeVersion, cache: Cache, progress: Progress) -> Binaries:

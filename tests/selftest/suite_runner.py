@@ -25,3 +25,14 @@ def run_suite(junit: Path, *args: str, target: str = "conformance/suite") -> tup
             kinds = [child.tag for child in case if child.tag in ("failure", "error", "skipped")]
             outcomes[case.get("name")] = kinds[0] if kinds else "passed"
     return proc.returncode, proc.stdout + proc.stderr, outcomes
+
+
+def profile_variant(tmp_path: Path, old: str, new: str, source: str = "reference.yaml") -> Path:
+    """A copy of a committed profile with one command-line change (e.g. a broken mode), placeholders kept working."""
+    profiles = ROOT / "fixtures" / "profiles"
+    text = (profiles / source).read_text().replace("{profile_dir}", str(profiles))
+    changed = text.replace(old, new)
+    assert changed != text, f"{source} no longer contains {old!r}; update this selftest"
+    path = tmp_path / f"variant-{source}"
+    path.write_text(changed)
+    return path

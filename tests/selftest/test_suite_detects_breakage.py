@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from selftest.suite_runner import ROOT, run_suite
+from selftest.suite_runner import profile_variant, run_suite
 
 
 def test_api_checks_fail_with_the_binding_conditions_gate_off(tmp_path: Path) -> None:
@@ -36,13 +36,7 @@ def test_api_checks_fail_with_the_binding_conditions_gate_off(tmp_path: Path) ->
 
 def _broken_profile(tmp_path: Path, flag: str) -> Path:
     """A copy of the reference profile whose controller runs with one of its deliberately broken flags."""
-    profiles = ROOT / "fixtures" / "profiles"
-    text = (profiles / "reference.yaml").read_text().replace("{profile_dir}", str(profiles))
-    broken = text.replace('"--mode", "keep-in-pool"]', f'"--mode", "keep-in-pool", "{flag}"]')
-    assert broken != text, "the reference profile's controller command changed; update this selftest"
-    profile = tmp_path / "broken.yaml"
-    profile.write_text(broken)
-    return profile
+    return profile_variant(tmp_path, '"--mode", "keep-in-pool"]', f'"--mode", "keep-in-pool", "{flag}"]')
 
 
 def test_attach_before_bind_catches_conditions_reported_before_the_attach(tmp_path: Path) -> None:

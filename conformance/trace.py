@@ -77,6 +77,8 @@ class Trace:
         while True:
             self.sample(cluster)
             if until(self):
+                # Claims were listed before pods: one more round so the claims are at least as new as the pods.
+                self.sample(cluster)
                 return self
             if time.monotonic() > deadline:
                 raise WaitTimeout(f"timed out after {timeout:g}s waiting for {expected}\nlast seen: {self.describe()}")

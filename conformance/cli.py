@@ -126,5 +126,52 @@ def bench(version: KubeVersion, runs: int, nodes: int, out: Path | None) -> None
     bench_local_cluster(version, runs=runs, nodes=nodes, out=out)
 
 
+@main.command("kind-config")
+@version_option
+@click.option("--out", type=click.Path(path_type=Path), default=Path("kind-config.yaml"), show_default=True)
+@click.option(
+    "--scheduler-config",
+    type=click.Path(path_type=Path),
+    default=Path("fixtures/kind/scheduler-config.yaml"),
+    show_default=True,
+    help="where to write the KubeSchedulerConfiguration the control plane mounts (referenced as given)",
+)
+@click.option("--workers", default=4, show_default=True, type=click.IntRange(min=2))
+@click.option("--binding-timeout", default=20, show_default=True, type=click.IntRange(min=1))
+@click.option("--image", default=None, help="kind node image (default: kind's own image for the release)")
+def kind_config(
+    version: KubeVersion, out: Path, scheduler_config: Path, workers: int, binding_timeout: int, image: str | None
+) -> None:
+    """Write the kind cluster config for a release (feature gates, runtime-config, bindingTimeout, CDI, nodes)."""
+    from conformance.kind.config import KindConfigError, write_kind_files
+
+    try:
+        write_kind_files(out, scheduler_config, version, binding_timeout, workers=workers, image=image)
+    except KindConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"wrote {out} and {scheduler_config}")
+
+
+@main.command("validate-kind-config")
+@click.argument("configs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def validate_kind_config(configs: tuple[Path, ...]) -> None:
+    """Check kind configs with kind's own loader and validator (no Docker engine needed)."""
+    from conformance.kind.validate import check_kind_config
+    from conformance.toolchain.kindbin import ensure_kind
+
+    try:
+        kind = ensure_kind()
+    except BuildError as exc:
+        raise click.ClickException(str(exc)) from None
+    failed = []
+    for config in configs:
+        verdict = check_kind_config(kind, config)
+        click.echo(f"{config}: {'ok' if verdict.ok else 'REJECTED'}: {verdict.detail}")
+        if not verdict.ok:
+            failed.append(str(config))
+    if failed:
+        raise click.ClickException(f"kind rejected {', '.join(failed)}")
+
+
 if __name__ == "__main__":
     main()

@@ -153,22 +153,43 @@ def kind_config(
 
 
 @main.command("validate-kind-config")
-@click.argument("configs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-def validate_kind_config(configs: tuple[Path, ...]) -> None:
+@click.argument("configs", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--release",
+    "releases",
+    multiple=True,
+    callback=lambda ctx, param, values: [_version(ctx, param, v) for v in values],
+    help="also generate and check the config of this release (repeatable); where kind has no node image for it, "
+    "the image is named kindest/node:v<version> (never pulled: the check stops before)",
+)
+def validate_kind_config(configs: tuple[Path, ...], releases: list[KubeVersion]) -> None:
     """Check kind configs with kind's own loader and validator (no Docker engine needed)."""
+    import tempfile
+
+    from conformance.kind.config import NODE_IMAGES, write_kind_files
     from conformance.kind.validate import check_kind_config
     from conformance.toolchain.kindbin import ensure_kind
 
+    if not configs and not releases:
+        raise click.UsageError("name kind configs to check, or --release VERSION")
     try:
         kind = ensure_kind()
     except BuildError as exc:
         raise click.ClickException(str(exc)) from None
     failed = []
-    for config in configs:
-        verdict = check_kind_config(kind, config)
-        click.echo(f"{config}: {'ok' if verdict.ok else 'REJECTED'}: {verdict.detail}")
-        if not verdict.ok:
-            failed.append(str(config))
+    with tempfile.TemporaryDirectory(prefix="kind-configs-") as tmp:
+        generated = []
+        for version in releases:
+            image = None if (version.major, version.minor) in NODE_IMAGES else f"kindest/node:v{version}"
+            folder = Path(tmp) / str(version)
+            config = folder / "kind-config.yaml"
+            write_kind_files(config, folder / "scheduler-config.yaml", version, 20, image=image)
+            generated.append(config)
+        for config in [*configs, *generated]:
+            verdict = check_kind_config(kind, config)
+            click.echo(f"{config}: {'ok' if verdict.ok else 'REJECTED'}: {verdict.detail}")
+            if not verdict.ok:
+                failed.append(str(config))
     if failed:
         raise click.ClickException(f"kind rejected {', '.join(failed)}")
 

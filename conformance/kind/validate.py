@@ -39,15 +39,21 @@ class Verdict:
     docker_calls: list[str]
 
 
+def stand_in_docker(folder: Path) -> Path:
+    """Write the stand-in `docker` into `folder`; return the file it logs its calls to ($DOCKER_STAND_IN_LOG)."""
+    shim = folder / "docker"
+    shim.write_text(_SHIM)
+    shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
+    log = folder / "calls.log"
+    log.touch()
+    return log
+
+
 def check_kind_config(kind: Path, config: Path, cwd: Path | None = None) -> Verdict:
     """Run `kind create cluster --config` against the stand-in docker; ok if kind reached the node-image step."""
     name = (yaml.safe_load(config.read_text()) or {}).get("name") or "kind"
     with tempfile.TemporaryDirectory(prefix="kind-validate-") as tmp:
-        shim = Path(tmp) / "docker"
-        shim.write_text(_SHIM)
-        shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
-        log = Path(tmp) / "calls.log"
-        log.touch()
+        log = stand_in_docker(Path(tmp))
         env = dict(
             os.environ,
             PATH=f"{tmp}{os.pathsep}{os.environ.get('PATH', '')}",

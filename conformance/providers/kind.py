@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -123,16 +124,33 @@ class KindProvider:
         atexit.register(self.stop)
         self.progress(f"creating (or reusing) kind cluster {self.cluster_name} from {config}")
         try:
+            self._export_kubeconfig(kind, kubeconfig)
             self.cluster.create(config_file=config)
             for image in self.load_images:
                 self.cluster.load_docker_image(image)
             info = self._inspect(spec, kubeconfig, kubectl)
+        except subprocess.CalledProcessError as exc:
+            self.keep = False
+            self.stop()
+            command = " ".join(map(str, exc.cmd[:3]))
+            raise ProviderNotReady(f"`{command}` failed (exit {exc.returncode}); its output is above") from None
         except BaseException:
             self.keep = False  # a half-started cluster is never worth keeping
             self.stop()
             raise
         self.timings["bring_up_s"] = time.monotonic() - started
         return info
+
+    def _export_kubeconfig(self, kind: Path, kubeconfig: Path) -> None:
+        """For a running cluster of that name that pytest-kind will reuse: it reads the kubeconfig, never writes it.
+
+        Fails harmlessly (ignored) when there is no such cluster: pytest-kind then creates it and writes one.
+        """
+        if kubeconfig.exists() and kubeconfig.read_text().strip():
+            return
+        kubeconfig.parent.mkdir(parents=True, exist_ok=True)
+        cmd = [str(kind), "export", "kubeconfig", "--name", self.cluster_name, "--kubeconfig", str(kubeconfig)]
+        subprocess.run(cmd, capture_output=True, timeout=60)
 
     def _kubectl(self, spec: ClusterSpec) -> Path:
         on_path = shutil.which("kubectl")
@@ -145,6 +163,11 @@ class KindProvider:
         try:
             workers = [n for n in probe.core.list_node().items if FABRIC_LABEL in (n.metadata.labels or {})]
             nodes = sorted((NodeSpec(n.metadata.name, dict(n.metadata.labels)) for n in workers), key=lambda n: n.name)
+            if len(nodes) < 2:
+                raise ProviderNotReady(
+                    f"kind cluster {self.cluster_name} has {len(nodes)} workers labelled {FABRIC_LABEL} (need 2+): "
+                    f"a cluster reused from elsewhere? Delete it with `kind delete cluster --name {self.cluster_name}`"
+                )
             wait_nodes_ready(probe.core, [n.name for n in nodes], READY_TIMEOUT_S)
             try:
                 mark_test_cluster(probe.core, self.name)

@@ -28,7 +28,7 @@ func TestWriteAndRemoveSpecAreIdempotent(t *testing.T) {
 	if err := writeSpec(dir, "gpu.fabric.example.com", "uid-2", spec); err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(filepath.Join(dir, "gpu_fabric_example_com-uid-2.json"))
+	data, err := os.ReadFile(filepath.Join(dir, "gpu.fabric.example.com-uid-2.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -67,6 +67,11 @@ func (p *plugin) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 	return results, nil
 }
 
+// WatchHealthStatus: fake devices have no health to report (the health service is also turned off in main).
+func (p *plugin) WatchHealthStatus(ctx context.Context, reports chan<- kubeletplugin.DeviceHealthReport) error {
+	return kubeletplugin.ErrHealthNotSupported
+}
+
 func (p *plugin) HandleError(ctx context.Context, err error, msg string) {
 	klog.FromContext(ctx).Error(err, msg)
 }
@@ -91,7 +96,8 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	helper, err := kubeletplugin.Start(ctx, &plugin{driver: *driver, cdiDir: *cdiDir},
-		kubeletplugin.DriverName(*driver), kubeletplugin.NodeName(*node), kubeletplugin.KubeClient(client))
+		kubeletplugin.DriverName(*driver), kubeletplugin.NodeName(*node), kubeletplugin.KubeClient(client),
+		kubeletplugin.HealthService(false))
 	if err != nil {
 		klog.Fatalf("start kubelet plugin: %v", err)
 	}

@@ -1,6 +1,7 @@
 """The per-release gate list that kind configs use (conformance/versions.py, read from kube_features.go) must be
-what the real binary of that release lets the local provider set: kind clusters and local clusters get the same
-gates. Checked for the release whose binaries are built (the default; others when their binaries are cached)."""
+the non-GA part of what the local provider sets from the real binary's --help (GA gates are on either way), so
+kind and local clusters behave alike. Checked for the release whose binaries are built (the default; others when
+their binaries are cached)."""
 
 from __future__ import annotations
 

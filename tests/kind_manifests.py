@@ -9,7 +9,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "fake-drivers" / "deploy"
-KIND_OVERLAY = DEPLOY / "kustomize" / "kind"
+KIND_OVERLAY = ROOT / "fake-drivers" / "kind"
 PROFILE = ROOT / "fixtures" / "profiles" / "reference-kind.yaml"
 NAMESPACE = "dra-fabric-system"
 

@@ -1,6 +1,6 @@
 """The reference implementation's image and manifests for real clusters, checked without a cluster or Docker.
 
-The same objects reach a cluster two ways: `kubectl apply -k fake-drivers/deploy/kustomize/kind` and the
+The same objects reach a cluster two ways: `kubectl apply -k fake-drivers/kind` and the
 harness applying fixtures/profiles/reference-kind.yaml's files one by one; these tests keep the two equal and the
 content consistent with the kind cluster (node names, labels, ports) and with the components' own config
 loaders. The server-side dry-run is in tests/selftest/test_kind_manifests.py.

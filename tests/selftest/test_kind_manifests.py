@@ -11,7 +11,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from kind_manifests import KIND_OVERLAY, NAMESPACE, kustomize_files, manifest_objects
+from kind_manifests import DEPLOY, KIND_OVERLAY, NAMESPACE, kustomize_files, manifest_objects
 from kubernetes.client.exceptions import ApiException
 
 from conformance.cluster import Cluster
@@ -48,7 +48,7 @@ def test_kind_kustomization_passes_a_server_side_dry_run(cluster: Cluster, objec
 def test_the_dry_run_refuses_a_broken_manifest(cluster: Cluster, objects: ObjectTracker, tmp_path: Path) -> None:
     _with_namespace(cluster, objects)
     broken = tmp_path / "broken.yaml"
-    fabric = (KIND_OVERLAY.parent / "base" / "fabric-manager.yaml").read_text()
+    fabric = (DEPLOY / "base" / "fabric-manager.yaml").read_text()
     broken.write_text(fabric.replace("replicas: 1", "replicas: 1\n  replicaz: 2", 1))
     proc = _kubectl(cluster, "apply", "--dry-run=server", "-f", str(broken))
     assert proc.returncode != 0 and "replicaz" in proc.stderr, proc.stdout + proc.stderr

@@ -8,7 +8,8 @@ PYTHON ?= python3
 VENV ?= .venv
 K8S_VERSION ?= 1.37.2
 PROVIDER ?= local
-PROFILE ?= fixtures/profiles/reference.yaml
+# On kind the reference implementation runs in the cluster, from manifests (see README "On kind").
+PROFILE ?= $(if $(filter kind,$(PROVIDER)),fixtures/profiles/reference-kind.yaml,fixtures/profiles/reference.yaml)
 REPORTS ?= reports
 PYTEST_ARGS ?=
 # Used by the builder only when a module's go directive is newer than the machine's Go.
@@ -19,6 +20,7 @@ SUITE_ARGS := --provider $(PROVIDER) --k8s-version $(K8S_VERSION) --profile $(PR
 	$(if $(filter existing,$(PROVIDER)),--kubeconfig $(KUBECONFIG))
 
 .PHONY: all conformance test unit drivers selftest suite lint binaries venv bench bench-cluster clusters-down clean
+.PHONY: validate image kind-config
 
 all: test
 
@@ -54,7 +56,7 @@ selftest: binaries
 
 suite: conformance
 
-test: lint unit drivers selftest conformance
+test: lint unit validate drivers selftest conformance
 
 # Figures of one full suite run (bring-up, wall time, scenarios, latencies, SCALE-1 with/without conditions).
 BENCH_SCALE_PODS ?= 100
@@ -72,3 +74,26 @@ clusters-down: venv
 
 clean:
 	rm -rf $(VENV) $(REPORTS) .pytest_cache .ruff_cache
+
+# -- kind, container image, manifests (README "On kind") ----------------------------------------------------
+IMAGE ?= dra-fake-drivers:0.1.0
+K8S_RELEASES ?= 1.34 1.35 1.36 1.37
+
+# The reference image, built from fake-drivers/ (needs a Docker engine; the kind provider loads it).
+image:
+	docker build -t $(IMAGE) fake-drivers
+
+conformance: $(if $(filter kind,$(PROVIDER)),image)
+
+# kind-config.yaml (and the scheduler config it mounts) for K8S_VERSION, from conformance/versions.py.
+kind-config: venv
+	$(BIN)/dra-conformance kind-config --k8s-version $(K8S_VERSION)
+
+# Everything about kind, the image and the manifests that can be checked without a Docker engine:
+# kind configs with kind's own loader and validator, the kubelet plugin with go vet/build/test, the Dockerfile
+# with hadolint, the manifests with a server-side dry-run on a local cluster (tests/selftest/test_kind_manifests.py).
+validate: binaries
+	$(BIN)/dra-conformance validate-kind-config kind-config.yaml $(addprefix --release ,$(K8S_RELEASES))
+	cd fake-drivers/kubelet-plugin && CGO_ENABLED=0 go vet ./... && CGO_ENABLED=0 go build -o /dev/null . && go test ./...
+	$(BIN)/hadolint fake-drivers/Dockerfile
+	$(BIN)/pytest tests/selftest/test_kind_manifests.py

@@ -126,6 +126,74 @@ def bench(version: KubeVersion, runs: int, nodes: int, out: Path | None) -> None
     bench_local_cluster(version, runs=runs, nodes=nodes, out=out)
 
 
+@main.command("kind-config")
+@version_option
+@click.option("--out", type=click.Path(path_type=Path), default=Path("kind-config.yaml"), show_default=True)
+@click.option(
+    "--scheduler-config",
+    type=click.Path(path_type=Path),
+    default=Path("fixtures/kind/scheduler-config.yaml"),
+    show_default=True,
+    help="where to write the KubeSchedulerConfiguration the control plane mounts (referenced as given)",
+)
+@click.option("--workers", default=4, show_default=True, type=click.IntRange(min=2))
+@click.option("--binding-timeout", default=20, show_default=True, type=click.IntRange(min=1))
+@click.option("--image", default=None, help="kind node image (default: kind's own image for the release)")
+def kind_config(
+    version: KubeVersion, out: Path, scheduler_config: Path, workers: int, binding_timeout: int, image: str | None
+) -> None:
+    """Write the kind cluster config for a release (feature gates, runtime-config, bindingTimeout, CDI, nodes)."""
+    from conformance.kind.config import KindConfigError, write_kind_files
+
+    try:
+        write_kind_files(out, scheduler_config, version, binding_timeout, workers=workers, image=image)
+    except KindConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"wrote {out} and {scheduler_config}")
+
+
+@main.command("validate-kind-config")
+@click.argument("configs", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--release",
+    "releases",
+    multiple=True,
+    callback=lambda ctx, param, values: [_version(ctx, param, v) for v in values],
+    help="also generate and check the config of this release (repeatable); where kind has no node image for it, "
+    "the image is named kindest/node:v<version> (never pulled: the check stops before)",
+)
+def validate_kind_config(configs: tuple[Path, ...], releases: list[KubeVersion]) -> None:
+    """Check kind configs with kind's own loader and validator (no Docker engine needed)."""
+    import tempfile
+
+    from conformance.kind.config import NODE_IMAGES, write_kind_files
+    from conformance.kind.validate import check_kind_config
+    from conformance.toolchain.kindbin import ensure_kind
+
+    if not configs and not releases:
+        raise click.UsageError("name kind configs to check, or --release VERSION")
+    try:
+        kind = ensure_kind()
+    except BuildError as exc:
+        raise click.ClickException(str(exc)) from None
+    failed = []
+    with tempfile.TemporaryDirectory(prefix="kind-configs-") as tmp:
+        generated = []
+        for version in releases:
+            image = None if (version.major, version.minor) in NODE_IMAGES else f"kindest/node:v{version}"
+            folder = Path(tmp) / str(version)
+            config = folder / "kind-config.yaml"
+            write_kind_files(config, folder / "scheduler-config.yaml", version, 20, image=image)
+            generated.append(config)
+        for config in [*configs, *generated]:
+            verdict = check_kind_config(kind, config)
+            click.echo(f"{config}: {'ok' if verdict.ok else 'REJECTED'}: {verdict.detail}")
+            if not verdict.ok:
+                failed.append(str(config))
+    if failed:
+        raise click.ClickException(f"kind rejected {', '.join(failed)}")
+
+
 if __name__ == "__main__":
     main()
 

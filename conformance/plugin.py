@@ -218,6 +218,7 @@ def cluster(pytestconfig: pytest.Config, run_id: str) -> Iterator[Cluster]:
         kubeconfig=opt("--kubeconfig"),
         allow_unmarked=opt("--allow-unmarked-cluster"),
         progress=_progress(pytestconfig),
+        option=opt,  # the kind provider reads pytest-kind's options (--cluster-name, --kind-image, ...)
     )
     try:
         info = provider.start(spec)

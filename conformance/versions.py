@@ -13,6 +13,8 @@ DEFAULT_VERSION = "1.37.2"
 
 # kwok release built for every Kubernetes version (newest that builds with the machine's Go).
 KWOK_VERSION = "v0.8.0"
+# kind release built for the kind provider and for validating kind configs (newest that builds with Go 1.26).
+KIND_VERSION = "v0.33.0"
 
 
 @dataclass(frozen=True)
@@ -27,7 +29,17 @@ class Release:
     # --runtime-config that serves DeviceTaintRule (used by controllers to keep failed devices out).
     runtime_config: str = ""
     fixed_binding_timeout_seconds: int = 600
+    # Gates of conformance.gates.WANTED_GATES that the release has and that are not GA, read from its
+    # pkg/features/kube_features.go: where the binaries cannot be asked (kind), these are the ones to set.
+    gates: tuple[str, ...] = ()
 
+
+_TAINT_RULES_GATES = (
+    "DRAResourceClaimDeviceStatus",
+    "DRADeviceBindingConditions",
+    "DRADeviceTaints",
+    "DRADeviceTaintRules",
+)
 
 RELEASES: dict[tuple[int, int], Release] = {
     (1, 34): Release(
@@ -36,6 +48,7 @@ RELEASES: dict[tuple[int, int], Release] = {
         binding_conditions_default_on=False,
         binding_timeout_configurable=False,
         runtime_config="resource.k8s.io/v1alpha3=true",
+        gates=("DRAResourceClaimDeviceStatus", "DRADeviceBindingConditions", "DRADeviceTaints"),
     ),
     (1, 35): Release(
         (1, 35),
@@ -43,6 +56,7 @@ RELEASES: dict[tuple[int, int], Release] = {
         binding_conditions_default_on=False,
         binding_timeout_configurable=True,
         runtime_config="resource.k8s.io/v1alpha3=true",
+        gates=_TAINT_RULES_GATES,
     ),
     (1, 36): Release(
         (1, 36),
@@ -50,8 +64,15 @@ RELEASES: dict[tuple[int, int], Release] = {
         binding_conditions_default_on=True,
         binding_timeout_configurable=True,
         runtime_config="resource.k8s.io/v1beta2/devicetaintrules=true",
+        gates=_TAINT_RULES_GATES,
     ),
-    (1, 37): Release((1, 37), "1.37.2", binding_conditions_default_on=True, binding_timeout_configurable=True),
+    (1, 37): Release(
+        (1, 37),
+        "1.37.2",
+        binding_conditions_default_on=True,
+        binding_timeout_configurable=True,
+        gates=("DRADeviceBindingConditions",),
+    ),
 }
 
 _VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?$")

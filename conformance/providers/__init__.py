@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from conformance.providers.base import ClusterInfo, ClusterSpec, Provider, ProviderNotReady
 from conformance.toolchain.gobuild import Progress
 
@@ -15,7 +18,9 @@ def make_provider(
     kubeconfig: str | None = None,
     allow_unmarked: bool = False,
     progress: Progress | None = None,
+    option: Callable[[str], Any] | None = None,
 ) -> Provider:
+    """The provider called `name`; `option` reads pytest options (the kind provider takes pytest-kind's)."""
     say = {"progress": progress} if progress else {}
     if name == "local":
         from conformance.providers.local import LocalProvider
@@ -26,9 +31,9 @@ def make_provider(
 
         return ExistingProvider(kubeconfig, allow_unmarked=allow_unmarked, **say)
     if name == "kind":
-        from conformance.providers.pending import PendingProvider
+        from conformance.providers.kind import KindProvider
 
-        return PendingProvider(name)
+        return KindProvider.from_options(option or (lambda _name: None), **say)
     raise ProviderNotReady(f"unknown provider {name!r}; choose one of {', '.join(PROVIDERS)}")
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +58,17 @@ def binding_state(claim: dict[str, Any]) -> str:
         if wanted:
             state = "pending" if state == "pending" or any(conds.get(t) != "True" for t in wanted) else "ready"
     return state
+
+
+def newest_generation(slices: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The slices the scheduler reads: of each pool only those of its newest generation (a pool being rewritten
+    shows two generations for a moment, and a device moving between its slices is not offered twice)."""
+    slices = list(slices)
+    newest: dict[str, int] = {}
+    for s in slices:
+        pool = s["spec"]["pool"]
+        newest[pool["name"]] = max(newest.get(pool["name"], 0), int(pool.get("generation", 0)))
+    return [s for s in slices if int(s["spec"]["pool"].get("generation", 0)) == newest[s["spec"]["pool"]["name"]]]
 
 
 def _name(obj: dict[str, Any]) -> str:
@@ -153,7 +165,7 @@ class InvariantWatcher:
 
     def _check_devices(self) -> None:
         domain, _, attr = self.attribute.rpartition("/")
-        slices = [s for s in self.slices.items() if s["spec"]["driver"] == self.driver]
+        slices = newest_generation(s for s in self.slices.items() if s["spec"]["driver"] == self.driver)
         for s in slices:
             for d in s["spec"].get("devices") or []:
                 attrs = d.get("attributes") or {}
@@ -206,7 +218,7 @@ class InvariantWatcher:
 
     def free_entries(self, identity: str) -> list[str]:
         """The entries that offer this physical device free right now, as the watcher sees the cluster."""
-        slices = [s for s in self.slices.items() if s["spec"]["driver"] == self.driver]
+        slices = newest_generation(s for s in self.slices.items() if s["spec"]["driver"] == self.driver)
         allocated = {
             (r["pool"], r["device"]) for c in self.claims.items() for r in _results(c) if r["driver"] == self.driver
         }

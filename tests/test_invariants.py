@@ -111,3 +111,14 @@ def test_a_failed_allocation_does_not_count_as_holding() -> None:
     w = _watcher(slices, claims)
     w._check_devices()
     assert not w.violations
+
+
+def test_only_the_newest_generation_of_a_pool_counts() -> None:
+    old = _slice(("d0", "U0"))
+    new = _slice(("d0-moved", "U0"))
+    old["spec"]["pool"]["generation"], new["spec"]["pool"]["generation"] = 1, 2
+    w = _watcher([old, new])
+    w._check_devices()
+    w._suspects = {k: time.monotonic() - 5 for k in w._suspects}
+    w._check_devices()
+    assert not w.violations, "a device moving between the slices of a pool being rewritten is offered once"

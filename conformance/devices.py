@@ -24,6 +24,7 @@ from conformance.providers.base import NodeSpec
 
 Kind = Literal["fabric", "local"]
 LEASE_WAIT_S = 240.0
+MAX_CEL_BYTES = 10240  # DeviceClass spec.selectors[].cel.expression
 
 
 @dataclass(frozen=True)
@@ -86,14 +87,25 @@ class DevicePool:
     _cond: threading.Condition = field(default_factory=threading.Condition)
 
     def selector(self, identities: Iterable[str]) -> str:
-        """CEL matching every copy of these physical devices of the driver, and nothing else."""
+        """CEL matching every copy of these physical devices of the driver, and nothing else.
+
+        The apiserver takes at most MAX_CEL_BYTES per expression, about 250 identities. A larger set is written
+        as "none of the other known identities", which selects the same devices as long as the implementation
+        publishes no new identity meanwhile.
+        """
         domain, _, name = self.attribute.rpartition("/")
         domain = domain or self.driver
-        values = json.dumps(sorted(identities))
         attrs = f"device.attributes[{json.dumps(domain)}]"
-        return (
-            f"device.driver == {json.dumps(self.driver)} && {json.dumps(name)} in {attrs} && {attrs}.{name} in {values}"
-        )
+        head = f"device.driver == {json.dumps(self.driver)} && {json.dumps(name)} in {attrs} && "
+        chosen = set(identities)
+        expression = head + f"{attrs}.{name} in {json.dumps(sorted(chosen))}"
+        if len(expression) <= MAX_CEL_BYTES:
+            return expression
+        others = sorted(set(self.devices) - chosen)
+        expression = head + f"!({attrs}.{name} in {json.dumps(others)})"
+        if len(expression) > MAX_CEL_BYTES:
+            raise ValueError(f"no CEL selector under {MAX_CEL_BYTES} bytes picks {len(chosen)} of {len(self.devices)}")
+        return expression
 
     def count(self, kind: Kind, node: str | None = None) -> int:
         return len(self._matching(kind, node))

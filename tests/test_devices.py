@@ -5,6 +5,7 @@ Slices are plain dicts as the apiserver returns them; no cluster is involved.
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -86,3 +87,12 @@ def test_selector_matches_only_the_driver_and_the_identities() -> None:
         'device.driver == "gpu.example.com" && "uuid" in device.attributes["gpu.example.com"] '
         '&& device.attributes["gpu.example.com"].uuid in ["F0", "F1"]'
     )
+
+
+def test_a_large_lease_is_selected_by_excluding_the_other_identities() -> None:
+    many = [_dev(f"f{i}", f"{i:036d}", True) for i in range(400)]
+    pool = DevicePool(DRIVER, "uuid", read_devices([_slice("fabric-a", many, fabric="a")], "uuid", NODES))
+    chosen = [f"{i:036d}" for i in range(395)]
+    cel = pool.selector(chosen)
+    assert len(cel) <= 10240
+    assert cel.endswith(f'!(device.attributes["gpu.example.com"].uuid in {json.dumps(sorted(pool.devices)[395:])})')

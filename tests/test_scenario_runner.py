@@ -1,0 +1,107 @@
+"""Unit tests of the scenario runner: results, skips for missing capabilities, invariant violations, timings.
+
+The Context is built with stand-ins (a fake, said so here): no cluster; what is tested is how the runner turns a
+scenario's outcome into what its tests see.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from conformance.devices import DevicePool
+from conformance.figures import figures
+from conformance.invariants import Violation
+from conformance.profile import Profile
+from conformance.scenario import Context, InvariantViolated, Scenario, ScenarioRunner, summarize
+
+
+@dataclass
+class _Objects:
+    run_id: str = "r"
+    cleaned: int = 0
+
+    def cleanup(self) -> list[str]:
+        self.cleaned += 1
+        return []
+
+
+class _Cluster:
+    user_agent = ""
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class _Watcher:
+    violations: list[Violation] = field(default_factory=list)
+
+    def since(self, start: float, namespaces: set[str], identities: set[str]) -> list[Violation]:
+        return [v for v in self.violations if v.namespaces & namespaces]
+
+
+PROFILE = Profile.model_validate({"name": "p", "version": "1", "driver": "d.example.com", "capabilities": {"a": True}})
+
+
+def _runner(scenarios: list[Scenario], watcher: _Watcher | None = None) -> tuple[ScenarioRunner, list[_Objects]]:
+    made: list[_Objects] = []
+
+    def context(sc: Scenario) -> Context:
+        made.append(_Objects())
+        pool = DevicePool("d.example.com", "uuid", {})
+        return Context(sc, _Cluster(), None, PROFILE, pool, made[-1], lambda _m: None)  # type: ignore[arg-type]
+
+    return ScenarioRunner(scenarios, context, watcher, lambda _m: None), made  # type: ignore[arg-type]
+
+
+def _scenario(name: str, run: Any, **kw: Any) -> Scenario:
+    return Scenario(name, "d", ("API-1",), run, "m", **kw)
+
+
+def test_results_skips_and_cleanup() -> None:
+    def measured(ctx: Context) -> str:
+        ctx.measure("x_seconds", 2.0)
+        return "seen"
+
+    runner, made = _runner([_scenario("ok", measured), _scenario("needs-b", lambda ctx: "never", capabilities=("b",))])
+    runner.start()
+    assert runner.result("ok") == "seen"
+    with pytest.raises(pytest.skip.Exception, match=r"capabilities \['b'\]"):
+        runner.result("needs-b")
+    runner.join()
+    assert [o.cleaned for o in made] == [1, 1], "every scenario cleans up, skipped or not"
+    assert runner.timings["ok"].outcome == "passed" and runner.timings["needs-b"].outcome == "skipped"
+    assert runner.measurements == {"x_seconds": [2.0]}
+
+
+def test_a_violation_in_the_scenarios_namespace_fails_it() -> None:
+    def uses_namespace(ctx: Context) -> str:
+        ctx.namespaces.add("ns-1")
+        return "seen"
+
+    watcher = _Watcher([Violation(0.0, "held-twice", "U0", ("ns-1/a", "ns-1/b"), frozenset({"ns-1"}))])
+    runner, _ = _runner([_scenario("s", uses_namespace)], watcher)
+    runner.start()
+    with pytest.raises(InvariantViolated, match="held-twice U0: ns-1/a, ns-1/b"):
+        runner.result("s")
+    runner.join()
+
+
+def test_summarize_and_figures() -> None:
+    assert summarize([3.0, 1.0, 2.0]) == {"count": 3, "median": 2.0, "p95": 3.0, "min": 1.0, "max": 3.0}
+    report = {
+        "cluster": {"kubernetes": "1.37.2", "provider": "local", "bringUpSeconds": 6.0},
+        "wallSeconds": 80.0,
+        "scenarios": {"a": {"seconds": 10.0, "outcome": "passed"}},
+        "measurements": {
+            "attach_to_bind_seconds": summarize([5.0, 6.0]),
+            "scale_pods_per_second_with_conditions": summarize([2.0]),
+            "scale_pods_per_second_without_conditions": summarize([4.0]),
+        },
+    }
+    text = "\n".join(figures(report))
+    assert "suite wall time" in text and "80.0 s" in text
+    assert "with conditions 2.00, without 4.00, ratio 0.50" in text

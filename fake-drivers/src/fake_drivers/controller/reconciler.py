@@ -44,6 +44,9 @@ class Caches:
         return [self.claims, self.slices, self.taints]
 
 
+CONDITION_WRITERS = 8
+
+
 class Reconciler:
     def __init__(
         self,
@@ -63,6 +66,8 @@ class Reconciler:
         self.caches: Caches | None = None
         self.statelog = StateLog()
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fabric-op")
+        # Condition writes of different claims are independent: written side by side, the pass waits for all.
+        self._writers = ThreadPoolExecutor(max_workers=CONDITION_WRITERS, thread_name_prefix="condition")
         self._wake = threading.Event()
         self._lock = threading.Lock()
         self._inflight: dict[str, str] = {}
@@ -96,6 +101,7 @@ class Reconciler:
                 self._report_problem(f"kubernetes API unreachable: {exc}")
             stop.wait(0.02)  # coalesce bursts of watch events into one pass
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._writers.shutdown(wait=False, cancel_futures=True)
 
     def _report_problem(self, problem: str) -> None:
         if problem != self._problem:
@@ -175,8 +181,10 @@ class Reconciler:
             if generation:
                 shown = brief([d.name for d in devices])
                 log.info("pool %s: generation %d, %d devices %s", fabric, generation, len(devices), shown)
-        for write in plan.conditions:
-            self._write_condition(write, now)
+        by_claim: dict[str, list[ConditionWrite]] = defaultdict(list)
+        for write in plan.conditions:  # one claim's writes in order: side by side they would conflict (409)
+            by_claim[write.claim.key].append(write)
+        list(self._writers.map(lambda writes: [self._write_condition(w, now) for w in writes], by_claim.values()))
         names = {d.uuid: d for d in snap.devices}
         for attach in plan.attaches:
             if attach.needs_hold and self.settings.taint_rule_name(Purpose.HOLD, attach.uuid) not in rules:

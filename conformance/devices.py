@@ -21,6 +21,7 @@ import pytest
 
 from conformance.observe import reaches
 from conformance.providers.base import NodeSpec
+from conformance.waits import check_cancelled
 
 Kind = Literal["fabric", "local"]
 LEASE_WAIT_S = 240.0
@@ -138,7 +139,8 @@ class DevicePool:
                         f"{holder}: {count} free {kind} devices{where} not available within {timeout:g}s "
                         f"({len(free)} free of {total}; held by {holders})"
                     )
-                self._cond.wait(left)
+                check_cancelled()
+                self._cond.wait(min(left, 1.0))
 
     def release(self, lease: Lease) -> None:
         with self._cond:

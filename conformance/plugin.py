@@ -41,7 +41,7 @@ from conformance.reports import (
 from conformance.scenario import REGISTRY, Context, Scenario, ScenarioRunner, summarize
 from conformance.toolchain.gobuild import BuildError
 from conformance.versions import DEFAULT_VERSION, UnsupportedVersion, parse_version
-from conformance.waits import wait_for
+from conformance.waits import CANCELLED, wait_for
 
 _PROFILE_KEY = pytest.StashKey[LoadedProfile]()
 _CLUSTER_KEY = pytest.StashKey[tuple[ClusterInfo, dict[str, float]]]()
@@ -133,7 +133,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _interrupt(signum: int, frame: Any) -> None:
+    CANCELLED.set()
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_keyboard_interrupt() -> None:
+    """Ctrl-C: stop the scenario threads' waits, so teardown does not wait for their deadlines."""
+    CANCELLED.set()
 
 
 @pytest.fixture(scope="session")

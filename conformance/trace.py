@@ -14,7 +14,7 @@ from typing import Any
 
 from conformance.cluster import Cluster
 from conformance.invariants import binding_state
-from conformance.waits import WaitTimeout
+from conformance.waits import WaitTimeout, check_cancelled
 
 SAMPLE_S = 0.1
 
@@ -82,6 +82,7 @@ class Trace:
                 return self
             if time.monotonic() > deadline:
                 raise WaitTimeout(f"timed out after {timeout:g}s waiting for {expected}\nlast seen: {self.describe()}")
+            check_cancelled()
             time.sleep(self.every)
 
     def describe(self) -> str:

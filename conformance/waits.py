@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -14,6 +15,20 @@ T = TypeVar("T")
 # Failures to observe that mean "not there yet" (API starting, object not created yet). Anything else is a
 # bug in the observer and is raised at once instead of being retried until the deadline.
 TRANSIENT: tuple[type[BaseException], ...] = (ApiException, OSError, HTTPError)
+
+
+# Set when the run is interrupted (Ctrl-C, SIGTERM): every wait of every scenario thread stops at its next poll, so
+# the scenarios clean up and the cluster goes down now, not when their deadlines pass.
+CANCELLED = threading.Event()
+
+
+class Cancelled(RuntimeError):
+    """The run was interrupted while this wait was going on."""
+
+
+def check_cancelled() -> None:
+    if CANCELLED.is_set():
+        raise Cancelled("the run was interrupted")
 
 
 class WaitTimeout(AssertionError):
@@ -41,6 +56,7 @@ def wait_for(
     errors: list[BaseException] = []
 
     def attempt() -> bool:
+        check_cancelled()
         try:
             last[0] = observe()
         except transient as exc:

@@ -28,6 +28,7 @@ from conformance.observe import (
 from conformance.profile import LoadedProfile
 from conformance.scenario import Context, ScenarioRunner, scenario
 from conformance.versions import parse_version
+from conformance.waits import check_cancelled
 
 BIND_DEADLINE_S = 90.0
 POLL_S = 0.1
@@ -114,6 +115,7 @@ def _watch(
                     allocated = dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
                     seen.bound_after_s = round(time.time() - allocated, 3)
                 break
+        check_cancelled()
         time.sleep(POLL_S)  # the observation's sampling period, not a wait for the cluster
     events = cluster.core.list_namespaced_event(ns).items
     seen.pending_event = any(e.reason == "BindingConditionsPending" for e in events)

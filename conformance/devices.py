@@ -66,6 +66,21 @@ def read_devices(slices: list[dict[str, Any]], attribute: str, nodes: list[NodeS
     }
 
 
+def incomplete_pools(slices: list[dict[str, Any]]) -> list[str]:
+    """Pools whose newest generation does not have all its slices yet (resourceSliceCount), e.g. while a driver
+    is still publishing them."""
+    newest: dict[str, tuple[int, int, int]] = {}  # pool -> (generation, slices seen, slices expected)
+    for s in slices:
+        pool = s["spec"]["pool"]
+        generation, expected = int(pool.get("generation", 0)), int(pool.get("resourceSliceCount", 1))
+        current = newest.get(pool["name"], (-1, 0, 0))
+        if generation > current[0]:
+            newest[pool["name"]] = (generation, 1, expected)
+        elif generation == current[0]:
+            newest[pool["name"]] = (generation, current[1] + 1, expected)
+    return sorted(name for name, (_, seen, expected) in newest.items() if seen < expected)
+
+
 @dataclass
 class Lease:
     holder: str

@@ -21,7 +21,7 @@ from kubernetes.client.exceptions import ApiException
 
 from conformance.catalogue import CATALOGUE, KEP_URL
 from conformance.cluster import USER_AGENT, Cluster
-from conformance.devices import DevicePool, read_devices
+from conformance.devices import DevicePool, incomplete_pools, read_devices
 from conformance.gates import parse_gate_overrides
 from conformance.implementation import Implementation, ImplementationFailed
 from conformance.invariants import InvariantWatcher
@@ -50,6 +50,8 @@ _RUNNER_KEY = pytest.StashKey[ScenarioRunner]()
 NAMESPACE_READY_S = 30.0
 DEFAULT_PROFILE = Path(__file__).resolve().parent.parent / "fixtures" / "profiles" / "reference.yaml"
 NAMESPACE_GONE_S = 60.0
+SETTLE_S = 2.0
+PUBLISH_TIMEOUT_S = 120.0
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -205,6 +207,27 @@ def scenarios(
         finally:
             watcher.stop()
             watcher.cluster.close()
+
+
+def _settled_slices(cluster: Cluster, driver: str) -> list[dict[str, Any]]:
+    """The implementation's slices once it has finished publishing: every pool complete, and the same for
+    SETTLE_S (a controller may log "ready" before the last of a large pool's slices is written)."""
+    seen: list[tuple[Any, ...]] = []
+
+    def settled(slices: list[dict[str, Any]]) -> bool:
+        state = tuple(sorted((s["metadata"]["name"], s["metadata"]["resourceVersion"]) for s in slices))
+        seen.append((time.monotonic(), state))
+        stable = [t for t, st in seen if st == state]
+        return bool(slices) and not incomplete_pools(slices) and seen[-1][0] - min(stable) >= SETTLE_S
+
+    return wait_for(
+        lambda: driver_slices(cluster, driver),
+        settled,
+        timeout=PUBLISH_TIMEOUT_S,
+        expected=f"the slices of {driver} to be complete and unchanged for {SETTLE_S:g}s",
+        describe=lambda slices: f"{len(slices or [])} slices; incomplete pools {incomplete_pools(slices or [])}",
+        max_interval=0.5,
+    )
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from conformance.devices import DevicePool, read_devices
+from conformance.devices import DevicePool, incomplete_pools, read_devices
 from conformance.providers.base import NodeSpec
 
 DRIVER = "gpu.example.com"
@@ -96,3 +96,15 @@ def test_a_large_lease_is_selected_by_excluding_the_other_identities() -> None:
     cel = pool.selector(chosen)
     assert len(cel) <= 10240
     assert cel.endswith(f'!(device.attributes["gpu.example.com"].uuid in {json.dumps(sorted(pool.devices)[395:])})')
+
+
+def test_a_pool_is_incomplete_until_its_newest_generation_has_all_its_slices() -> None:
+    def part(name: str, generation: int, count: int) -> dict:
+        return {
+            "metadata": {"name": name},
+            "spec": {"pool": {"name": "p", "generation": generation, "resourceSliceCount": count}},
+        }
+
+    assert incomplete_pools([part("a", 1, 2)]) == ["p"]
+    assert incomplete_pools([part("a", 1, 2), part("b", 1, 2)]) == []
+    assert incomplete_pools([part("a", 1, 2), part("b", 1, 2), part("c", 2, 2)]) == ["p"], "a rewrite in progress"

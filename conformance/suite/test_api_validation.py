@@ -25,7 +25,8 @@ FAILED = "fabric.example.com/attach-failed"
 RESULTS = "status.allocation.devices.results[0]"
 # 1.37 enforces the declarative (+k8s:update=NoModify) rule, whose message replaces the handwritten "field is
 # immutable"; both name status.allocation.
-IMMUTABLE = "field cannot be modified once set"
+# 1.37 words it "field cannot be modified once set" (a newer declarative rule); 1.34-1.36 "field is immutable".
+IMMUTABLE = ("field cannot be modified once set", "field is immutable")
 
 
 def allocation(
@@ -212,7 +213,7 @@ def test_deallocation_drops_the_status_of_its_devices(
 def test_allocation_cannot_be_edited_in_place(claim: Claim, change: dict[str, str]) -> None:
     before = claim.patch_status({"allocation": allocation(claim.driver)})["allocation"]
     edited = allocation(claim.driver, **change)
-    expect_invalid(lambda: claim.patch_status({"allocation": edited}), "status.allocation", IMMUTABLE)
+    expect_invalid(lambda: claim.patch_status({"allocation": edited}), "status.allocation", *IMMUTABLE)
     assert claim.status().get("allocation") == before, "a rejected edit changed the stored allocation"
 
 

@@ -51,3 +51,26 @@ def slice_name(driver: str, pool: str) -> str:
 def identity(device: dict[str, Any]) -> str | None:
     """The physical identity of a published device, or None if it has none."""
     return device.get("attributes", {}).get(IDENTITY_ATTRIBUTE, {}).get("string")
+
+
+# Versions of resource.k8s.io that serve DeviceTaintRule, newest first: v1 from 1.37, v1beta2 on 1.36 and
+# v1alpha3 on 1.34/1.35 (both only with --runtime-config).
+TAINT_RULE_VERSIONS = ("v1", "v1beta2", "v1beta1", "v1alpha3")
+
+
+def served_version(api: Any, plural: str, versions: tuple[str, ...] = TAINT_RULE_VERSIONS) -> str:
+    """The newest version of resource.k8s.io in `versions` whose discovery lists `plural`."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    custom = client.CustomObjectsApi(api)
+    for version in versions:
+        try:
+            listed = custom.get_api_resources(RESOURCE_GROUP, version)
+        except ApiException as exc:
+            if exc.status == 404:
+                continue
+            raise
+        if any(r.name == plural for r in listed.resources):
+            return version
+    raise LookupError(f"the cluster serves {plural} in none of {RESOURCE_GROUP} {list(versions)}")

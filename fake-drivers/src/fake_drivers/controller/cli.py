@@ -10,6 +10,7 @@ import click
 from kubernetes import config
 from kubernetes.client import ApiClient
 
+from ..dra import served_version
 from ..signals import stop_event
 from .fabric import FabricClient
 from .kube import CLAIMS, SLICES, TAINTS, Kube
@@ -170,14 +171,17 @@ def main(
             tmp = metrics_port_file.with_suffix(".tmp")
             tmp.write_text(str(bound))
             tmp.replace(metrics_port_file)
-    kube = Kube(client(), settings)
+    taint_version = served_version(client(), TAINTS)
+    kube = Kube(client(), settings, taint_version)
     fabric = FabricClient(fabric_manager, connections=attach_workers + 2)  # + the reconciler's reads
     reconciler = Reconciler(settings, kube, fabric, metrics, poll_s=poll, workers=attach_workers)
     own = kube.own_selector()
     reconciler.caches = Caches(
         claims=Cache(client(), CLAIMS, reconciler.wake, stop, resync_s=resync),
         slices=Cache(client(), SLICES, reconciler.wake, stop, resync_s=resync, field_selector=f"spec.driver={driver}"),
-        taints=Cache(client(), TAINTS, reconciler.wake, stop, resync_s=resync, label_selector=own),
+        taints=Cache(
+            client(), TAINTS, reconciler.wake, stop, resync_s=resync, label_selector=own, version=taint_version
+        ),
     )
     for cache in reconciler.caches.all():
         cache.start()

@@ -45,9 +45,10 @@ on_conflict = retry(
 
 
 class Kube:
-    def __init__(self, api: client.ApiClient, settings: Settings) -> None:
+    def __init__(self, api: client.ApiClient, settings: Settings, taint_version: str = RESOURCE_VERSION) -> None:
         self.api = client.CustomObjectsApi(api)
         self.settings = settings
+        self.taint_version = taint_version  # DeviceTaintRule is served as v1 only from 1.37
 
     # --- reads ----------------------------------------------------------------------------------------------
 
@@ -85,7 +86,7 @@ class Kube:
         """True once the rule exists (created now or already there)."""
         try:
             self.api.create_cluster_custom_object(
-                RESOURCE_GROUP, RESOURCE_VERSION, TAINTS, taint_rule(self.settings, taint, now)
+                RESOURCE_GROUP, self.taint_version, TAINTS, taint_rule(self.settings, taint, now, self.taint_version)
             )
         except ApiException as exc:
             if exc.status != 409:  # AlreadyExists: made by an earlier pass or an earlier run
@@ -94,7 +95,7 @@ class Kube:
 
     def delete_taint(self, name: str) -> None:
         try:
-            self.api.delete_cluster_custom_object(RESOURCE_GROUP, RESOURCE_VERSION, TAINTS, name)
+            self.api.delete_cluster_custom_object(RESOURCE_GROUP, self.taint_version, TAINTS, name)
         except ApiException as exc:
             if exc.status != 404:
                 raise

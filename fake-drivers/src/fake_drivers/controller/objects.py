@@ -62,7 +62,7 @@ def slice_content(obj: dict[str, Any]) -> tuple[Any, Any]:
     return devices, spec.get("nodeSelector")
 
 
-def taint_rule(settings: Settings, taint: TaintCreate, now: float) -> dict[str, Any]:
+def taint_rule(settings: Settings, taint: TaintCreate, now: float, version: str = RESOURCE_VERSION) -> dict[str, Any]:
     """A NoSchedule taint on every copy of one physical device: the fabric copy and any node-local copy.
 
     The selector names the driver and the device but no pool: the node driver publishes a hot-plugged device
@@ -76,7 +76,7 @@ def taint_rule(settings: Settings, taint: TaintCreate, now: float) -> dict[str, 
     if taint.message:
         notes[MESSAGE] = taint.message
     return {
-        "apiVersion": API_VERSION,
+        "apiVersion": f"{RESOURCE_GROUP}/{version}",
         "kind": "DeviceTaintRule",
         "metadata": {
             "name": settings.taint_rule_name(taint.purpose, taint.uuid),

@@ -28,10 +28,12 @@ class Cache(threading.Thread):
         resync_s: float = 30.0,
         label_selector: str = "",
         field_selector: str = "",
+        version: str = RESOURCE_VERSION,
     ) -> None:
         super().__init__(name=f"watch-{plural}", daemon=True)
         self._api = client.CustomObjectsApi(api)
         self._plural = plural
+        self._version = version
         self._on_change = on_change
         self._stop = stop
         self._resync_s = resync_s
@@ -61,7 +63,7 @@ class Cache(threading.Thread):
                 self._stop.wait(min(5.0, 0.2 * 2**failures))
 
     def _list_and_watch(self) -> None:
-        listed = self._api.list_cluster_custom_object(RESOURCE_GROUP, RESOURCE_VERSION, self._plural, **self._selectors)
+        listed = self._api.list_cluster_custom_object(RESOURCE_GROUP, self._version, self._plural, **self._selectors)
         with self._lock:
             self._items = {self._key(o): o for o in listed["items"]}
         self.synced.set()
@@ -71,7 +73,7 @@ class Cache(threading.Thread):
         for event in stream.stream(
             self._api.list_cluster_custom_object,
             RESOURCE_GROUP,
-            RESOURCE_VERSION,
+            self._version,
             self._plural,
             resource_version=version,
             timeout_seconds=max(1, int(self._resync_s)),

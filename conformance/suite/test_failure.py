@@ -39,6 +39,9 @@ class FailureRun:
         return {self.identities.get(d, f"unknown {d}") for d in allocation.devices}
 
 
+FAIL_ATTEMPTS = 3
+
+
 @scenario(
     "attach-failure",
     "the first attach of the pod's device fails; the claim is reallocated to another device and the pod binds",
@@ -57,7 +60,12 @@ def attach_failure(ctx: Context) -> FailureRun:
     url = ctx.implementation.resolve(ctx.profile.fault_injector.url)
     with History(ctx.cluster, ns, ctx.objects.run_id) as history, FaultInjector(url, frozenset(lease.identities)) as f:
         message = f"conformance scenario {ctx.scenario.name}: attach refused"
-        armed = {ident: f.arm("fail", ident, reason=REASON, message=message) for ident in lease.identities}
+        # count=FAIL_ATTEMPTS: an implementation may retry an attach whose outcome it lost (e.g. the controller
+        # restarted meanwhile: IMP-8 runs side by side); the retry must fail too, or no failure would be reported.
+        armed = {
+            ident: f.arm("fail", ident, count=FAIL_ATTEMPTS, reason=REASON, message=message)
+            for ident in lease.identities
+        }
         ctx.objects.create(claim_template("gpu", ctx.device_class(lease)), ns)
         pod = pod_with_claim_template("app", "gpu")
         pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}

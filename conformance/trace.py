@@ -44,6 +44,7 @@ class Trace:
     allocations: dict[str, list[tuple[tuple[str, str, str], ...] | None]] = field(default_factory=dict)
     true_at: dict[tuple[str, tuple[str, str, str], str], float] = field(default_factory=dict)  # (claim, dev, type)
     ready_at: dict[str, float] = field(default_factory=dict)  # claim -> all binding conditions True
+    allocated_at: dict[str, float] = field(default_factory=dict)  # claim -> first seen allocated
     bound: dict[str, tuple[str, float]] = field(default_factory=dict)  # pod -> (node, when)
     pods: dict[str, Any] = field(default_factory=dict)  # latest V1Pod
 
@@ -55,6 +56,8 @@ class Trace:
             self.claims[name] = claim
             results = allocation_results(claim)
             key = tuple(result_key(r) for r in results) or None
+            if key:
+                self.allocated_at.setdefault(name, now)
             history = self.allocations.setdefault(name, [])
             if not history or history[-1] != key:
                 history.append(key)

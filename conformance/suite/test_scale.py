@@ -108,6 +108,11 @@ def _wave(ctx: Context, device_class_name: str, count: int, label: str) -> Wave:
         nodes = {v for t in terms for f in t.get("matchFields", []) for v in f.get("values", [])}
         if nodes and trace.bound[name][0] not in nodes:
             misplaced.append(f"{name} on {trace.bound[name][0]}, allocation on {sorted(nodes)}")
+    if label == "with-conditions":  # claim first seen allocated -> pod seen bound, per pod
+        for name, pod in trace.pods.items():
+            claim = pod.status.resource_claim_statuses[0].resource_claim_name
+            if claim in trace.allocated_at:
+                ctx.measure("attach_to_bind_seconds", round(trace.bound[name][1] - trace.allocated_at[claim], 3))
     ctx.say(f"SCALE-1 {label}: {count} pods bound in {seconds:.1f}s ({count / seconds:.1f}/s)")
     return Wave(count, round(seconds, 2), len(trace.bound), peak[0], len(devices), misplaced)
 

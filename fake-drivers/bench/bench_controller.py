@@ -40,18 +40,18 @@ from kubernetes.dynamic import DynamicClient
 from urllib3.exceptions import HTTPError
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parent / "tests" / "controller"), str(HERE.parent / "tests" / "fabric")]
+sys.path[:0] = [str(HERE.parent / "tests" / d) for d in ("controller", "fabric", "nodedriver")]
 
+from conformance.serviceaccount import service_account_kubeconfig  # noqa: E402 - test tooling, as in the tests
 from controller_harness import (  # noqa: E402
     TEST_NODES,
     ControllerProcess,
-    NodeDriver,
     cleanup_driver,
     rbac_manifests,
     results,
-    service_account_kubeconfig,
 )
 from fabric_harness import FabricProcess, write_config  # noqa: E402
+from nodedriver_harness import NodeDriverProcess  # noqa: E402
 
 from fake_drivers.controller.model import allocation_node  # noqa: E402
 
@@ -191,7 +191,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         stack.callback(lambda: cleanup_driver(custom, DRIVER))
 
         flags = ("--republish", "--deny-list") if args.mode == "keep-in-pool" else ("--republish",)
-        node_driver = NodeDriver.start(workdir, kubeconfig, fabric.url, DRIVER, TEST_NODES, *flags)
+        nodes = {n: {} for n in TEST_NODES}
+        node_driver = NodeDriverProcess.start(workdir, kubeconfig, fabric.url, DRIVER, *flags, nodes=nodes)
         stack.callback(node_driver.stop)
         controller = ControllerProcess.start(
             workdir, sa, fabric.url, DRIVER, "--mode", args.mode, "--idle-grace", "1", "--poll", "1.0"

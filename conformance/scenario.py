@@ -69,6 +69,16 @@ def scenario(
     return register
 
 
+def result_fixture(fixture: str, name: str) -> Any:
+    """A module fixture `fixture` that hands the tests of a module the observation of scenario `name`."""
+
+    @pytest.fixture(scope="module", name=fixture)
+    def observed(scenarios: ScenarioRunner) -> Any:
+        return scenarios.result(name)
+
+    return observed
+
+
 class InvariantViolated(AssertionError):
     """An invariant watched during the scenario broke; the message lists when and which objects."""
 

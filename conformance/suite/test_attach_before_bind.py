@@ -25,7 +25,7 @@ from conformance.observe import (
     probe_attachments,
 )
 from conformance.profile import LoadedProfile
-from conformance.scenario import Context, ScenarioRunner, scenario
+from conformance.scenario import Context, result_fixture, scenario
 from conformance.versions import parse_version
 from conformance.waits import check_cancelled
 
@@ -65,9 +65,7 @@ def attach_before_bind(ctx: Context) -> Flow:
     return flow
 
 
-@pytest.fixture(scope="module")
-def flow(scenarios: ScenarioRunner) -> Flow:
-    return scenarios.result("attach-before-bind")
+flow = result_fixture("flow", "attach-before-bind")
 
 
 def _watch(

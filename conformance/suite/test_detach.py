@@ -16,7 +16,7 @@ from kubernetes.client.exceptions import ApiException
 
 from conformance.manifests import pinned_pod
 from conformance.observe import BIND_SLACK_S, bound_pod, pod_claim, probe_states
-from conformance.scenario import Context, ScenarioRunner, scenario
+from conformance.scenario import Context, result_fixture, scenario
 from conformance.waits import WaitTimeout, wait_for
 
 SAMPLE_S = 0.2  # sampling period of the release observation: the resolution of the measured times
@@ -83,9 +83,7 @@ def detach_on_release(ctx: Context) -> Release:
     return seen
 
 
-@pytest.fixture(scope="module")
-def release(scenarios: ScenarioRunner) -> Release:
-    return scenarios.result("detach-on-release")
+release = result_fixture("release", "detach-on-release")
 
 
 @pytest.mark.requirement("IMP-5")

@@ -19,7 +19,7 @@ import pytest
 
 from conformance.manifests import claim_template, pinned_pod
 from conformance.observe import BIND_SLACK_S, ClaimHistory, allocation_key, fabric_only_node
-from conformance.scenario import Context, ScenarioRunner, scenario
+from conformance.scenario import Context, result_fixture, scenario
 from conformance.waits import wait_for
 
 K = 2
@@ -129,9 +129,7 @@ def duplicate_burst(ctx: Context) -> Burst:
     return seen
 
 
-@pytest.fixture(scope="module")
-def burst(scenarios: ScenarioRunner) -> Burst:
-    return scenarios.result("duplicate-burst")
+burst = result_fixture("burst", "duplicate-burst")
 
 
 @pytest.mark.requirement("IMP-6")

@@ -18,7 +18,7 @@ from conformance.faults import FaultInjector
 from conformance.history import SCHEDULE_S, Allocation, Binding, History
 from conformance.manifests import claim_template, pod_with_claim_template
 from conformance.observe import driver_slices, fabric_only_node, free_copies, identity_of
-from conformance.scenario import Context, ScenarioRunner, scenario
+from conformance.scenario import Context, result_fixture, scenario
 from conformance.waits import WaitTimeout
 
 REASON = "ConformanceInjectedFailure"
@@ -106,9 +106,7 @@ def _follow(ctx: Context, history: History, faults: FaultInjector, armed: dict[s
     history.wait(lambda h: h.binding(), timeout=SCHEDULE_S + attach_s, expected="the pod to be bound")
 
 
-@pytest.fixture(scope="module")
-def run(scenarios: ScenarioRunner) -> FailureRun:
-    return scenarios.result("attach-failure")
+run = result_fixture("run", "attach-failure")
 
 
 def _failure(run: FailureRun) -> tuple[Allocation, dict[str, Any]]:

@@ -21,7 +21,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from conformance.manifests import RESOURCE_API, unique_driver
-from conformance.scenario import Context, ScenarioRunner, scenario
+from conformance.scenario import Context, result_fixture, scenario
 from conformance.serviceaccount import service_account_kubeconfig
 from conformance.versions import parse_version
 
@@ -156,9 +156,7 @@ def least_privilege(ctx: Context) -> Privilege:
     return seen
 
 
-@pytest.fixture(scope="module")
-def privilege(scenarios: ScenarioRunner) -> Privilege:
-    return scenarios.result("least-privilege")
+privilege = result_fixture("privilege", "least-privilege")
 
 
 @pytest.mark.requirement("IMP-9")

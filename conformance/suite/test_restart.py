@@ -28,7 +28,7 @@ from conformance.observe import (
     post_json,
     probe_states,
 )
-from conformance.scenario import Context, ScenarioRunner, scenario
+from conformance.scenario import Context, result_fixture, scenario
 from conformance.waits import WaitTimeout, wait_for
 
 SLOW_S = 8.0  # extra attach time: long enough to restart inside it, short of the scheduler's binding timeout
@@ -119,9 +119,7 @@ def controller_restart(ctx: Context) -> Restart:
         _delete_fault(f"{faults}/{fault['id']}")
 
 
-@pytest.fixture(scope="module")
-def restart(scenarios: ScenarioRunner) -> Restart:
-    return scenarios.result("controller-restart-mid-attach")
+restart = result_fixture("restart", "controller-restart-mid-attach")
 
 
 @pytest.mark.requirement("IMP-8")

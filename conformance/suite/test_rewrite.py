@@ -26,7 +26,7 @@ from conformance.observe import (
     pod_claim,
     probe_states,
 )
-from conformance.scenario import Context, ScenarioRunner, scenario
+from conformance.scenario import Context, result_fixture, scenario
 
 
 @dataclass
@@ -94,9 +94,7 @@ def reschedule_to_local(ctx: Context) -> Move:
     )
 
 
-@pytest.fixture(scope="module")
-def move(scenarios: ScenarioRunner) -> Move:
-    return scenarios.result("reschedule-to-local")
+move = result_fixture("move", "reschedule-to-local")
 
 
 @pytest.mark.requirement("IMP-7")

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from conformance.manifests import claim_template, device, device_class, pod_with_claim_template, unique_driver
-from conformance.scenario import Context, ScenarioRunner, scenario
+from conformance.scenario import Context, result_fixture, scenario
 from conformance.trace import Trace, allocation_results, result_key
 
 MAX_SLICE_DEVICES = 128  # resource.k8s.io/v1: devices per ResourceSlice
@@ -139,9 +139,7 @@ def scale(ctx: Context) -> Scale:
     return Scale(with_, without)
 
 
-@pytest.fixture(scope="module")
-def result(scenarios: ScenarioRunner) -> Scale:
-    return scenarios.result("scale")
+result = result_fixture("result", "scale")
 
 
 @pytest.mark.requirement("SCALE-1")

@@ -12,7 +12,7 @@ import pytest
 
 from conformance.faults import FaultInjector
 from conformance.manifests import RESOURCE_API, claim_template, pod_with_claim_template
-from conformance.scenario import Context, ScenarioRunner, scenario
+from conformance.scenario import Context, result_fixture, scenario
 from conformance.trace import Trace, allocation_results, result_key
 
 PENDING_EVENT = "BindingConditionsPending"
@@ -70,9 +70,7 @@ def node_local_preference(ctx: Context) -> Preference:
     )
 
 
-@pytest.fixture(scope="module")
-def preference(scenarios: ScenarioRunner) -> Preference:
-    return scenarios.result("node-local-preference")
+preference = result_fixture("preference", "node-local-preference")
 
 
 @pytest.mark.requirement("SCH-1")
@@ -126,9 +124,7 @@ def shared_claim(ctx: Context) -> Shared:
     return Shared(node, trace, pods, trace.events(ctx.cluster, PENDING_EVENT))
 
 
-@pytest.fixture(scope="module")
-def shared(scenarios: ScenarioRunner) -> Shared:
-    return scenarios.result("shared-claim")
+shared = result_fixture("shared", "shared-claim")
 
 
 @pytest.mark.requirement("SCH-7")
@@ -187,9 +183,7 @@ def _keys(claim: dict[str, Any]) -> list[tuple[str, str, str]]:
     return [result_key(r) for r in allocation_results(claim)]
 
 
-@pytest.fixture(scope="module")
-def multi(scenarios: ScenarioRunner) -> Multi:
-    return scenarios.result("multi-device-claim")
+multi = result_fixture("multi", "multi-device-claim")
 
 
 @pytest.mark.requirement("SCH-8")

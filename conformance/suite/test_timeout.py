@@ -19,7 +19,7 @@ from conformance.faults import FaultInjector
 from conformance.history import SCHEDULE_S, Allocation, Binding, History
 from conformance.manifests import claim_template, pod_with_claim_template
 from conformance.observe import fabric_only_node
-from conformance.scenario import Context, ScenarioRunner, scenario
+from conformance.scenario import Context, result_fixture, scenario
 
 TIMEOUT_TEXT = "binding timeout"
 
@@ -100,9 +100,7 @@ def binding_timeout(ctx: Context) -> TimeoutRun:
     return run
 
 
-@pytest.fixture(scope="module")
-def run(scenarios: ScenarioRunner) -> TimeoutRun:
-    return scenarios.result("binding-timeout")
+run = result_fixture("run", "binding-timeout")
 
 
 @pytest.mark.requirement("SCH-6")

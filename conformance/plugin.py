@@ -38,7 +38,7 @@ from conformance.reports import (
     write_certification_junit,
     write_conformance_report,
 )
-from conformance.scenario import REGISTRY, Context, Scenario, ScenarioRunner, summarize
+from conformance.scenario import REGISTRY, Context, Scenario, ScenarioFailed, ScenarioRunner, summarize
 from conformance.toolchain.gobuild import BuildError
 from conformance.versions import DEFAULT_VERSION, UnsupportedVersion, parse_version
 from conformance.waits import CANCELLED, wait_for
@@ -137,6 +137,14 @@ def pytest_configure(config: pytest.Config) -> None:
 def _interrupt(signum: int, frame: Any) -> None:
     CANCELLED.set()
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> None:
+    """A test whose scenario failed fails here, in its call phase, with the scenario's error and evidence."""
+    for value in pyfuncitem.funcargs.values():
+        if isinstance(value, ScenarioFailed):
+            raise value.error
 
 
 def pytest_keyboard_interrupt() -> None:

@@ -69,12 +69,24 @@ def scenario(
     return register
 
 
+@dataclass(frozen=True)
+class ScenarioFailed:
+    """What a test receives instead of the observation when its scenario failed; the plugin raises `error` when
+    the test runs, so each test of the scenario is FAILED with the scenario's evidence (not a setup ERROR)."""
+
+    error: Exception
+
+
 def result_fixture(fixture: str, name: str) -> Any:
-    """A module fixture `fixture` that hands the tests of a module the observation of scenario `name`."""
+    """A module fixture `fixture` that hands the tests of a module the observation of scenario `name`.
+    A skip of the scenario skips the tests; a failure fails each of them (see ScenarioFailed)."""
 
     @pytest.fixture(scope="module", name=fixture)
     def observed(scenarios: ScenarioRunner) -> Any:
-        return scenarios.result(name)
+        try:
+            return scenarios.result(name)
+        except Exception as exc:  # skips and interrupts are BaseExceptions: they pass through
+            return ScenarioFailed(exc)
 
     return observed
 
@@ -200,7 +212,11 @@ class ScenarioRunner:
         ctx.cluster.user_agent = f"{USER_AGENT}/{sc.name}"
         try:
             self._require(sc, ctx.profile)
-            result = sc.run(ctx)
+            try:
+                result = sc.run(ctx)
+            except AssertionError as exc:  # a wait ran out: what the watcher saw meanwhile is the evidence
+                self._check_invariants(sc, ctx, timing.start, failure=exc)
+                raise
             self._check_invariants(sc, ctx, timing.start)
             timing.outcome = "passed"
             return result
@@ -223,14 +239,17 @@ class ScenarioRunner:
             if failures:
                 raise AssertionError(f"scenario {sc.name}: cleanup failed: {failures}")
 
-    def _check_invariants(self, sc: Scenario, ctx: Context, start: float) -> None:
+    def _check_invariants(
+        self, sc: Scenario, ctx: Context, start: float, failure: AssertionError | None = None
+    ) -> None:
         if self._invariants is None:
             return
         broken = self._invariants.since(start, ctx.namespaces, ctx.identities)
         if broken:
+            then = f"\nand then: {failure}" if failure else ""
             raise InvariantViolated(
-                f"scenario {sc.name}: invariants broken while it ran:\n" + "\n".join(f"  {v}" for v in broken)
-            )
+                f"scenario {sc.name}: invariants broken while it ran:\n" + "\n".join(f"  {v}" for v in broken) + then
+            ) from failure
 
     @staticmethod
     def _require(sc: Scenario, profile: Profile) -> None:

@@ -25,13 +25,15 @@ def test_reschedule_to_local_passes_on_the_reschedule_profile(tmp_path: Path) ->
 
 def test_duplicates_are_caught_when_the_node_driver_republishes_without_the_deny_list(tmp_path: Path) -> None:
     """keep-in-pool without --deny-list: an attached device is offered by the node's slice while a claim holds
-    its fabric copy, so the invariant watcher fails the IMP-6 scenario."""
+    its fabric copy, and other pods of the burst get it, so the invariant watcher fails the IMP-6 scenario."""
     profile = profile_variant(tmp_path, '"--republish", "--deny-list"]', '"--republish"]')
     code, out, _ = run_suite(
         tmp_path / "junit.xml", "--profile", str(profile), target="conformance/suite/test_duplicates.py"
     )
     assert code == 1, f"expected a failure (exit 1), got {code}:\n{out[-3000:]}"
-    assert "invariants broken while it ran" in out and "offered-while-held" in out, out[-3000:]
+    assert "invariants broken while it ran" in out, out[-3000:]
+    # Seen on 1.37.2: the republished copies are allocated too, so two claims hold one device (held-twice).
+    assert "held-twice" in out or "offered-while-held" in out, out[-3000:]
 
 
 def test_detach_is_caught_when_the_controller_never_detaches(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ def figures(report: dict[str, Any]) -> list[str]:
     if scenarios:
         lines.append("scenarios (side by side):")
         for name, entry in sorted(scenarios.items(), key=lambda kv: -kv[1]["seconds"]):
-            lines.append(f"  {name:<28}{entry['seconds']:8.1f} s  {entry['outcome']}")
+            lines.append(f"  {name:<31}{entry['seconds']:8.1f} s  {entry['outcome']}")
     measured = report.get("measurements", {})
     for key, label in (
         ("attach_to_bind_seconds", "attach-to-bind latency"),

@@ -22,7 +22,7 @@ from typing import Any
 
 from conformance.cluster import Cluster
 from conformance.objects import RUN_LABEL
-from conformance.observe import device_conditions, tainted_by_rule
+from conformance.observe import allocation_results, device_conditions, tainted_by_rule
 from conformance.watchcache import WatchCache
 
 PERSIST_S = 1.0
@@ -42,15 +42,10 @@ class Violation:
         return f"{stamp} {self.what} {self.identity}: {', '.join(self.objects)}"
 
 
-def _results(claim: dict[str, Any]) -> list[dict[str, Any]]:
-    allocation = (claim.get("status") or {}).get("allocation") or {}
-    return (allocation.get("devices") or {}).get("results") or []
-
-
 def binding_state(claim: dict[str, Any]) -> str:
     """'none' (not allocated or no conditions), 'pending', 'ready' (all True) or 'failed' (a failure True)."""
     state = "none"
-    for r in _results(claim):
+    for r in allocation_results(claim):
         conds = device_conditions(claim, r)
         if any(conds.get(t) == "True" for t in r.get("bindingFailureConditions") or []):
             return "failed"
@@ -175,7 +170,7 @@ class InvariantWatcher:
         held: dict[str, list[str]] = {}
         allocated: set[tuple[str, str]] = set()
         for c in self.claims.items():
-            for r in _results(c):
+            for r in allocation_results(c):
                 if r["driver"] != self.driver:
                     continue
                 allocated.add((r["pool"], r["device"]))
@@ -220,7 +215,10 @@ class InvariantWatcher:
         """The entries that offer this physical device free right now, as the watcher sees the cluster."""
         slices = newest_generation(s for s in self.slices.items() if s["spec"]["driver"] == self.driver)
         allocated = {
-            (r["pool"], r["device"]) for c in self.claims.items() for r in _results(c) if r["driver"] == self.driver
+            (r["pool"], r["device"])
+            for c in self.claims.items()
+            for r in allocation_results(c)
+            if r["driver"] == self.driver
         }
         return self._offered(slices, allocated).get(identity, [])
 

@@ -162,10 +162,21 @@ def allocation_key(claim: dict[str, Any]) -> tuple[tuple[str, str, str], ...] | 
     return tuple((r["pool"], r["device"], node) for r in (allocation.get("devices") or {}).get("results") or [])
 
 
+def result_key(result: dict[str, Any]) -> tuple[str, str, str]:
+    """(driver, pool, device) of an allocation result: the key of its status.devices entry."""
+    return (result["driver"], result["pool"], result["device"])
+
+
+def allocation_results(claim: dict[str, Any]) -> list[dict[str, Any]]:
+    """The results of the claim's allocation; empty when it is not allocated."""
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    return (allocation.get("devices") or {}).get("results") or []
+
+
 def device_conditions(claim: dict[str, Any], result: dict[str, Any]) -> dict[str, str]:
     """type -> status of the conditions in status.devices for one allocation result."""
     for entry in (claim.get("status") or {}).get("devices") or []:
-        if (entry["driver"], entry["pool"], entry["device"]) == (result["driver"], result["pool"], result["device"]):
+        if result_key(entry) == result_key(result):
             return {c["type"]: c["status"] for c in entry.get("conditions") or []}
     return {}
 

@@ -14,25 +14,10 @@ from typing import Any
 
 from conformance.cluster import Cluster
 from conformance.invariants import binding_state
+from conformance.observe import allocation_results, device_conditions, result_key
 from conformance.waits import WaitTimeout, check_cancelled
 
 SAMPLE_S = 0.1
-
-
-def result_key(result: dict[str, Any]) -> tuple[str, str, str]:
-    return (result["driver"], result["pool"], result["device"])
-
-
-def device_conditions(claim: dict[str, Any], result: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    for entry in (claim.get("status") or {}).get("devices") or []:
-        if (entry["driver"], entry["pool"], entry["device"]) == result_key(result):
-            return {c["type"]: c for c in entry.get("conditions") or []}
-    return {}
-
-
-def allocation_results(claim: dict[str, Any]) -> list[dict[str, Any]]:
-    allocation = (claim.get("status") or {}).get("allocation") or {}
-    return (allocation.get("devices") or {}).get("results") or []
 
 
 @dataclass
@@ -62,8 +47,8 @@ class Trace:
             if not history or history[-1] != key:
                 history.append(key)
             for r in results:
-                for ctype, cond in device_conditions(claim, r).items():
-                    if cond["status"] == "True":
+                for ctype, status in device_conditions(claim, r).items():
+                    if status == "True":
                         self.true_at.setdefault((name, result_key(r), ctype), now)
             if binding_state(claim) == "ready":
                 self.ready_at.setdefault(name, now)

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from conformance.manifests import claim_template, device, device_class, pod_with_claim_template, unique_driver
+from conformance.observe import allocation_results, result_key
 from conformance.scenario import Context, result_fixture, scenario
-from conformance.trace import Trace, allocation_results, result_key
+from conformance.trace import Trace
 
 MAX_SLICE_DEVICES = 128  # resource.k8s.io/v1: devices per ResourceSlice
 CREATE_THREADS = 8

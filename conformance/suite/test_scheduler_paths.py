@@ -12,8 +12,9 @@ import pytest
 
 from conformance.faults import FaultInjector
 from conformance.manifests import RESOURCE_API, claim_template, pod_with_claim_template
+from conformance.observe import allocation_results, result_key
 from conformance.scenario import Context, result_fixture, scenario
-from conformance.trace import Trace, allocation_results, result_key
+from conformance.trace import Trace
 
 PENDING_EVENT = "BindingConditionsPending"
 SHARED_PODS = 3

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import click
 
-from conformance.providers.base import ClusterSpec, ProviderNotReady, default_nodes
-from conformance.toolchain.build import ensure_binaries
-from conformance.toolchain.gobuild import BuildError
-from conformance.versions import DEFAULT_VERSION, KubeVersion, UnsupportedVersion, parse_version
+from conformance.cluster.providers.base import ClusterSpec, ProviderNotReady, default_nodes
+from conformance.cluster.toolchain.build import ensure_binaries
+from conformance.cluster.toolchain.gobuild import BuildError
+from conformance.cluster.versions import DEFAULT_VERSION, KubeVersion, UnsupportedVersion, parse_version
 
 
 def _version(ctx: click.Context, param: click.Parameter, value: str) -> KubeVersion:
@@ -70,7 +70,7 @@ def cluster() -> None:
 @click.option("--name", default=None, help="cluster name (default: random)")
 def cluster_up(version: KubeVersion, nodes: int, binding_timeout: int, name: str | None) -> None:
     """Start a local cluster and leave it running; prints its kubeconfig path."""
-    from conformance.providers.local import LocalProvider
+    from conformance.cluster.providers.local import LocalProvider
 
     provider = LocalProvider()
     spec = ClusterSpec(
@@ -89,7 +89,7 @@ def cluster_up(version: KubeVersion, nodes: int, binding_timeout: int, name: str
 @click.option("--all", "everything", is_flag=True, help="remove every local cluster of this user")
 def cluster_down(names: tuple[str, ...], everything: bool) -> None:
     """Stop local clusters and remove their files."""
-    from conformance.providers.local import clusters_root, delete_cluster, kwokctl_of
+    from conformance.cluster.providers.local import clusters_root, delete_cluster, kwokctl_of
 
     root = clusters_root()
     targets = sorted(p.name for p in root.iterdir()) if everything and root.exists() else list(names)
@@ -107,7 +107,7 @@ def cluster_down(names: tuple[str, ...], everything: bool) -> None:
 @cluster.command("list")
 def cluster_list() -> None:
     """List local clusters and their kubeconfig files."""
-    from conformance.providers.local import clusters_root
+    from conformance.cluster.providers.local import clusters_root
 
     root = clusters_root()
     for workdir in sorted(root.iterdir()) if root.exists() else []:
@@ -121,7 +121,7 @@ def cluster_list() -> None:
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="also write the figures as JSON")
 def bench(version: KubeVersion, runs: int, nodes: int, out: Path | None) -> None:
     """Measure local cluster bring-up (to all nodes Ready), teardown and control-plane memory."""
-    from conformance.bench import bench_local_cluster
+    from conformance.cluster.bench import bench_local_cluster
 
     bench_local_cluster(version, runs=runs, nodes=nodes, out=out)
 
@@ -143,7 +143,7 @@ def kind_config(
     version: KubeVersion, out: Path, scheduler_config: Path, workers: int, binding_timeout: int, image: str | None
 ) -> None:
     """Write the kind cluster config for a release (feature gates, runtime-config, bindingTimeout, CDI, nodes)."""
-    from conformance.kind.config import KindConfigError, write_kind_files
+    from conformance.cluster.kind.config import KindConfigError, write_kind_files
 
     try:
         write_kind_files(out, scheduler_config, version, binding_timeout, workers=workers, image=image)
@@ -166,9 +166,9 @@ def validate_kind_config(configs: tuple[Path, ...], releases: list[KubeVersion])
     """Check kind configs with kind's own loader and validator (no Docker engine needed)."""
     import tempfile
 
-    from conformance.kind.config import NODE_IMAGES, write_kind_files
-    from conformance.kind.validate import check_kind_config
-    from conformance.toolchain.kindbin import ensure_kind
+    from conformance.cluster.kind.config import NODE_IMAGES, write_kind_files
+    from conformance.cluster.kind.validate import check_kind_config
+    from conformance.cluster.toolchain.kindbin import ensure_kind
 
     if not configs and not releases:
         raise click.UsageError("name kind configs to check, or --release VERSION")
@@ -202,6 +202,6 @@ if __name__ == "__main__":
 @click.argument("report", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 def figures_command(report: Path) -> None:
     """Print the benchmark figures of a suite run from its conformance-report.yaml."""
-    from conformance.figures import print_figures
+    from conformance.report.figures import print_figures
 
     print_figures(report)

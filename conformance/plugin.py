@@ -19,18 +19,21 @@ import allure
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from conformance.catalogue import CATALOGUE, KEP_URL
-from conformance.cluster import USER_AGENT, Cluster
-from conformance.devices import DevicePool, incomplete_pools, read_devices
-from conformance.gates import parse_gate_overrides
-from conformance.implementation import Implementation, ImplementationFailed
-from conformance.invariants import InvariantWatcher
-from conformance.objects import RUN_LABEL, ObjectTracker
-from conformance.observe import driver_slices
-from conformance.profile import LoadedProfile, ProfileError, load_profile
-from conformance.providers import PROVIDERS, ClusterInfo, ClusterSpec, ProviderNotReady, make_provider
-from conformance.providers.base import default_nodes
-from conformance.reports import (
+from conformance.cluster.client import USER_AGENT, Cluster
+from conformance.cluster.gates import parse_gate_overrides
+from conformance.cluster.objects import RUN_LABEL, ObjectTracker
+from conformance.cluster.providers import PROVIDERS, ClusterInfo, ClusterSpec, ProviderNotReady, make_provider
+from conformance.cluster.providers.base import default_nodes
+from conformance.cluster.toolchain.gobuild import BuildError
+from conformance.cluster.versions import DEFAULT_VERSION, UnsupportedVersion, parse_version
+from conformance.cluster.waits import CANCELLED, wait_for
+from conformance.implementation.harness import Implementation, ImplementationFailed
+from conformance.implementation.profile import LoadedProfile, ProfileError, load_profile
+from conformance.observe.devices import DevicePool, incomplete_pools, read_devices
+from conformance.observe.invariants import InvariantWatcher
+from conformance.observe.slices import driver_slices
+from conformance.report.catalogue import CATALOGUE, KEP_URL
+from conformance.report.outcomes import (
     Outcomes,
     RunResult,
     table,
@@ -38,10 +41,7 @@ from conformance.reports import (
     write_certification_junit,
     write_conformance_report,
 )
-from conformance.scenario import REGISTRY, Context, Scenario, ScenarioFailed, ScenarioRunner, summarize
-from conformance.toolchain.gobuild import BuildError
-from conformance.versions import DEFAULT_VERSION, UnsupportedVersion, parse_version
-from conformance.waits import CANCELLED, wait_for
+from conformance.suite.scenario import REGISTRY, Context, Scenario, ScenarioFailed, ScenarioRunner, summarize
 
 _PROFILE_KEY = pytest.StashKey[LoadedProfile]()
 _CLUSTER_KEY = pytest.StashKey[tuple[ClusterInfo, dict[str, float]]]()

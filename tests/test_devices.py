@@ -10,8 +10,8 @@ import threading
 
 import pytest
 
-from conformance.devices import DevicePool, incomplete_pools, read_devices
-from conformance.providers.base import NodeSpec
+from conformance.cluster.providers.base import NodeSpec
+from conformance.observe.devices import DevicePool, incomplete_pools, read_devices
 
 DRIVER = "gpu.example.com"
 NODES = [NodeSpec("node-0", {"fabric": "a"}), NodeSpec("node-1", {"fabric": "b"})]

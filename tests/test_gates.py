@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.gates import format_gates, gates_to_enable, known_gates, parse_gate_overrides
+from conformance.cluster.gates import format_gates, gates_to_enable, known_gates, parse_gate_overrides
 
 HELP = (Path(__file__).parent / "data" / "kube-apiserver-1.37.2-feature-gates.txt").read_text()
 

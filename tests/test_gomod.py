@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.toolchain.gomod import parse_gomod, staging_replacements, wrapper_gomod
+from conformance.cluster.toolchain.gomod import parse_gomod, staging_replacements, wrapper_gomod
 
 UPSTREAM = Path(__file__).parent / "data" / "kubernetes-v1.37.2.go.mod"
 

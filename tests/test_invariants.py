@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from conformance.invariants import InvariantWatcher, binding_state
+from conformance.observe.invariants import InvariantWatcher, binding_state
 
 DRIVER = "gpu.example.com"
 

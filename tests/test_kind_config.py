@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conformance.kind.config import (
+from conformance.cluster.kind.config import (
     FABRIC_NODE_PORT,
     SCHEDULER_CONFIG_IN_NODE,
     KindConfigError,
@@ -17,8 +17,8 @@ from conformance.kind.config import (
     worker_name,
     write_kind_files,
 )
-from conformance.providers.base import FABRIC_LABEL
-from conformance.versions import DEFAULT_VERSION, RELEASES, parse_version
+from conformance.cluster.providers.base import FABRIC_LABEL
+from conformance.cluster.versions import DEFAULT_VERSION, RELEASES, parse_version
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE = "kindest/node:v1.35.4"

@@ -19,12 +19,12 @@ from fake_drivers.fabric.config import build_config as fabric_config
 from fake_drivers.nodedriver.config import build_config as nodes_config
 from kind_manifests import DEPLOY, KIND_OVERLAY, NAMESPACE, PROFILE, ROOT, kustomize_files, manifest_objects
 
-from conformance.implementation import Implementation
-from conformance.kind.config import DEFAULT_WORKERS, FABRIC_NODE_PORT, kind_config, worker_name
-from conformance.profile import load_profile
-from conformance.providers.base import FABRIC_LABEL
-from conformance.providers.kind import REFERENCE_IMAGE
-from conformance.versions import DEFAULT_VERSION, parse_version
+from conformance.cluster.kind.config import DEFAULT_WORKERS, FABRIC_NODE_PORT, kind_config, worker_name
+from conformance.cluster.providers.base import FABRIC_LABEL
+from conformance.cluster.providers.kind import REFERENCE_IMAGE
+from conformance.cluster.versions import DEFAULT_VERSION, parse_version
+from conformance.implementation.harness import Implementation
+from conformance.implementation.profile import load_profile
 
 
 def _containers(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:

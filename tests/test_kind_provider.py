@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from conformance.kind.config import CLUSTER_NAME
-from conformance.providers import ClusterSpec, ProviderNotReady, make_provider
-from conformance.providers.kind import REFERENCE_IMAGE, KindProvider
+from conformance.cluster.kind.config import CLUSTER_NAME
+from conformance.cluster.providers import ClusterSpec, ProviderNotReady, make_provider
+from conformance.cluster.providers.kind import REFERENCE_IMAGE, KindProvider
 
 ROOT = Path(__file__).resolve().parents[1]
 NO_ENGINE = "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?"

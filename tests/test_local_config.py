@@ -2,10 +2,10 @@
 
 from pathlib import Path
 
-from conformance.providers.base import ClusterSpec
-from conformance.providers.local import PORT_OPTIONS, LocalProvider, scheduler_config
-from conformance.toolchain.build import Binaries
-from conformance.versions import parse_version
+from conformance.cluster.providers.base import ClusterSpec
+from conformance.cluster.providers.local import PORT_OPTIONS, LocalProvider, scheduler_config
+from conformance.cluster.toolchain.build import Binaries
+from conformance.cluster.versions import parse_version
 
 
 def test_scheduler_config_sets_binding_timeout_in_dynamic_resources_args() -> None:

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from conformance.implementation import Implementation
+from conformance.implementation.harness import Implementation
+from conformance.implementation.profile import ProfileError, load_profile
 from conformance.plugin import DEFAULT_PROFILE
-from conformance.profile import ProfileError, load_profile
 
 
 def write(tmp_path: Path, text: str) -> Path:

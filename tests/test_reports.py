@@ -5,8 +5,14 @@ from pathlib import Path
 
 import yaml
 
-from conformance.catalogue import CATALOGUE, REQUIREMENTS
-from conformance.reports import Outcomes, RunResult, verdict, write_certification_junit, write_conformance_report
+from conformance.report.catalogue import CATALOGUE, REQUIREMENTS
+from conformance.report.outcomes import (
+    Outcomes,
+    RunResult,
+    verdict,
+    write_certification_junit,
+    write_conformance_report,
+)
 
 
 def test_a_requirement_takes_the_worst_outcome_of_its_tests_and_phases() -> None:

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from conformance.devices import DevicePool
-from conformance.figures import figures
-from conformance.invariants import Violation
-from conformance.profile import Profile
-from conformance.scenario import Context, InvariantViolated, Scenario, ScenarioRunner, summarize
+from conformance.implementation.profile import Profile
+from conformance.observe.devices import DevicePool
+from conformance.observe.invariants import Violation
+from conformance.report.figures import figures
+from conformance.suite.scenario import Context, InvariantViolated, Scenario, ScenarioRunner, summarize
 
 
 @dataclass

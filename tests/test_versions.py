@@ -1,6 +1,6 @@
 import pytest
 
-from conformance.versions import DEFAULT_VERSION, UnsupportedVersion, parse_version
+from conformance.cluster.versions import DEFAULT_VERSION, UnsupportedVersion, parse_version
 
 
 @pytest.mark.parametrize("text", ["1.34", "1.35", "1.36", "1.37"])

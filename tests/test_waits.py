@@ -2,7 +2,7 @@ import itertools
 
 import pytest
 
-from conformance.waits import WaitTimeout, wait_for
+from conformance.cluster.waits import WaitTimeout, wait_for
 
 
 def test_returns_the_observation_that_satisfied_the_condition() -> None:

@@ -42,7 +42,7 @@ from urllib3.exceptions import HTTPError
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent / "tests" / d) for d in ("controller", "fabric", "nodedriver")]
 
-from conformance.serviceaccount import service_account_kubeconfig  # noqa: E402 - test tooling, as in the tests
+from conformance.implementation.serviceaccount import service_account_kubeconfig  # noqa: E402 - test tooling, as in the tests
 from controller_harness import (  # noqa: E402
     TEST_NODES,
     ControllerProcess,
@@ -124,8 +124,8 @@ def local_cluster(kubeconfig: str | None) -> Iterator[Path]:
     if kubeconfig:
         yield Path(kubeconfig)
         return
-    from conformance.providers.base import ClusterSpec, default_nodes
-    from conformance.providers.local import LocalProvider
+    from conformance.cluster.providers.base import ClusterSpec, default_nodes
+    from conformance.cluster.providers.local import LocalProvider
 
     provider = LocalProvider()
     info = provider.start(ClusterSpec(nodes=default_nodes(len(TEST_NODES))))
@@ -157,7 +157,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from conformance.manifests import claim_template, device_class, pod_with_claim_template
+    from conformance.cluster.manifests import claim_template, device_class, pod_with_claim_template
 
     with ExitStack() as stack, tempfile.TemporaryDirectory(prefix="bench-controller-") as tmp:
         workdir = Path(tmp)

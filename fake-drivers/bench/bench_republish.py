@@ -1,7 +1,7 @@
 """Attach-to-republish latency of the fake node driver: from the fabric manager's 200 on attach to the device
 in that node's ResourceSlice (and the same for detach), on a real local cluster.
 
-Starts a local cluster (conformance.providers.local), the fabric manager and the node driver (default poll
+Starts a local cluster (conformance.cluster.providers.local), the fabric manager and the node driver (default poll
 interval 0.5 s) as processes, runs N attach/detach rounds, prints median and p95, cleans everything up.
 Usage: python bench/bench_republish.py [--rounds 50] [--interval 0.5]
 """
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import httpx
 import yaml
-from conformance.cluster import Cluster
-from conformance.providers.base import ClusterSpec
-from conformance.providers.local import LocalProvider
+from conformance.cluster.client import Cluster
+from conformance.cluster.providers.base import ClusterSpec
+from conformance.cluster.providers.local import LocalProvider
 from kubernetes import client
 
 from bench_fabric import start_server

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from conformance.cluster import Cluster
-from conformance.providers.base import ClusterSpec, ProviderNotReady
-from conformance.providers.existing import MARKER_NAME, MARKER_NAMESPACE, ExistingProvider, mark_test_cluster
-from conformance.providers.local import LocalProvider
+from conformance.cluster.client import Cluster
+from conformance.cluster.providers.base import ClusterSpec, ProviderNotReady
+from conformance.cluster.providers.existing import MARKER_NAME, MARKER_NAMESPACE, ExistingProvider, mark_test_cluster
+from conformance.cluster.providers.local import LocalProvider
 from selftest.suite_runner import run_suite
 
 

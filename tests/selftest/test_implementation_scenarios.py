@@ -17,7 +17,7 @@ CONTROLLER = '"--mode", "keep-in-pool"]'
 def test_reschedule_to_local_passes_on_the_reschedule_profile(tmp_path: Path) -> None:
     profile = ROOT / "fixtures" / "profiles" / "reference-reschedule.yaml"
     code, out, outcomes = run_suite(
-        tmp_path / "junit.xml", "--profile", str(profile), target="conformance/suite/test_rewrite.py"
+        tmp_path / "junit.xml", "--profile", str(profile), target="conformance/suite/implementation/test_rewrite.py"
     )
     assert code == 0, f"expected IMP-7 to pass on reference-reschedule.yaml, got exit {code}:\n{out[-3000:]}"
     assert outcomes and set(outcomes.values()) == {"passed"}, outcomes
@@ -28,7 +28,7 @@ def test_duplicates_are_caught_when_the_node_driver_republishes_without_the_deny
     its fabric copy, and other pods of the burst get it, so the invariant watcher fails the IMP-6 scenario."""
     profile = profile_variant(tmp_path, '"--republish", "--deny-list"]', '"--republish"]')
     code, out, _ = run_suite(
-        tmp_path / "junit.xml", "--profile", str(profile), target="conformance/suite/test_duplicates.py"
+        tmp_path / "junit.xml", "--profile", str(profile), target="conformance/suite/implementation/test_duplicates.py"
     )
     assert code == 1, f"expected a failure (exit 1), got {code}:\n{out[-3000:]}"
     assert "invariants broken while it ran" in out, out[-3000:]
@@ -39,7 +39,7 @@ def test_duplicates_are_caught_when_the_node_driver_republishes_without_the_deny
 def test_detach_is_caught_when_the_controller_never_detaches(tmp_path: Path) -> None:
     profile = profile_variant(tmp_path, CONTROLLER, '"--mode", "keep-in-pool", "--broken-never-detach"]')
     code, out, outcomes = run_suite(
-        tmp_path / "junit.xml", "--profile", str(profile), target="conformance/suite/test_detach.py"
+        tmp_path / "junit.xml", "--profile", str(profile), target="conformance/suite/implementation/test_detach.py"
     )
     assert code == 1, f"expected a failure (exit 1), got {code}:\n{out[-3000:]}"
     assert outcomes["test_device_is_detached_within_the_promised_time"] == "failure", outcomes
@@ -49,7 +49,7 @@ def test_detach_is_caught_when_the_controller_never_detaches(tmp_path: Path) -> 
 def test_restart_is_caught_when_the_restarted_controller_forgets_the_attach(tmp_path: Path) -> None:
     profile = profile_variant(tmp_path, CONTROLLER, '"--mode", "keep-in-pool", "--broken-forget-on-restart"]')
     code, out, _ = run_suite(
-        tmp_path / "junit.xml", "--profile", str(profile), target="conformance/suite/test_restart.py"
+        tmp_path / "junit.xml", "--profile", str(profile), target="conformance/suite/implementation/test_restart.py"
     )
     assert code == 1, f"expected a failure (exit 1), got {code}:\n{out[-3000:]}"
-    assert "FAILED conformance/suite/test_restart.py::" in out, out[-3000:]
+    assert "FAILED conformance/suite/implementation/test_restart.py::" in out, out[-3000:]

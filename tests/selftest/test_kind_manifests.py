@@ -16,9 +16,9 @@ import pytest
 from kind_manifests import DEPLOY, KIND_OVERLAY, NAMESPACE, kustomize_files, manifest_objects
 from kubernetes.client.exceptions import ApiException
 
-from conformance.cluster import Cluster
-from conformance.objects import ObjectTracker
-from conformance.waits import wait_for
+from conformance.cluster.client import Cluster
+from conformance.cluster.objects import ObjectTracker
+from conformance.cluster.waits import wait_for
 
 
 def _kubectl(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:

@@ -1,6 +1,6 @@
 """The kind provider with the real kind binary (built into the cache) and pytest-kind, as far as a machine without
-a Docker engine lets it go: the stand-in docker of conformance.kind.validate plays an empty engine and stops kind
-when it would pull the node image, the first step after kind loaded and validated the generated config."""
+a Docker engine lets it go: the stand-in docker of conformance.cluster.kind.validate plays an empty engine and
+stops kind when it would pull the node image, the first step after kind loaded and validated the generated config."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from conformance.kind.config import CLUSTER_NAME, NODE_IMAGES
-from conformance.kind.validate import stand_in_docker
-from conformance.providers import ClusterSpec, ProviderNotReady
-from conformance.providers.kind import KindProvider, kind_workdir
+from conformance.cluster.kind.config import CLUSTER_NAME, NODE_IMAGES
+from conformance.cluster.kind.validate import stand_in_docker
+from conformance.cluster.providers import ClusterSpec, ProviderNotReady
+from conformance.cluster.providers.kind import KindProvider, kind_workdir
 
 
 def test_provider_writes_a_config_kind_accepts_and_cleans_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from conformance.kind.config import NODE_IMAGES
-from conformance.kind.validate import check_kind_config
-from conformance.toolchain.kindbin import ensure_kind
+from conformance.cluster.kind.config import NODE_IMAGES
+from conformance.cluster.kind.validate import check_kind_config
+from conformance.cluster.toolchain.kindbin import ensure_kind
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAD = "kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\n"

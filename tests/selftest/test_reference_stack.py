@@ -10,12 +10,12 @@ from pathlib import Path
 
 from kubernetes import client
 
-from conformance.cluster import Cluster
-from conformance.implementation import Implementation
-from conformance.manifests import claim_template, device_class, pod_with_claim_template, unique_driver
-from conformance.objects import ObjectTracker
-from conformance.profile import LoadedProfile
-from conformance.waits import wait_for
+from conformance.cluster.client import Cluster
+from conformance.cluster.manifests import claim_template, device_class, pod_with_claim_template, unique_driver
+from conformance.cluster.objects import ObjectTracker
+from conformance.cluster.waits import wait_for
+from conformance.implementation.harness import Implementation
+from conformance.implementation.profile import LoadedProfile
 
 
 def node_slices(api: client.CustomObjectsApi, driver: str) -> dict[str, list[str]]:

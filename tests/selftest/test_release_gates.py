@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.gates import binary_gates, gates_to_enable
-from conformance.toolchain.build import ensure_binaries
-from conformance.toolchain.cache import Cache, default_cache_root
-from conformance.versions import DEFAULT_VERSION, RELEASES, parse_version
+from conformance.cluster.gates import binary_gates, gates_to_enable
+from conformance.cluster.toolchain.build import ensure_binaries
+from conformance.cluster.toolchain.cache import Cache, default_cache_root
+from conformance.cluster.versions import DEFAULT_VERSION, RELEASES, parse_version
 
 
 def _cached(patch: str) -> bool:

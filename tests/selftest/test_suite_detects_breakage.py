@@ -16,8 +16,8 @@ def test_api_checks_fail_with_the_binding_conditions_gate_off(tmp_path: Path) ->
         tmp_path / "junit.xml",
         "--feature-gates",
         "DRADeviceBindingConditions=false",
-        "conformance/suite/test_api_validation.py",
-        target="conformance/suite/test_api_binding_fields.py",
+        "conformance/suite/cluster/test_api_validation.py",
+        target="conformance/suite/cluster/test_api_binding_fields.py",
     )
     assert code == 1, f"expected test failures (exit 1), got exit {code}:\n{out[-3000:]}"
     assert "did not keep the binding fields" in out
@@ -43,10 +43,16 @@ def test_attach_before_bind_catches_conditions_reported_before_the_attach(tmp_pa
     """The reference controller's deliberately broken mode reports `attached` when the attach starts: IMP-3 fails."""
     profile = _broken_profile(tmp_path, "--broken-report-before-attach")
     code, out, _ = run_suite(
-        tmp_path / "junit.xml", "--profile", str(profile), target="conformance/suite/test_attach_before_bind.py"
+        tmp_path / "junit.xml",
+        "--profile",
+        str(profile),
+        target="conformance/suite/implementation/test_attach_before_bind.py",
     )
     assert code == 1, f"expected a failure (exit 1), got {code}:\n{out[-3000:]}"
-    assert "FAILED conformance/suite/test_attach_before_bind.py::test_conditions_true_only_after_the_attach" in out
+    assert (
+        "FAILED conformance/suite/implementation/test_attach_before_bind.py::test_conditions_true_only_after_the_attach"
+        in out
+    )
     assert "True while the fabric says attached to None" in out
 
 
@@ -54,10 +60,10 @@ def _attach_failure_fails(tmp_path: Path, flag: str, test: str) -> str:
     """Run the attach-failure scenario against the controller broken by `flag`; `test` must fail. Its output."""
     profile = _broken_profile(tmp_path, flag)
     code, out, _ = run_suite(
-        tmp_path / "junit.xml", "--profile", str(profile), target="conformance/suite/test_failure.py"
+        tmp_path / "junit.xml", "--profile", str(profile), target="conformance/suite/implementation/test_failure.py"
     )
     assert code == 1, f"expected a failure (exit 1), got {code}:\n{out[-3000:]}"
-    assert f"FAILED conformance/suite/test_failure.py::{test}" in out, out[-3000:]
+    assert f"FAILED conformance/suite/implementation/test_failure.py::{test}" in out, out[-3000:]
     return out
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conformance.cluster import Cluster
-from conformance.manifests import claim_template, device_class, unique_driver
-from conformance.objects import ObjectTracker
-from conformance.serviceaccount import service_account_kubeconfig
+from conformance.cluster.client import Cluster
+from conformance.cluster.manifests import claim_template, device_class, unique_driver
+from conformance.cluster.objects import ObjectTracker
+from conformance.implementation.serviceaccount import service_account_kubeconfig
 from controller_harness import (
     TEST_NODES,
     ControllerProcess,

@@ -12,10 +12,10 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
-from conformance.cluster import Cluster
-from conformance.manifests import pod_with_claim_template
-from conformance.objects import ObjectTracker
-from conformance.waits import wait_for
+from conformance.cluster.client import Cluster
+from conformance.cluster.manifests import pod_with_claim_template
+from conformance.cluster.objects import ObjectTracker
+from conformance.cluster.waits import wait_for
 from controller_harness import (
     ClaimHistory,
     ControllerProcess,

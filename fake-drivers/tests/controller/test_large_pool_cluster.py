@@ -12,8 +12,8 @@ from typing import Any
 
 import httpx
 import pytest
-from conformance.objects import ObjectTracker
-from conformance.waits import wait_for
+from conformance.cluster.objects import ObjectTracker
+from conformance.cluster.waits import wait_for
 from controller_harness import (
     ControllerProcess,
     G,

@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conformance.cluster import Cluster
-from conformance.manifests import unique_driver
-from conformance.objects import ObjectTracker
-from conformance.serviceaccount import service_account_kubeconfig
-from conformance.waits import wait_for
+from conformance.cluster.client import Cluster
+from conformance.cluster.manifests import unique_driver
+from conformance.cluster.objects import ObjectTracker
+from conformance.cluster.waits import wait_for
+from conformance.implementation.serviceaccount import service_account_kubeconfig
 from controller_harness import api_client, rbac_manifests, unique_name
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException

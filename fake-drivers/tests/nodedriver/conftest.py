@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conformance.cluster import Cluster
-from conformance.manifests import unique_driver
+from conformance.cluster.client import Cluster
+from conformance.cluster.manifests import unique_driver
 from fabric_harness import FabricProcess
 from kubernetes import client
 from nodedriver_harness import NodeDriverProcess

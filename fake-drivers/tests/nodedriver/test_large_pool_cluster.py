@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
-from conformance.waits import wait_for
+from conformance.cluster.waits import wait_for
 from kubernetes import client
 from nodedriver_harness import NodeDriverProcess
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import httpx
-from conformance.manifests import device, resource_slice
-from conformance.objects import ObjectTracker
-from conformance.waits import wait_for
+from conformance.cluster.manifests import device, resource_slice
+from conformance.cluster.objects import ObjectTracker
+from conformance.cluster.waits import wait_for
 from kubernetes import client
 from nodedriver_harness import NODES_CONFIG, NodeDriverProcess, driver_slices, uuids
 

@@ -1,0 +1,72 @@
+"""What every cluster provider takes and gives: the cluster the suite asks for, and how to reach it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from conformance.cluster.versions import DEFAULT_VERSION, KubeVersion, parse_version
+
+# Labels on the test nodes that scenarios select on (which fabric a node is cabled to).
+FABRIC_LABEL = "conformance.dra.example.com/fabric"
+NODE_ROLE_LABEL = "conformance.dra.example.com/node"
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    name: str
+    labels: dict[str, str]
+
+
+def default_nodes(count: int, fabrics: int = 2) -> list[NodeSpec]:
+    """`count` worker nodes spread round-robin over `fabrics` fabrics."""
+    if count < 1 or fabrics < 1:
+        raise ValueError(f"need at least one node and one fabric, got nodes={count} fabrics={fabrics}")
+    return [
+        NodeSpec(f"node-{i}", {FABRIC_LABEL: f"fabric-{i % fabrics}", NODE_ROLE_LABEL: "worker"}) for i in range(count)
+    ]
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """The cluster a run asks for. binding_timeout_s is ignored where the release fixes it (1.34)."""
+
+    version: KubeVersion = field(default_factory=lambda: parse_version(DEFAULT_VERSION))
+    nodes: list[NodeSpec] = field(default_factory=lambda: default_nodes(4))
+    binding_timeout_s: int = 20
+    keep: bool = False
+    name: str | None = None
+    # Explicit gate values, applied over the ones the suite turns on (e.g. to see a run with the gate off).
+    feature_gates: dict[str, bool] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    """A running cluster as the suite sees it."""
+
+    name: str
+    provider: str
+    kubeconfig: Path
+    version: str
+    # Gates passed to the components; gates not named here have the release's defaults.
+    feature_gates: dict[str, bool]
+    # Seconds the scheduler waits in PreBind before "binding timeout".
+    binding_timeout_s: int
+    binding_timeout_configurable: bool
+    nodes: list[NodeSpec]
+    kubectl: Path | None = None
+
+
+class Provider(Protocol):
+    name: str
+
+    def start(self, spec: ClusterSpec) -> ClusterInfo: ...
+
+    def stop(self) -> None:
+        """Remove everything start() made, unless the spec asked to keep the cluster. Idempotent."""
+        ...
+
+
+class ProviderNotReady(RuntimeError):
+    """The provider cannot give a cluster (missing tool, unfinished provider)."""

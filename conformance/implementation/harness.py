@@ -1,0 +1,276 @@
+"""Start and stop the implementation under test from its profile: processes, ports, readiness, logs."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic import DynamicClient
+
+from conformance.cluster.waits import wait_for
+from conformance.implementation.profile import LoadedProfile, Process, ProfileError
+from conformance.implementation.serviceaccount import service_account_kubeconfig
+
+_PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([a-z0-9./-]+))?\}")
+STOP_TIMEOUT_S = 15.0
+T = TypeVar("T")
+
+
+class ImplementationFailed(RuntimeError):
+    """A process of the implementation did not start, did not get ready, or exited badly."""
+
+
+@dataclass
+class _Running:
+    spec: Process
+    proc: subprocess.Popen[bytes]
+    log: Path
+    port: int | None = None
+
+    def tail(self, lines: int = 30) -> str:
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+@dataclass
+class Implementation:
+    """The processes of one profile, started in order against one cluster."""
+
+    loaded: LoadedProfile
+    kubeconfig: Path
+    workdir: Path
+    progress: Callable[[str], None] = lambda _msg: None
+    running: list[_Running] = field(default_factory=list)
+    applied: list[tuple[Any, str, str | None]] = field(default_factory=list)
+    _client: client.ApiClient | None = field(default=None, repr=False)
+    restarts: int = 0
+
+    def resolve(self, text: str, process: Process | None = None) -> str:
+        """Fill the placeholders of a profile string (see conformance.implementation.profile.Process)."""
+
+        def fill(match: re.Match[str]) -> str:
+            key, arg = match[1], match[2]
+            values = {
+                "kubeconfig": str(self.kubeconfig),
+                "workdir": str(self.workdir),
+                "bin": str(Path(sys.executable).parent),
+                "profile_dir": str(self.loaded.path.parent),
+            }
+            if key in values and arg is None:
+                return values[key]
+            if key == "port_file" and process is not None and process.port_file:
+                return str(self._port_file(process.name))
+            if key == "url" and arg:
+                return self.url(arg)
+            if key == "sa_kubeconfig" and arg and arg.count("/") == 1:
+                return str(self._sa_kubeconfig(*arg.split("/")))
+            raise ProfileError(f"profile {self.loaded.path}: unknown placeholder {match[0]!r} in {text!r}")
+
+        return _PLACEHOLDER.sub(fill, text)
+
+    def url(self, name: str) -> str:
+        for run in self.running:
+            if run.spec.name == name and run.port is not None:
+                return f"http://127.0.0.1:{run.port}"
+        raise ProfileError(
+            f"profile {self.loaded.path}: {{url:{name}}} needs an earlier process {name!r} with portFile"
+        )
+
+    def _api(self) -> client.ApiClient:
+        if self._client is None:
+            self._client = config.new_client_from_config(config_file=str(self.kubeconfig))
+        return self._client
+
+    def _sa_kubeconfig(self, namespace: str, name: str) -> Path:
+        path = self.workdir / f"sa-{namespace}-{name}.kubeconfig"
+        if not path.exists():
+            service_account_kubeconfig(self.kubeconfig, client.CoreV1Api(self._api()), namespace, name, path)
+        return path
+
+    def _apply_manifests(self) -> None:
+        dynamic = DynamicClient(self._api())
+        for entry in self.loaded.profile.manifests:
+            path = Path(self.resolve(entry))
+            try:
+                docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+            except (OSError, yaml.YAMLError) as exc:
+                raise ProfileError(f"profile {self.loaded.path}: manifest {path}: {exc}") from None
+            for doc in docs:
+                resource = dynamic.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
+                ns = doc["metadata"].get("namespace") if resource.namespaced else None
+                if self._create(resource, doc, ns):
+                    self.applied.append((resource, doc["metadata"]["name"], ns))
+        if self.applied:
+            self.progress(f"applied {len(self.applied)} objects from {len(self.loaded.profile.manifests)} manifests")
+
+    def _create(self, resource: Any, doc: dict[str, Any], ns: str | None) -> bool:
+        """Create one manifest object; True if the harness made it (and so deletes it at the end).
+
+        An object still being deleted (a namespace of the previous run finalizing) is waited out; one that
+        exists and is not being deleted belongs to someone else and is left alone.
+        """
+        name = doc["metadata"]["name"]
+
+        def attempt() -> str:
+            try:
+                resource.create(body=doc, namespace=ns)
+                return "created"
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise ImplementationFailed(
+                        f"cannot create {doc['kind']} {name}: {exc.status} {exc.reason}"
+                    ) from None
+            current = resource.get(name=name, namespace=ns)
+            return "deleting" if current.metadata.deletionTimestamp else "exists"
+
+        outcome = wait_for(
+            attempt,
+            lambda o: o != "deleting",
+            timeout=60.0,
+            expected=f"{doc['kind']} {name} of an earlier run to finish deleting",
+        )
+        return outcome == "created"
+
+    def _delete_manifests(self) -> list[str]:
+        problems = []
+        while self.applied:
+            resource, name, ns = self.applied.pop()
+            try:
+                resource.delete(name=name, namespace=ns)
+            except ApiException as exc:
+                if exc.status != 404:
+                    problems.append(f"cannot delete {resource.kind} {name}: {exc.status} {exc.reason}")
+        return problems
+
+    def _port_file(self, name: str) -> Path:
+        return self.workdir / f"{name}.port"
+
+    def start(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._apply_manifests()
+            for spec in self.loaded.profile.processes:
+                self._start(spec)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, spec: Process) -> None:
+        command = [self.resolve(arg, spec) for arg in spec.command]
+        env = dict(os.environ, PYTHONUNBUFFERED="1", KUBECONFIG=str(self.kubeconfig))
+        env.update({key: self.resolve(value, spec) for key, value in spec.env.items()})
+        log = self.workdir / f"{spec.name}.log"
+        self._port_file(spec.name).unlink(missing_ok=True)
+        with log.open("wb") as out:
+            try:
+                proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            except OSError as exc:
+                raise ImplementationFailed(f"{spec.name}: cannot run {command[0]}: {exc.strerror}") from None
+        run = _Running(spec, proc, log)
+        self.running.append(run)
+        if spec.port_file:
+            run.port = int(
+                self._wait(
+                    run,
+                    lambda: self._port_file(spec.name).read_text().strip(),
+                    str.isdigit,
+                    "its port file",
+                    spec.ready.timeout_s if spec.ready else 30.0,
+                )
+            )
+        if spec.ready and spec.ready.http:
+            url = f"http://127.0.0.1:{run.port}{spec.ready.http}"
+            self._wait(
+                run,
+                lambda: urllib.request.urlopen(url, timeout=5).status,
+                lambda s: 200 <= s < 300,
+                f"GET {url} to answer 2xx",
+                spec.ready.timeout_s,
+            )
+        elif spec.ready and spec.ready.log:
+            pattern = re.compile(spec.ready.log)
+            self._wait(
+                run,
+                lambda: run.log.read_text(errors="replace"),
+                lambda t: bool(pattern.search(t)),
+                f"a line matching {spec.ready.log!r} in {log}",
+                spec.ready.timeout_s,
+            )
+        self.progress(f"started {spec.name} (pid {proc.pid}{f', port {run.port}' if run.port else ''})")
+
+    def _wait(
+        self, run: _Running, observe: Callable[[], T], done: Callable[[T], bool], expected: str, timeout: float
+    ) -> T:
+        def checked() -> T:  # a process that died fails at once, with its output
+            if run.proc.poll() is not None:
+                raise ImplementationFailed(
+                    f"{run.spec.name} exited with {run.proc.returncode} during start-up; "
+                    f"last lines of {run.log}:\n{run.tail()}"
+                )
+            return observe()
+
+        return wait_for(
+            checked,
+            done,
+            timeout=timeout,
+            expected=f"{run.spec.name}: {expected}",
+            describe=lambda _seen: f"last lines of {run.log}:\n{run.tail()}",
+        )
+
+    def restart(self, name: str) -> int:
+        """Kill process `name` without warning (SIGKILL: no clean shutdown) and start it again; wait until it is
+        ready. Returns the new pid. The killed run's log is kept next to the new one."""
+        index = next((i for i, r in enumerate(self.running) if r.spec.name == name), None)
+        if index is None:
+            raise ImplementationFailed(f"no running process {name!r} (running: {[r.spec.name for r in self.running]})")
+        run = self.running[index]
+        # Copy-on-write: scenario threads resolve {url:...} while this runs; never mutate the list they iterate.
+        self.running = [r for r in self.running if r is not run]
+        if run.proc.poll() is None:
+            os.killpg(run.proc.pid, signal.SIGKILL)
+        run.proc.wait()
+        self.restarts += 1
+        run.log.replace(run.log.with_suffix(f".killed-{self.restarts}.log"))
+        self.progress(f"killed {name} (pid {run.proc.pid}); starting it again")
+        self._start(run.spec)
+        started = self.running[-1]
+        rest = self.running[:-1]
+        self.running = [*rest[:index], started, *rest[index:]]
+        return started.proc.pid
+
+    def stop(self) -> list[str]:
+        """Stop every process, newest first (SIGTERM, then SIGKILL after a grace); return what went wrong."""
+        problems = []
+        while self.running:
+            run = self.running.pop()
+            if run.proc.poll() is None:
+                run.proc.send_signal(signal.SIGTERM)
+                try:
+                    run.proc.wait(STOP_TIMEOUT_S)
+                except subprocess.TimeoutExpired:
+                    os.killpg(run.proc.pid, signal.SIGKILL)
+                    run.proc.wait()
+                    problems.append(f"{run.spec.name} ignored SIGTERM for {STOP_TIMEOUT_S:g}s and was killed")
+                    continue
+                code = run.proc.returncode
+                if code not in (0, -signal.SIGTERM):
+                    problems.append(f"{run.spec.name} exited with {code} on SIGTERM; last lines:\n{run.tail()}")
+            else:
+                problems.append(f"{run.spec.name} had exited before the end ({run.proc.returncode}):\n{run.tail()}")
+            self.progress(f"stopped {run.spec.name}")
+        problems += self._delete_manifests()
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        return problems

@@ -1,0 +1,176 @@
+"""Physical devices of the implementation, leased to scenarios so that scenarios running side by side never
+compete for the same device.
+
+The pool is read from the implementation's published slices once it is ready. A device is one physical
+identity (the profile's identityAttribute), whatever pool or name it shows up under: "fabric" if some copy
+carries binding conditions (it is attached on demand), "local" if it only ever appears in a node's slice. A
+scenario leases the identities it needs and asks for devices through a DeviceClass whose CEL selector matches
+exactly those identities, so every copy of a leased device (fabric and hot-plugged node-local) stays its own.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pytest
+
+from conformance.cluster.providers.base import NodeSpec
+from conformance.cluster.waits import check_cancelled
+from conformance.observe.slices import reaches
+
+Kind = Literal["fabric", "local"]
+LEASE_WAIT_S = 240.0
+MAX_CEL_BYTES = 10240  # DeviceClass spec.selectors[].cel.expression
+
+
+@dataclass(frozen=True)
+class PhysicalDevice:
+    identity: str
+    kind: Kind
+    nodes: frozenset[str]  # fabric: the nodes its fabric copy reaches; local: the node it sits on
+    copies: tuple[tuple[str, str], ...]  # (pool, device name) of every published copy
+
+
+def read_devices(slices: list[dict[str, Any]], attribute: str, nodes: list[NodeSpec]) -> dict[str, PhysicalDevice]:
+    """Group the published devices by physical identity; devices without the identity attribute are ignored."""
+    domain, _, name = attribute.rpartition("/")
+    found: dict[str, dict[str, Any]] = {}
+    for s in slices:
+        spec = s["spec"]
+        for d in spec.get("devices") or []:
+            attrs = d.get("attributes") or {}
+            value = attrs.get(attribute) or (attrs.get(name) if domain in ("", spec["driver"]) else None)
+            if not value:
+                continue
+            ident = str(next(iter(value.values())))
+            entry = found.setdefault(ident, {"fabric": set(), "local": set(), "copies": [], "conditions": False})
+            entry["copies"].append((spec["pool"]["name"], d["name"]))
+            if d.get("bindingConditions"):
+                entry["conditions"] = True
+                entry["fabric"] |= {n.name for n in nodes if reaches(s, n.name, n.labels)}
+            else:
+                entry["local"] |= {n.name for n in nodes if reaches(s, n.name, n.labels)}
+    return {
+        ident: PhysicalDevice(
+            ident,
+            "fabric" if e["conditions"] else "local",
+            frozenset(e["fabric"] if e["conditions"] else e["local"]),
+            tuple(sorted(e["copies"])),
+        )
+        for ident, e in found.items()
+    }
+
+
+def incomplete_pools(slices: list[dict[str, Any]]) -> list[str]:
+    """Pools whose newest generation does not have all its slices yet (resourceSliceCount), e.g. while a driver
+    is still publishing them."""
+    newest: dict[str, tuple[int, int, int]] = {}  # pool -> (generation, slices seen, slices expected)
+    for s in slices:
+        pool = s["spec"]["pool"]
+        generation, expected = int(pool.get("generation", 0)), int(pool.get("resourceSliceCount", 1))
+        current = newest.get(pool["name"], (-1, 0, 0))
+        if generation > current[0]:
+            newest[pool["name"]] = (generation, 1, expected)
+        elif generation == current[0]:
+            newest[pool["name"]] = (generation, current[1] + 1, expected)
+    return sorted(name for name, (_, seen, expected) in newest.items() if seen < expected)
+
+
+@dataclass
+class Lease:
+    holder: str
+    devices: list[PhysicalDevice]
+
+    @property
+    def identities(self) -> list[str]:
+        return [d.identity for d in self.devices]
+
+
+@dataclass
+class DevicePool:
+    """Hands out physical devices to scenarios; a scenario waits (with a deadline) while others hold them."""
+
+    driver: str
+    attribute: str
+    devices: dict[str, PhysicalDevice]
+    _held: dict[str, str] = field(default_factory=dict)  # identity -> holder
+    _used: dict[str, float] = field(default_factory=dict)  # identity -> last release (prefer rested devices)
+    _cond: threading.Condition = field(default_factory=threading.Condition)
+
+    def selector(self, identities: Iterable[str]) -> str:
+        """CEL matching every copy of these physical devices of the driver, and nothing else.
+
+        The apiserver takes at most MAX_CEL_BYTES per expression, about 250 identities. A larger set is written
+        as "none of the other known identities", which selects the same devices as long as the implementation
+        publishes no new identity meanwhile.
+        """
+        domain, _, name = self.attribute.rpartition("/")
+        domain = domain or self.driver
+        attrs = f"device.attributes[{json.dumps(domain)}]"
+        head = f"device.driver == {json.dumps(self.driver)} && {json.dumps(name)} in {attrs} && "
+        chosen = set(identities)
+        expression = head + f"{attrs}.{name} in {json.dumps(sorted(chosen))}"
+        if len(expression) <= MAX_CEL_BYTES:
+            return expression
+        others = sorted(set(self.devices) - chosen)
+        expression = head + f"!({attrs}.{name} in {json.dumps(others)})"
+        if len(expression) > MAX_CEL_BYTES:
+            raise ValueError(f"no CEL selector under {MAX_CEL_BYTES} bytes picks {len(chosen)} of {len(self.devices)}")
+        return expression
+
+    def count(self, kind: Kind, node: str | None = None) -> int:
+        return len(self._matching(kind, node))
+
+    def _matching(self, kind: Kind, node: str | None) -> list[PhysicalDevice]:
+        return [d for d in self.devices.values() if d.kind == kind and (node is None or node in d.nodes)]
+
+    def lease(
+        self, holder: str, count: int, kind: Kind = "fabric", node: str | None = None, timeout: float = LEASE_WAIT_S
+    ) -> Lease:
+        """`count` devices of `kind` (reaching `node`, if given). Skips the scenario when the implementation does
+        not publish that many at all; fails when other scenarios hold them for longer than `timeout`."""
+        where = f" reaching {node}" if node else ""
+        total = len(self._matching(kind, node))
+        if total < count:
+            pytest.skip(f"needs {count} {kind} devices of {self.driver}{where}; the implementation publishes {total}")
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                free = [d for d in self._matching(kind, node) if d.identity not in self._held]
+                if len(free) >= count:
+                    chosen = sorted(free, key=lambda d: (self._used.get(d.identity, 0.0), d.identity))[:count]
+                    for d in chosen:
+                        self._held[d.identity] = holder
+                    return Lease(holder, chosen)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    holders = sorted(set(self._held.values()))
+                    raise AssertionError(
+                        f"{holder}: {count} free {kind} devices{where} not available within {timeout:g}s "
+                        f"({len(free)} free of {total}; held by {holders})"
+                    )
+                check_cancelled()
+                self._cond.wait(min(left, 1.0))
+
+    def release(self, lease: Lease) -> None:
+        with self._cond:
+            now = time.monotonic()
+            for d in lease.devices:
+                if self._held.get(d.identity) == lease.holder:
+                    del self._held[d.identity]
+                    self._used[d.identity] = now
+            self._cond.notify_all()
+
+
+def fabric_only_node(pool: DevicePool, nodes: Iterable[NodeSpec], fabric_devices: int = 1) -> str | None:
+    """A node without node-local devices of the driver that at least `fabric_devices` fabric devices reach."""
+    local = {n for d in pool.devices.values() if d.kind == "local" for n in d.nodes}
+    for spec in nodes:
+        if spec.name not in local and pool.count("fabric", spec.name) >= fabric_devices:
+            return spec.name
+    return None

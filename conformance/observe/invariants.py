@@ -1,0 +1,258 @@
+"""Invariants watched for the whole of a run, not only checked at the end of a scenario.
+
+- IMP-6: each physical device is offered free by at most one device entry across all slices, and no two live
+  allocations hold the same physical device. "Free" = not allocated and not tainted NoSchedule/NoExecute (in the
+  device or by a DeviceTaintRule). "Live" = no failure condition True: a claim whose binding failed never binds,
+  and the scheduler is about to clear it (seen with the reference controller's reschedule-to-local mode).
+- SCH-3: no pod of the run is bound before all binding conditions of its claims are True. Ordered by
+  resourceVersion (the etcd revision), so the verdict does not depend on which watch stream delivered first.
+
+"Held twice" and "bound early" are exact. "Offered" combines three streams (slices, claims, taint rules), so a
+violation counts only when it persists for PERSIST_S: a free entry seen for the few milliseconds between a
+claim's allocation and the slice update is stream skew, not an offer anybody could allocate from.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from conformance.cluster.client import Cluster
+from conformance.cluster.objects import RUN_LABEL
+from conformance.observe.slices import allocation_results, device_conditions, tainted_by_rule
+from conformance.observe.watchcache import WatchCache
+
+PERSIST_S = 1.0
+EVALUATE_EVERY_S = 0.2
+
+
+@dataclass(frozen=True)
+class Violation:
+    at: float  # time.time()
+    what: str  # held-twice / offered-twice / offered-while-held / bound-early
+    identity: str  # physical device, or the pod for bound-early
+    objects: tuple[str, ...]  # claims, slices or pod involved
+    namespaces: frozenset[str]
+
+    def __str__(self) -> str:
+        stamp = time.strftime("%H:%M:%S", time.localtime(self.at)) + f".{int(self.at * 1000) % 1000:03d}"
+        return f"{stamp} {self.what} {self.identity}: {', '.join(self.objects)}"
+
+
+def binding_state(claim: dict[str, Any]) -> str:
+    """'none' (not allocated or no conditions), 'pending', 'ready' (all True) or 'failed' (a failure True)."""
+    state = "none"
+    for r in allocation_results(claim):
+        conds = device_conditions(claim, r)
+        if any(conds.get(t) == "True" for t in r.get("bindingFailureConditions") or []):
+            return "failed"
+        wanted = r.get("bindingConditions") or []
+        if wanted:
+            state = "pending" if state == "pending" or any(conds.get(t) != "True" for t in wanted) else "ready"
+    return state
+
+
+def newest_generation(slices: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The slices the scheduler reads: of each pool only those of its newest generation (a pool being rewritten
+    shows two generations for a moment, and a device moving between its slices is not offered twice)."""
+    slices = list(slices)
+    newest: dict[str, int] = {}
+    for s in slices:
+        pool = s["spec"]["pool"]
+        newest[pool["name"]] = max(newest.get(pool["name"], 0), int(pool.get("generation", 0)))
+    return [s for s in slices if int(s["spec"]["pool"].get("generation", 0)) == newest[s["spec"]["pool"]["name"]]]
+
+
+def _name(obj: dict[str, Any]) -> str:
+    meta = obj["metadata"]
+    return f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"]
+
+
+@dataclass
+class _Bind:
+    pod: str
+    namespace: str
+    revision: int
+    claims: list[str]
+    at: float
+
+
+@dataclass
+class InvariantWatcher:
+    """Watches claims, slices, taint rules and the run's pods; records every violation with its moment."""
+
+    cluster: Cluster
+    driver: str
+    attribute: str  # the profile's identityAttribute
+    run_id: str
+    violations: list[Violation] = field(default_factory=list)
+    evaluations: int = 0
+    _identity: dict[tuple[str, str], str] = field(default_factory=dict)  # (pool, device) -> identity, cumulative
+    _claim_history: dict[str, list[tuple[int, str]]] = field(default_factory=dict)  # claim -> [(revision, state)]
+    _binds: list[_Bind] = field(default_factory=list)
+    _bound: set[str] = field(default_factory=set)
+    _suspects: dict[tuple[str, str], float] = field(default_factory=dict)  # (what, identity) -> first seen
+    _reported: set[tuple[str, str, tuple[str, ...]]] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _caches: list[WatchCache] = field(default_factory=list)
+
+    def start(self) -> InvariantWatcher:
+        api = self.cluster.api
+        rules = self.cluster.dynamic.resources.search(group="resource.k8s.io", kind="DeviceTaintRule")
+        rule_version = rules[0].api_version if rules else None
+        self.claims = WatchCache(api, "resourceclaims", "resource.k8s.io", "v1", on_event=self._on_claim)
+        self.slices = WatchCache(api, "resourceslices", "resource.k8s.io", "v1")
+        self.pods = WatchCache(api, "pods", label_selector=f"{RUN_LABEL}={self.run_id}", on_event=self._on_pod)
+        self.rules = WatchCache(api, "devicetaintrules", "resource.k8s.io", rule_version) if rule_version else None
+        self._caches = [c.start() for c in (self.claims, self.slices, self.pods, self.rules) if c is not None]
+        threading.Thread(target=self._loop, daemon=True, name="invariants").start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        for cache in self._caches:
+            cache.stop()
+        self._check_binds(final=True)
+
+    # --- events ---------------------------------------------------------------------------------------------
+
+    def _on_claim(self, kind: str, claim: dict[str, Any]) -> None:
+        name, revision = _name(claim), int(claim["metadata"]["resourceVersion"])
+        state = "deleted" if kind == "DELETED" else binding_state(claim)
+        with self._lock:
+            history = self._claim_history.setdefault(name, [])
+            if not history or history[-1][1] != state:
+                history.append((revision, state))
+
+    def _on_pod(self, kind: str, pod: dict[str, Any]) -> None:
+        name = _name(pod)
+        node = (pod.get("spec") or {}).get("nodeName")
+        if kind == "DELETED" or not node or name in self._bound:
+            return
+        meta = pod["metadata"]
+        # Claims from templates are named in the status; shared claims directly in the spec.
+        named = (pod.get("status") or {}).get("resourceClaimStatuses") or []
+        named += (pod.get("spec") or {}).get("resourceClaims") or []
+        claims = sorted({f"{meta['namespace']}/{s['resourceClaimName']}" for s in named if s.get("resourceClaimName")})
+        with self._lock:
+            self._bound.add(name)
+            self._binds.append(_Bind(name, meta["namespace"], int(meta["resourceVersion"]), claims, time.time()))
+
+    # --- evaluation -----------------------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        while not self._stop.wait(EVALUATE_EVERY_S):
+            self._check_devices()
+            self._check_binds(final=False)
+            self.evaluations += 1
+
+    def _record(self, what: str, identity: str, objects: list[str], persisted: bool = True) -> None:
+        key = (what, identity, tuple(sorted(objects)))
+        if not persisted or key in self._reported:
+            return
+        self._reported.add(key)
+        namespaces = frozenset(o.split("/")[0] for o in objects if "/" in o)
+        self.violations.append(Violation(time.time(), what, identity, tuple(sorted(objects)), namespaces))
+
+    def _check_devices(self) -> None:
+        domain, _, attr = self.attribute.rpartition("/")
+        slices = newest_generation(s for s in self.slices.items() if s["spec"]["driver"] == self.driver)
+        for s in slices:
+            for d in s["spec"].get("devices") or []:
+                attrs = d.get("attributes") or {}
+                value = attrs.get(self.attribute) or (attrs.get(attr) if domain in ("", self.driver) else None)
+                if value:
+                    self._identity[(s["spec"]["pool"]["name"], d["name"])] = str(next(iter(value.values())))
+        held: dict[str, list[str]] = {}
+        allocated: set[tuple[str, str]] = set()
+        for c in self.claims.items():
+            for r in allocation_results(c):
+                if r["driver"] != self.driver:
+                    continue
+                allocated.add((r["pool"], r["device"]))
+                ident = self._identity.get((r["pool"], r["device"]))
+                if ident and binding_state(c) != "failed":
+                    held.setdefault(ident, []).append(_name(c))
+        offered = self._offered(slices, allocated)
+        now = time.monotonic()
+        current = set()
+        for ident, holders in held.items():
+            if len(holders) > 1:
+                self._record("held-twice", ident, holders)
+        for what, found in (
+            ("offered-twice", {i: e for i, e in offered.items() if len(e) > 1}),
+            ("offered-while-held", {i: offered[i] + held[i] for i in offered if i in held}),
+        ):
+            for ident, objects in found.items():
+                current.add((what, ident))
+                first = self._suspects.setdefault((what, ident), now)
+                self._record(what, ident, objects, persisted=now - first >= PERSIST_S)
+        self._suspects = {k: v for k, v in self._suspects.items() if k in current}
+
+    def _offered(self, slices: list[dict[str, Any]], allocated: set[tuple[str, str]]) -> dict[str, list[str]]:
+        """identity -> "slice:device" of every free entry (not allocated, not tainted NoSchedule/NoExecute)."""
+        rules = self.rules.items() if self.rules else []
+        offered: dict[str, list[str]] = {}
+        for s in slices:
+            pool = s["spec"]["pool"]["name"]
+            for d in s["spec"].get("devices") or []:
+                ident = self._identity.get((pool, d["name"]))
+                if (
+                    not ident
+                    or (pool, d["name"]) in allocated
+                    or d.get("taints")
+                    or tainted_by_rule(rules, self.driver, pool, d["name"])
+                ):
+                    continue
+                offered.setdefault(ident, []).append(f"{s['metadata']['name']}:{d['name']}")
+        return offered
+
+    def free_entries(self, identity: str) -> list[str]:
+        """The entries that offer this physical device free right now, as the watcher sees the cluster."""
+        slices = newest_generation(s for s in self.slices.items() if s["spec"]["driver"] == self.driver)
+        allocated = {
+            (r["pool"], r["device"])
+            for c in self.claims.items()
+            for r in allocation_results(c)
+            if r["driver"] == self.driver
+        }
+        return self._offered(slices, allocated).get(identity, [])
+
+    def _check_binds(self, final: bool) -> None:
+        with self._lock:
+            pending = []
+            for bind in self._binds:
+                verdict = self._bound_early(bind, final)
+                if verdict is None:
+                    pending.append(bind)
+                elif verdict:
+                    self.violations.append(
+                        Violation(bind.at, "bound-early", bind.pod, (bind.pod, *verdict), frozenset({bind.namespace}))
+                    )
+            self._binds = pending
+
+    def _bound_early(self, bind: _Bind, final: bool) -> list[str] | None:
+        """None: cannot tell yet; []: fine; else the claims that were not ready at the binding's revision."""
+        early = []
+        for claim in bind.claims:
+            history = self._claim_history.get(claim, [])
+            later_seen = any(rev > bind.revision for rev, _ in history)
+            if not later_seen and not final and time.time() - bind.at < 2 * PERSIST_S:
+                return None  # the claim stream may not have caught up with the pod stream yet
+            at_bind = [state for rev, state in history if rev <= bind.revision]
+            state = at_bind[-1] if at_bind else "unknown"
+            if state not in ("none", "ready"):
+                early.append(f"{claim} was {state} at the binding (revision {bind.revision})")
+        return early
+
+    def since(self, start: float, namespaces: set[str], identities: set[str]) -> list[Violation]:
+        """Violations from `start` on that involve these namespaces or physical devices."""
+        return [
+            v
+            for v in list(self.violations)
+            if v.at >= start and (v.namespaces & namespaces or v.identity in identities)
+        ]

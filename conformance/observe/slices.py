@@ -1,0 +1,242 @@
+"""Reading what an implementation publishes, without knowing its names: slices, selectors, identities, probe."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import urllib.request
+from typing import Any
+
+from kubernetes import client
+
+from conformance.cluster.client import Cluster
+from conformance.cluster.waits import wait_for
+from conformance.observe.watchcache import WatchCache
+
+
+def driver_slices(cluster: Cluster, driver: str) -> list[dict[str, Any]]:
+    api = client.CustomObjectsApi(cluster.api)
+    return api.list_cluster_custom_object(
+        "resource.k8s.io", "v1", "resourceslices", field_selector=f"spec.driver={driver}"
+    )["items"]
+
+
+def fabric_slices(slices: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Slices without a node whose devices carry binding conditions: the fabric pools."""
+    return [
+        s
+        for s in slices
+        if not s["spec"].get("nodeName") and any(d.get("bindingConditions") for d in s["spec"].get("devices", []))
+    ]
+
+
+def _expression_matches(expr: dict[str, Any], labels: dict[str, str]) -> bool:
+    key, op, values = expr["key"], expr["operator"], expr.get("values", [])
+    if op == "In":
+        return labels.get(key) in values
+    if op == "NotIn":
+        return labels.get(key) not in values
+    if op == "Exists":
+        return key in labels
+    if op == "DoesNotExist":
+        return key not in labels
+    return False  # Gt/Lt: not used for node selection by DRA drivers we know; treat as no match
+
+
+def reaches(slice_: dict[str, Any], node: str, labels: dict[str, str]) -> bool:
+    """Whether a ResourceSlice's devices are available on `node` (nodeName, allNodes or nodeSelector)."""
+    spec = slice_["spec"]
+    if spec.get("nodeName"):
+        return spec["nodeName"] == node
+    if spec.get("allNodes"):
+        return True
+    terms = (spec.get("nodeSelector") or {}).get("nodeSelectorTerms", [])
+    for term in terms:
+        exprs_ok = all(_expression_matches(e, labels) for e in term.get("matchExpressions", []))
+        fields_ok = all(_expression_matches(e, {"metadata.name": node}) for e in term.get("matchFields", []))
+        if exprs_ok and fields_ok:
+            return True
+    return False
+
+
+def identity_of(slices: list[dict[str, Any]], attribute: str) -> dict[tuple[str, str], str]:
+    """(pool, device) -> physical identity, read from the identity attribute of every published device."""
+    out = {}
+    for s in slices:
+        for d in s["spec"].get("devices", []):
+            value = d.get("attributes", {}).get(attribute, {})
+            if value:
+                out[(s["spec"]["pool"]["name"], d["name"])] = str(next(iter(value.values())))
+    return out
+
+
+def probe_attachments(url: str) -> dict[str, str]:
+    """The fabric probe: physical identity -> node, for devices the fabric reports attached (done)."""
+    with urllib.request.urlopen(url, timeout=5) as response:
+        body = json.load(response)
+    return {a["device"]: a["node"] for a in body.get("attachments", []) if a.get("state", "attached") == "attached"}
+
+
+def tainted_by_rule(rules: list[dict[str, Any]], driver: str, pool: str, device: str) -> bool:
+    """Whether a DeviceTaintRule with a NoSchedule/NoExecute taint selects this device."""
+    for rule in rules:
+        spec = rule.get("spec") or {}
+        if (spec.get("taint") or {}).get("effect") not in ("NoSchedule", "NoExecute"):
+            continue
+        sel = spec.get("deviceSelector") or {}
+        if all(sel.get(k) in (None, v) for k, v in (("driver", driver), ("pool", pool), ("device", device))):
+            return True
+    return False
+
+
+def taint_rules(cluster: Cluster) -> list[dict[str, Any]]:
+    """Every DeviceTaintRule, in whichever version the server serves (none if it serves none)."""
+    found = cluster.dynamic.resources.search(group="resource.k8s.io", kind="DeviceTaintRule")
+    return found[0].get().to_dict()["items"] if found else []
+
+
+def free_copies(cluster: Cluster, driver: str, attribute: str, identity: str) -> list[str]:
+    """The published copies of a physical device that a scheduler could allocate right now: listed in a slice,
+    not allocated to any claim, not tainted (in the slice or by a DeviceTaintRule)."""
+    claims = client.CustomObjectsApi(cluster.api).list_cluster_custom_object("resource.k8s.io", "v1", "resourceclaims")
+    allocated = set()
+    for c in claims["items"]:
+        allocation = (c.get("status") or {}).get("allocation") or {}
+        allocated |= {(r["driver"], r["pool"], r["device"]) for r in allocation.get("devices", {}).get("results", [])}
+    slices = driver_slices(cluster, driver)
+    identities = identity_of(slices, attribute)
+    rules = taint_rules(cluster)
+    free = []
+    for s in slices:
+        pool = s["spec"]["pool"]["name"]
+        for d in s["spec"].get("devices") or []:
+            if identities.get((pool, d["name"])) != identity or (driver, pool, d["name"]) in allocated:
+                continue
+            if not d.get("taints") and not tainted_by_rule(rules, driver, pool, d["name"]):
+                free.append(f"{s['metadata']['name']}:{d['name']}")
+    return free
+
+
+def probe_states(url: str) -> dict[str, tuple[str, str]]:
+    """The fabric probe with operations in flight: physical identity -> (node, state), every device not free."""
+    with urllib.request.urlopen(url, timeout=5) as response:
+        body = json.load(response)
+    return {a["device"]: (a["node"], a.get("state", "attached")) for a in body.get("attachments", [])}
+
+
+def post_json(url: str, body: dict[str, Any]) -> dict[str, Any]:
+    """POST a JSON body (fault injector); HTTP errors raise urllib.error.HTTPError with the server's answer."""
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.load(response)
+
+
+def allocation_key(claim: dict[str, Any]) -> tuple[tuple[str, str, str], ...] | None:
+    """(pool, device, node) of each result of the claim's allocation; None when it is not allocated."""
+    allocation = (claim.get("status") or {}).get("allocation")
+    if not allocation:
+        return None
+    terms = (allocation.get("nodeSelector") or {}).get("nodeSelectorTerms") or []
+    nodes = sorted({v for t in terms for f in t.get("matchFields") or [] for v in f.get("values") or []})
+    node = ",".join(nodes)
+    return tuple((r["pool"], r["device"], node) for r in (allocation.get("devices") or {}).get("results") or [])
+
+
+def result_key(result: dict[str, Any]) -> tuple[str, str, str]:
+    """(driver, pool, device) of an allocation result: the key of its status.devices entry."""
+    return (result["driver"], result["pool"], result["device"])
+
+
+def allocation_results(claim: dict[str, Any]) -> list[dict[str, Any]]:
+    """The results of the claim's allocation; empty when it is not allocated."""
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    return (allocation.get("devices") or {}).get("results") or []
+
+
+def device_conditions(claim: dict[str, Any], result: dict[str, Any]) -> dict[str, str]:
+    """type -> status of the conditions in status.devices for one allocation result."""
+    for entry in (claim.get("status") or {}).get("devices") or []:
+        if result_key(entry) == result_key(result):
+            return {c["type"]: c["status"] for c in entry.get("conditions") or []}
+    return {}
+
+
+class ClaimHistory:
+    """Every allocation the claims of some namespaces go through, from a watch: one entry per change.
+
+    A rewrite in place shows as two different allocations in a row with no None ("cleared") between them.
+    """
+
+    def __init__(self, cluster: Cluster, namespaces: set[str]) -> None:
+        self.namespaces = namespaces
+        self.history: dict[str, list[tuple[tuple[str, str, str], ...] | None]] = {}
+        self.true_conditions: dict[str, list[str]] = {}  # claim -> condition types seen True, in order
+        self.first_allocated: dict[str, dict[str, Any]] = {}  # claim -> the claim as first seen allocated
+        self._cache = WatchCache(cluster.api, "resourceclaims", "resource.k8s.io", "v1", on_event=self._event)
+
+    def __enter__(self) -> ClaimHistory:
+        self._cache.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._cache.stop()
+
+    def _event(self, kind: str, claim: dict[str, Any]) -> None:
+        meta = claim["metadata"]
+        if meta.get("namespace") not in self.namespaces or kind == "DELETED":
+            return
+        name = f"{meta['namespace']}/{meta['name']}"
+        key = allocation_key(claim)
+        seen = self.history.setdefault(name, [])
+        if not seen or seen[-1] != key:
+            seen.append(key)
+        if key is not None:
+            self.first_allocated.setdefault(name, claim)
+        conds = self.true_conditions.setdefault(name, [])
+        allocation = (claim.get("status") or {}).get("allocation") or {}
+        for r in (allocation.get("devices") or {}).get("results") or []:
+            conds += [t for t, s in device_conditions(claim, r).items() if s == "True" and t not in conds]
+
+    def allocations(self, name: str) -> list[tuple[tuple[str, str, str], ...] | None]:
+        return list(self.history.get(name, []))
+
+    def in_place_rewrites(self) -> list[str]:
+        return [
+            f"{name}: {before} -> {after}"
+            for name, seen in self.history.items()
+            for before, after in itertools.pairwise(seen)
+            if before is not None and after is not None and before != after
+        ]
+
+
+def pod_state(pod: client.V1Pod) -> str:
+    """What a scheduling wait shows when it times out: node, nomination and the pod's conditions."""
+    conditions = [(c.type, c.status, c.reason, c.message) for c in pod.status.conditions or []]
+    return f"node={pod.spec.node_name} nominated={pod.status.nominated_node_name} conditions={conditions}"
+
+
+def bound_pod(cluster: Cluster, namespace: str, name: str, timeout: float) -> client.V1Pod:
+    """Wait for the pod to be bound to a node; fail with its conditions."""
+    return wait_for(
+        lambda: cluster.core.read_namespaced_pod(name, namespace),
+        lambda p: bool(p.spec.node_name),
+        timeout=timeout,
+        expected=f"pod {namespace}/{name} to be bound",
+        describe=pod_state,
+    )
+
+
+def pod_claim(cluster: Cluster, namespace: str, pod: str) -> dict[str, Any]:
+    """The (generated) claim of a pod with one claim, as a dict."""
+    statuses = cluster.core.read_namespaced_pod(pod, namespace).status.resource_claim_statuses or []
+    [name] = [s.resource_claim_name for s in statuses if s.resource_claim_name]
+    return client.CustomObjectsApi(cluster.api).get_namespaced_custom_object(
+        "resource.k8s.io", "v1", namespace, "resourceclaims", name
+    )
+
+
+# Beyond the promised attach time: the scheduler's 5 s PreBind poll, one binding-timeout retry and one
+# controller restart by IMP-8 (it runs side by side with the other scenarios), on a loaded 2-core machine.
+BIND_SLACK_S = 60.0

@@ -1,0 +1,1 @@
+"""The requirement catalogue, outcomes and verdicts, and the reports written from them."""

@@ -1,0 +1,118 @@
+"""Per-requirement outcomes of a run and the reports built from them.
+
+conformance-report.yaml (in the spirit of Gateway API's ConformanceReport) and a certification JUnit file with one
+test case per catalogue requirement (junit-xml), for review tools that read a verdict per KEP requirement.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from junit_xml import TestCase, TestSuite, to_xml_report_string
+
+from conformance.report.catalogue import CATALOGUE, KEP_URL, REQUIREMENTS
+
+# Worst first: a requirement takes the worst outcome of its tests.
+_RANK = {"failed": 0, "passed": 1, "skipped": 2}
+
+
+@dataclass
+class RunResult:
+    nodeid: str
+    outcome: str  # passed, failed, skipped
+    reason: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class Outcomes:
+    """Test results grouped by requirement id, filled from pytest's reports."""
+
+    by_requirement: dict[str, list[RunResult]] = field(default_factory=dict)
+
+    def add(self, requirement: str, result: RunResult) -> None:
+        results = self.by_requirement.setdefault(requirement, [])
+        for i, seen in enumerate(results):
+            if seen.nodeid == result.nodeid:  # setup, call and teardown of one test: keep the worst
+                if _RANK[result.outcome] < _RANK[seen.outcome]:
+                    results[i] = RunResult(result.nodeid, result.outcome, result.reason, seen.seconds + result.seconds)
+                else:
+                    seen.seconds += result.seconds
+                return
+        results.append(result)
+
+    def summary(self) -> dict[str, dict[str, Any]]:
+        """Every catalogue requirement with its outcome: passed, failed, skipped or not-covered."""
+        out = {}
+        for req in REQUIREMENTS:
+            results = self.by_requirement.get(req.id, [])
+            if not results:
+                entry = {"outcome": "not-covered", "reason": "no scenario for this requirement in this suite version"}
+            else:
+                worst = min(results, key=lambda r: _RANK[r.outcome])
+                entry = {
+                    "outcome": worst.outcome,
+                    "reason": worst.reason,
+                    "tests": [r.nodeid for r in results],
+                    "seconds": round(sum(r.seconds for r in results), 2),
+                }
+            out[req.id] = {"level": req.level, "area": req.area, "title": req.title, **entry}
+        return out
+
+
+def totals(summary: dict[str, dict[str, Any]]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for entry in summary.values():
+        counts[entry["outcome"]] = counts.get(entry["outcome"], 0) + 1
+    return counts
+
+
+def verdict(summary: dict[str, dict[str, Any]]) -> str:
+    """failure if any requirement failed; partial if a MUST was not shown to pass; else success."""
+    if any(e["outcome"] == "failed" for e in summary.values()):
+        return "failure"
+    if any(e["level"] == "MUST" and e["outcome"] != "passed" for e in summary.values()):
+        return "partial"
+    return "success"
+
+
+def write_conformance_report(path: Path, summary: dict[str, dict[str, Any]], run: dict[str, Any]) -> None:
+    document = {
+        "apiVersion": "conformance.dra.example.com/v1alpha1",
+        "kind": "ConformanceReport",
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "kep": {"number": 5007, "url": KEP_URL},
+        **run,
+        "result": verdict(summary),
+        "totals": totals(summary),
+        "requirements": summary,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+
+
+def write_certification_junit(path: Path, summary: dict[str, dict[str, Any]], suite_name: str) -> None:
+    cases = []
+    for req_id, entry in summary.items():
+        case = TestCase(
+            f"{req_id} {entry['title']}",
+            classname=f"KEP-5007.{CATALOGUE[req_id].area}",
+            elapsed_sec=entry.get("seconds"),
+        )
+        if entry["outcome"] == "failed":
+            case.add_failure_info(message=entry["reason"][:2000] or "failed")
+        elif entry["outcome"] in ("skipped", "not-covered"):
+            case.add_skipped_info(message=f"{entry['outcome']}: {entry['reason']}")
+        cases.append(case)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(to_xml_report_string([TestSuite(suite_name, cases)]))
+
+
+def table(summary: dict[str, dict[str, Any]]) -> list[str]:
+    lines = [f"{'requirement':12} {'level':6} {'outcome':12} title"]
+    lines += [f"{rid:12} {e['level']:6} {e['outcome']:12} {e['title']}" for rid, e in summary.items()]
+    return lines

@@ -1,0 +1,1 @@
+"""IMP-* and SCALE-1: the implementation under test, through its profile."""

@@ -1,0 +1,105 @@
+"""IMP-5 detach on release: once the pod and its claim are gone, the fabric detaches the device and the
+implementation offers it free again, exactly once, within the time the profile promises (detachSeconds).
+
+One pod, pinned to a node without node-local devices, binds with a leased fabric device; the fabric probe must
+say it is attached there. Then the pod and the claim are deleted, and the probe and the published slices are
+followed until the device is no longer attached and exactly one free entry offers it again.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from conformance.cluster.manifests import pinned_pod
+from conformance.cluster.waits import WaitTimeout, wait_for
+from conformance.observe.slices import BIND_SLACK_S, bound_pod, pod_claim, probe_states
+from conformance.suite.scenario import Context, result_fixture, scenario
+
+SAMPLE_S = 0.2  # sampling period of the release observation: the resolution of the measured times
+
+
+@dataclass
+class Release:
+    identity: str
+    node: str
+    attached_before: tuple[str, str] | None  # (node, state) in the probe while the pod was bound
+    promise_s: float
+    detached_after_s: float | None = None  # release -> the probe no longer lists the device
+    offered_after_s: float | None = None  # release -> detached and exactly one free entry
+    last_seen: str = ""  # when the promise was broken: the probe and the free entries last seen
+
+
+@scenario(
+    "detach-on-release",
+    "a bound pod's fabric device is detached and offered free again once the pod and claim are deleted",
+    ("IMP-5",),
+    probe=True,
+)
+def detach_on_release(ctx: Context) -> Release:
+    assert ctx.invariants is not None, "the free entries are read from the session's invariant watcher"
+    node, lease, ns = ctx.remote_fabric()
+    [identity] = lease.identities
+    probe = ctx.implementation.resolve(ctx.profile.fabric_probe.url)
+    ctx.objects.create(pinned_pod("app", "gpu", node), ns)
+    bound_pod(ctx.cluster, ns, "app", ctx.profile.promises.attach_s + BIND_SLACK_S)
+    claim = pod_claim(ctx.cluster, ns, "app")["metadata"]["name"]
+    seen = Release(identity, node, probe_states(probe).get(identity), ctx.profile.promises.detach_s)
+
+    released = time.monotonic()
+    ctx.cluster.core.delete_namespaced_pod("app", ns, grace_period_seconds=0)
+    try:
+        ctx.cluster.resource.delete_namespaced_resource_claim(claim, ns)
+    except ApiException as exc:
+        if exc.status != 404:  # the resourceclaim controller may have removed the generated claim already
+            raise
+
+    def observe() -> tuple[tuple[str, str] | None, list[str]]:
+        state = probe_states(probe).get(identity)
+        if state is None and seen.detached_after_s is None:
+            seen.detached_after_s = round(time.monotonic() - released, 3)
+        return state, ctx.invariants.free_entries(identity)
+
+    try:
+        wait_for(
+            observe,
+            lambda o: o[0] is None and len(o[1]) == 1,
+            timeout=seen.promise_s,
+            expected=f"{identity} detached (not in the probe) and offered by exactly one free entry",
+            describe=lambda o: f"probe: {o[0] if o else None}, free entries: {o[1] if o else None}",
+            interval=SAMPLE_S,
+            max_interval=SAMPLE_S,
+        )
+        seen.offered_after_s = round(time.monotonic() - released, 3)
+    except WaitTimeout as exc:
+        seen.last_seen = str(exc)
+    if seen.detached_after_s is not None:
+        ctx.measure("detach_seconds", seen.detached_after_s)
+    if seen.offered_after_s is not None:
+        ctx.measure("release_to_offered_seconds", seen.offered_after_s)
+    return seen
+
+
+release = result_fixture("release", "detach-on-release")
+
+
+@pytest.mark.requirement("IMP-5")
+def test_device_is_detached_within_the_promised_time(release: Release) -> None:
+    assert release.attached_before and release.attached_before[0] == release.node, (
+        f"while the pod was bound on {release.node} the probe said {release.attached_before}"
+    )
+    assert release.detached_after_s is not None and release.detached_after_s <= release.promise_s, (
+        f"{release.identity} still attached {release.promise_s:g}s (detachSeconds) after the release\n"
+        f"{release.last_seen}"
+    )
+
+
+@pytest.mark.requirement("IMP-5")
+def test_device_is_offered_free_again_exactly_once(release: Release) -> None:
+    assert release.offered_after_s is not None, (
+        f"{release.identity} not offered again by exactly one free entry within {release.promise_s:g}s\n"
+        f"{release.last_seen}"
+    )

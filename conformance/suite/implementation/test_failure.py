@@ -1,0 +1,148 @@
+"""Attach failure (SCH-5, IMP-4): the failed device is reported, hidden, and the pod lands on another device.
+
+One pod, pinned to a node without node-local devices, asks for one of two leased fabric devices that both reach
+that node. The fault injector makes the first attach fail: it is armed on both devices (the suite cannot know
+which one the scheduler picks first), and the fault of the device not picked is disarmed as soon as the failure
+shows, before the scheduler can reallocate. A watch records every allocation of the claim and the pod's binding;
+condition names come from the allocation's bindingFailureConditions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from conformance.cluster.manifests import claim_template, pod_with_claim_template
+from conformance.cluster.waits import WaitTimeout
+from conformance.implementation.faults import FaultInjector
+from conformance.observe.devices import fabric_only_node
+from conformance.observe.history import SCHEDULE_S, Allocation, Binding, History
+from conformance.observe.slices import driver_slices, free_copies, identity_of
+from conformance.suite.scenario import Context, result_fixture, scenario
+
+REASON = "ConformanceInjectedFailure"
+
+
+@dataclass
+class FailureRun:
+    node: str
+    leased: list[str]
+    allocations: list[Allocation] = field(default_factory=list)
+    identities: dict[tuple[str, str], str] = field(default_factory=dict)  # (pool, device) -> physical identity
+    binding: Binding | None = None
+    failed_identity: str | None = None
+    free_after_failure: dict[str, list[str]] = field(default_factory=dict)  # moment -> free copies of failed device
+    stopped: str = ""  # the wait that timed out, if one did: the observation ends there
+
+    def identity(self, allocation: Allocation) -> set[str]:
+        return {self.identities.get(d, f"unknown {d}") for d in allocation.devices}
+
+
+FAIL_ATTEMPTS = 3
+
+
+@scenario(
+    "attach-failure",
+    "the first attach of the pod's device fails; the claim is reallocated to another device and the pod binds",
+    ("SCH-5", "IMP-4"),
+    capabilities=("attachFailureReporting",),
+    faults=True,
+)
+def attach_failure(ctx: Context) -> FailureRun:
+    assert ctx.profile.fault_injector is not None  # faults=True: skipped without one
+    node = fabric_only_node(ctx.pool, ctx.cluster.info.nodes, fabric_devices=2)
+    if node is None:
+        pytest.skip(f"no node without node-local {ctx.profile.driver} devices is reached by two fabric devices")
+    lease = ctx.lease(2, "fabric", node)
+    ns = ctx.namespace()
+    run = FailureRun(node, lease.identities)
+    url = ctx.implementation.resolve(ctx.profile.fault_injector.url)
+    with History(ctx.cluster, ns, ctx.objects.run_id) as history, FaultInjector(url, frozenset(lease.identities)) as f:
+        message = f"conformance scenario {ctx.scenario.name}: attach refused"
+        # count=FAIL_ATTEMPTS: an implementation may retry an attach whose outcome it lost (e.g. the controller
+        # restarted meanwhile: IMP-8 runs side by side); the retry must fail too, or no failure would be reported.
+        armed = {
+            ident: f.arm("fail", ident, count=FAIL_ATTEMPTS, reason=REASON, message=message)
+            for ident in lease.identities
+        }
+        ctx.objects.create(claim_template("gpu", ctx.device_class(lease)), ns)
+        pod = pod_with_claim_template("app", "gpu")
+        pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+        ctx.objects.create(pod, ns)
+        try:
+            _follow(ctx, history, f, armed, run)
+        except WaitTimeout as exc:  # what was seen up to here still decides the requirements it covers
+            run.stopped = str(exc)
+        run.allocations, run.binding = history.allocations(), history.binding()
+    run.identities |= identity_of(driver_slices(ctx.cluster, ctx.profile.driver), ctx.profile.identity_attribute)
+    return run
+
+
+def _follow(ctx: Context, history: History, faults: FaultInjector, armed: dict[str, str], run: FailureRun) -> None:
+    attribute, attach_s = ctx.profile.identity_attribute, ctx.profile.promises.attach_s
+    failed = history.wait(
+        lambda h: next((a for a in h.allocations() if a.failures), None),
+        timeout=SCHEDULE_S + attach_s,
+        expected="a failure condition (of the allocation's bindingFailureConditions) True on the claim",
+    )
+    run.identities = identity_of(driver_slices(ctx.cluster, ctx.profile.driver), attribute)
+    run.failed_identity = run.identities.get(failed.devices[0])
+    # Only the first attach may fail: the other device's fault goes before the scheduler can pick that device.
+    for ident, fault_id in armed.items():
+        if ident != run.failed_identity and faults.disarm(fault_id) is None:
+            raise AssertionError(
+                f"the fault on {ident} was used before the suite could disarm it: {history.describe()}"
+            )
+    moments = (
+        ("deallocated", lambda h: h.allocations()[0].cleared_revision, SCHEDULE_S),
+        ("reallocated", lambda h: len(h.allocations()) > 1, SCHEDULE_S),
+    )
+    for moment, done, timeout in moments:
+        history.wait(done, timeout=timeout, expected=f"the claim to be {moment} after the failure")
+        run.free_after_failure[moment] = free_copies(
+            ctx.cluster, ctx.profile.driver, attribute, run.failed_identity or ""
+        )
+    history.wait(lambda h: h.binding(), timeout=SCHEDULE_S + attach_s, expected="the pod to be bound")
+
+
+run = result_fixture("run", "attach-failure")
+
+
+def _failure(run: FailureRun) -> tuple[Allocation, dict[str, Any]]:
+    failed = [a for a in run.allocations if a.failures]
+    assert failed, f"no allocation showed a failure condition True: {run.allocations}\n{run.stopped}"
+    return failed[0], failed[0].failures[0]
+
+
+@pytest.mark.requirement("SCH-5")
+def test_failure_condition_deallocates_and_reschedules_elsewhere(run: FailureRun) -> None:
+    failed, condition = _failure(run)
+    names = {t for r in failed.results for t in r.get("bindingFailureConditions") or []}
+    assert condition["type"] in names, f"{condition['type']} is not one of the failure conditions {names}"
+    assert failed.cleared_revision, f"the failed allocation was never cleared: {failed}\n{run.stopped}"
+    later = [a for a in run.allocations if a.revision > failed.cleared_revision]
+    assert later, f"the claim was not allocated again after the failure: {run.allocations}\n{run.stopped}"
+    assert all(run.identity(a).isdisjoint(run.identity(failed)) for a in later), (
+        f"reallocated onto the failed device {run.identity(failed)}: {[run.identity(a) for a in later]}"
+    )
+    assert run.binding, f"the pod was not bound after the reallocation: {run.stopped}"
+    assert run.binding.revision > failed.cleared_revision, "the pod was bound before the failed allocation was cleared"
+    assert run.binding.node == later[-1].node, f"bound to {run.binding.node}, allocation pins {later[-1].node}"
+    assert run.binding.claim_state == "ready", f"the pod was bound while its claim was {run.binding.claim_state}"
+
+
+@pytest.mark.requirement("IMP-4")
+def test_attach_failure_is_reported_and_the_device_not_offered_again(run: FailureRun) -> None:
+    failed, condition = _failure(run)
+    assert condition.get("reason") and condition.get("message"), (
+        f"failure condition without reason/message: {condition}"
+    )
+    assert run.failed_identity, f"the failed device {failed.devices} has no identity in the slices"
+    for moment, free in run.free_after_failure.items():
+        assert not free, f"the failed device {run.failed_identity} was offered free when the claim was {moment}: {free}"
+    picked_again = [
+        a.devices for a in run.allocations if a.revision > failed.revision and run.failed_identity in run.identity(a)
+    ]
+    assert not picked_again, f"the failed device {run.failed_identity} was allocated again: {picked_again}"

@@ -1,0 +1,157 @@
+"""SCALE-1, the KEP test plan's stress case: many pods waiting in PreBind all bind once their devices are
+attached, none lost. The same number of pods is also scheduled with node-local devices only (a suite-owned
+driver, no binding conditions) in the same run on the same cluster, so the report can give both throughputs
+and their ratio. --scale-pods sets the count (1000 is the KEP's figure; the default keeps the normal run short).
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from conformance.cluster.manifests import claim_template, device, device_class, pod_with_claim_template, unique_driver
+from conformance.observe.slices import allocation_results, result_key
+from conformance.observe.trace import Trace
+from conformance.suite.scenario import Context, result_fixture, scenario
+
+MAX_SLICE_DEVICES = 128  # resource.k8s.io/v1: devices per ResourceSlice
+CREATE_THREADS = 8
+SECONDS_PER_POD = 0.5  # deadline slack per pod on a 2-core machine, on top of the promised attach time
+
+
+@dataclass
+class Wave:
+    pods: int
+    seconds: float  # first pod created -> last pod bound
+    bound: int
+    peak_waiting: int  # most pods seen allocated but not yet bound at once
+    distinct_devices: int
+    misplaced: list[str]  # pods bound to a node other than their claim's allocation
+
+    @property
+    def per_second(self) -> float:
+        return self.bound / self.seconds if self.seconds else 0.0
+
+
+@dataclass
+class Scale:
+    with_conditions: Wave
+    without_conditions: Wave
+
+
+def _slices(driver: str, nodes: list[str], per_node: int) -> list[dict[str, Any]]:
+    """Node-local pools of `per_node` devices, split into slices of at most MAX_SLICE_DEVICES."""
+    out = []
+    for node in nodes:
+        parts = [range(i, min(i + MAX_SLICE_DEVICES, per_node)) for i in range(0, per_node, MAX_SLICE_DEVICES)]
+        for n, part in enumerate(parts):
+            out.append(
+                {
+                    "apiVersion": "resource.k8s.io/v1",
+                    "kind": "ResourceSlice",
+                    "metadata": {"name": f"{driver}-{node}-{n}"},
+                    "spec": {
+                        "driver": driver,
+                        "nodeName": node,
+                        "pool": {"name": node, "generation": 1, "resourceSliceCount": len(parts)},
+                        "devices": [device(f"dev-{i}") for i in part],
+                    },
+                }
+            )
+    return out
+
+
+def _wave(ctx: Context, device_class_name: str, count: int, label: str) -> Wave:
+    ns = ctx.namespace(f"scale-{label}")
+    ctx.objects.create(claim_template("dev", device_class_name), ns)
+    names = [f"pod-{i:04d}" for i in range(count)]
+    labels = {"conformance.dra.example.com/run": ctx.objects.run_id}
+    deadline = ctx.profile.promises.attach_s + 60.0 + SECONDS_PER_POD * count
+    ctx.say(f"SCALE-1 {label}: creating {count} pods")
+    started = time.time()
+
+    def create(name: str) -> None:
+        pod = pod_with_claim_template(name, "dev")
+        pod["metadata"]["labels"] = labels  # the namespace is tracked; its deletion removes the pods
+        ctx.cluster.core.create_namespaced_pod(ns, pod)
+
+    with ThreadPoolExecutor(CREATE_THREADS) as pool:
+        list(pool.map(create, names))
+    peak = [0]
+    reported = [started]
+
+    def done(trace: Trace) -> bool:
+        allocated = {c["metadata"]["name"] for c in trace.claims.values() if allocation_results(c)}
+        bound_claims = {
+            s.resource_claim_name
+            for n, p in trace.pods.items()
+            if n in trace.bound
+            for s in p.status.resource_claim_statuses or []
+        }
+        peak[0] = max(peak[0], len(allocated - bound_claims))
+        if time.time() - reported[0] > 10:
+            reported[0] = time.time()
+            ctx.say(f"SCALE-1 {label}: {len(trace.bound)}/{count} bound, {len(allocated - bound_claims)} waiting")
+        return len(trace.bound) >= count
+
+    trace = Trace(ns, every=max(0.1, count / 500)).follow(ctx.cluster, done, deadline, f"{count} pods of {ns} bound")
+    seconds = max(when for _, when in trace.bound.values()) - started
+    devices, misplaced = set(), []
+    for name, pod in trace.pods.items():
+        claim = trace.claims[pod.status.resource_claim_statuses[0].resource_claim_name]
+        results = allocation_results(claim)
+        devices |= {result_key(r) for r in results}
+        terms = claim["status"]["allocation"].get("nodeSelector", {}).get("nodeSelectorTerms", [])
+        nodes = {v for t in terms for f in t.get("matchFields", []) for v in f.get("values", [])}
+        if nodes and trace.bound[name][0] not in nodes:
+            misplaced.append(f"{name} on {trace.bound[name][0]}, allocation on {sorted(nodes)}")
+    if label == "with-conditions":  # claim first seen allocated -> pod seen bound, per pod
+        for name, pod in trace.pods.items():
+            claim = pod.status.resource_claim_statuses[0].resource_claim_name
+            if claim in trace.allocated_at:
+                ctx.measure("attach_to_bind_seconds", round(trace.bound[name][1] - trace.allocated_at[claim], 3))
+    ctx.say(f"SCALE-1 {label}: {count} pods bound in {seconds:.1f}s ({count / seconds:.1f}/s)")
+    return Wave(count, round(seconds, 2), len(trace.bound), peak[0], len(devices), misplaced)
+
+
+@scenario(
+    "scale",
+    "N pods with fabric devices wait in PreBind and all bind; then N with node-local devices only, for comparison",
+    ("SCALE-1",),
+)
+def scale(ctx: Context) -> Scale:
+    count = ctx.options.get("scale_pods", 16)
+    lease = ctx.lease(count, "fabric")
+    fabric_class = ctx.device_class(lease)
+    driver = unique_driver("scale")
+    nodes = [n.name for n in ctx.cluster.info.nodes]
+    ctx.objects.create(device_class(driver, driver))
+    for s in _slices(driver, nodes, -(-count // len(nodes))):
+        ctx.objects.create(s)
+    without = _wave(ctx, driver, count, "without-conditions")
+    with_ = _wave(ctx, fabric_class, count, "with-conditions")
+    ctx.measure("scale_pods_per_second_with_conditions", with_.per_second)
+    ctx.measure("scale_pods_per_second_without_conditions", without.per_second)
+    ctx.measure("scale_seconds_to_all_bound_with_conditions", with_.seconds)
+    return Scale(with_, without)
+
+
+result = result_fixture("result", "scale")
+
+
+@pytest.mark.requirement("SCALE-1")
+def test_many_pods_waiting_in_prebind_all_bind(result: Scale, record_property: Any) -> None:
+    wave = result.with_conditions
+    record_property("pods", wave.pods)
+    record_property("seconds_with_conditions", wave.seconds)
+    record_property("seconds_without_conditions", result.without_conditions.seconds)
+    assert wave.bound == wave.pods, f"{wave.pods - wave.bound} of {wave.pods} pods never bound"
+    assert wave.distinct_devices == wave.pods, f"{wave.pods} claims hold only {wave.distinct_devices} devices"
+    assert not wave.misplaced, wave.misplaced
+    assert wave.peak_waiting > 1, f"at most {wave.peak_waiting} pod was seen waiting in PreBind at once"
+    base = result.without_conditions
+    assert base.bound == base.pods and not base.misplaced, f"baseline: {base}"

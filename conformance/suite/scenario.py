@@ -1,0 +1,282 @@
+"""Scenarios: a record (name, description, requirements, what the implementation must offer) plus a function.
+
+In the spirit of the Gateway API conformance suite. A scenario drives the cluster and the implementation and
+returns what it observed; the tests of its module assert one requirement each on that observation. Scenarios
+run side by side in threads, each in its own namespaces and with its own leased devices, so the suite takes
+about as long as its longest scenario; a failure or skip of a scenario becomes the outcome of each of its tests.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import pytest
+
+from conformance.cluster.client import USER_AGENT, Cluster
+from conformance.cluster.manifests import RESOURCE_API, claim_template
+from conformance.cluster.objects import ObjectTracker
+from conformance.cluster.waits import wait_for
+from conformance.implementation.harness import Implementation
+from conformance.implementation.profile import Profile
+from conformance.observe.devices import DevicePool, Kind, Lease, fabric_only_node
+from conformance.observe.invariants import InvariantWatcher
+
+T = TypeVar("T")
+SCENARIO_DEADLINE_S = 900.0
+NAMESPACE_READY_S = 30.0
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    requirements: tuple[str, ...]
+    run: Callable[[Context], Any]
+    module: str
+    capabilities: tuple[str, ...] = ()  # profile capabilities it needs (skipped without them)
+    probe: bool = False  # needs the profile's fabricProbe
+    faults: bool = False  # needs the profile's faultInjector
+
+
+REGISTRY: dict[str, Scenario] = {}
+
+
+def scenario(
+    name: str,
+    description: str,
+    requirements: tuple[str, ...],
+    *,
+    capabilities: tuple[str, ...] = (),
+    probe: bool = False,
+    faults: bool = False,
+) -> Callable[[Callable[[Context], T]], Callable[[Context], T]]:
+    """Register a scenario function; the module's tests read its result with `scenarios.result(name)`."""
+
+    def register(fn: Callable[[Context], T]) -> Callable[[Context], T]:
+        if name in REGISTRY and REGISTRY[name].module != fn.__module__:
+            raise ValueError(f"scenario {name!r} is defined twice ({REGISTRY[name].module}, {fn.__module__})")
+        REGISTRY[name] = Scenario(name, description, requirements, fn, fn.__module__, capabilities, probe, faults)
+        return fn
+
+    return register
+
+
+@dataclass(frozen=True)
+class ScenarioFailed:
+    """What a test receives instead of the observation when its scenario failed; the plugin raises `error` when
+    the test runs, so each test of the scenario is FAILED with the scenario's evidence (not a setup ERROR)."""
+
+    error: Exception
+
+
+def result_fixture(fixture: str, name: str) -> Any:
+    """A module fixture `fixture` that hands the tests of a module the observation of scenario `name`.
+    A skip of the scenario skips the tests; a failure fails each of them (see ScenarioFailed)."""
+
+    @pytest.fixture(scope="module", name=fixture)
+    def observed(scenarios: ScenarioRunner) -> Any:
+        try:
+            return scenarios.result(name)
+        except Exception as exc:  # skips and interrupts are BaseExceptions: they pass through
+            return ScenarioFailed(exc)
+
+    return observed
+
+
+class InvariantViolated(AssertionError):
+    """An invariant watched during the scenario broke; the message lists when and which objects."""
+
+
+@dataclass
+class Context:
+    """What a scenario works with. Its own API client (threads do not share one), objects and leases."""
+
+    scenario: Scenario
+    cluster: Cluster
+    implementation: Implementation
+    profile: Profile
+    pool: DevicePool
+    objects: ObjectTracker
+    say: Callable[[str], None]
+    namespaces: set[str] = field(default_factory=set)
+    leases: list[Lease] = field(default_factory=list)
+    measurements: dict[str, list[float]] = field(default_factory=dict)
+    # The session's invariant watcher, for scenarios that check it observed their critical window (IMP-6).
+    invariants: InvariantWatcher | None = None
+    options: dict[str, Any] = field(default_factory=dict)  # run options scenarios read (e.g. scale_pods)
+    _classes: int = 0
+
+    def namespace(self, prefix: str | None = None) -> str:
+        """A fresh namespace of this scenario with its default ServiceAccount ready."""
+        base = re.sub(r"[^a-z0-9-]+", "-", (prefix or self.scenario.name).lower()).strip("-")[:40]
+        ns = self.objects.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"generateName": f"{base}-"}})
+        name = ns.metadata.name
+        self.namespaces.add(name)
+        wait_for(
+            lambda: self.cluster.core.read_namespaced_service_account("default", name),
+            bool,
+            timeout=NAMESPACE_READY_S,
+            expected=f"ServiceAccount {name}/default (created by kube-controller-manager)",
+        )
+        return name
+
+    def lease(self, count: int, kind: Kind = "fabric", node: str | None = None) -> Lease:
+        lease = self.pool.lease(self.scenario.name, count, kind, node)
+        self.leases.append(lease)
+        return lease
+
+    def device_class(self, *leases: Lease) -> str:
+        """A DeviceClass matching exactly the leased physical devices (every copy of them)."""
+        self._classes += 1
+        name = f"{self.scenario.name}-{self.objects.run_id}-{self._classes}"
+        selector = self.pool.selector([i for lease in leases for i in lease.identities])
+        self.objects.create(
+            {
+                "apiVersion": RESOURCE_API,
+                "kind": "DeviceClass",
+                "metadata": {"name": name},
+                "spec": {"selectors": [{"cel": {"expression": selector}}]},
+            }
+        )
+        return name
+
+    def remote_fabric(self, count: int = 1, template: str = "gpu") -> tuple[str, Lease, str]:
+        """The usual start of a fabric scenario: a node without node-local devices (skip if there is none), a lease
+        of `count` fabric devices reaching it, and a fresh namespace with a claim template for exactly those."""
+        node = fabric_only_node(self.pool, self.cluster.info.nodes, count)
+        if node is None:
+            pytest.skip(f"no node without node-local {self.profile.driver} devices is reached by a fabric pool")
+        lease = self.lease(count, "fabric", node)
+        ns = self.namespace()
+        self.objects.create(claim_template(template, self.device_class(lease)), ns)
+        return node, lease, ns
+
+    def measure(self, key: str, value: float) -> None:
+        self.measurements.setdefault(key, []).append(value)
+
+    @property
+    def identities(self) -> set[str]:
+        return {i for lease in self.leases for i in lease.identities}
+
+
+@dataclass
+class Timing:
+    start: float
+    end: float | None = None
+    outcome: str = "running"
+
+
+class ScenarioRunner:
+    """Starts the selected scenarios at once and hands their results to the tests."""
+
+    def __init__(
+        self,
+        scenarios: list[Scenario],
+        make_context: Callable[[Scenario], Context],
+        invariants: InvariantWatcher | None,
+        say: Callable[[str], None],
+    ) -> None:
+        self.scenarios = {s.name: s for s in scenarios}
+        self._make_context = make_context
+        self._invariants = invariants
+        self._say = say
+        self._executor = ThreadPoolExecutor(max_workers=max(1, len(scenarios)), thread_name_prefix="scenario")
+        self._futures: dict[str, Future[Any]] = {}
+        self.timings: dict[str, Timing] = {}
+        self.measurements: dict[str, list[float]] = {}
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        if self.scenarios:
+            self._say(f"starting {len(self.scenarios)} scenarios side by side: {', '.join(self.scenarios)}")
+        for sc in self.scenarios.values():
+            self._futures[sc.name] = self._executor.submit(self._run, sc)
+
+    def result(self, name: str) -> Any:
+        """The scenario's observation; re-raises its failure or skip in the calling test."""
+        if name not in self._futures:
+            raise KeyError(f"scenario {name!r} was not selected in this run (known: {sorted(self._futures)})")
+        return self._futures[name].result(timeout=SCENARIO_DEADLINE_S)
+
+    def _run(self, sc: Scenario) -> Any:
+        timing = self.timings[sc.name] = Timing(time.time())
+        ctx = self._make_context(sc)
+        ctx.cluster.user_agent = f"{USER_AGENT}/{sc.name}"
+        try:
+            self._require(sc, ctx.profile)
+            try:
+                result = sc.run(ctx)
+            except AssertionError as exc:  # a wait ran out: what the watcher saw meanwhile is the evidence
+                self._check_invariants(sc, ctx, timing.start, failure=exc)
+                raise
+            self._check_invariants(sc, ctx, timing.start)
+            timing.outcome = "passed"
+            return result
+        except pytest.skip.Exception:
+            timing.outcome = "skipped"
+            raise
+        except BaseException:
+            timing.outcome = "failed"
+            raise
+        finally:
+            failures = ctx.objects.cleanup()
+            for lease in ctx.leases:
+                ctx.pool.release(lease)
+            with self._lock:
+                for key, values in ctx.measurements.items():
+                    self.measurements.setdefault(key, []).extend(values)
+            ctx.cluster.close()
+            timing.end = time.time()
+            self._say(f"scenario {sc.name}: {timing.outcome} in {timing.end - timing.start:.1f}s")
+            if failures:
+                raise AssertionError(f"scenario {sc.name}: cleanup failed: {failures}")
+
+    def _check_invariants(
+        self, sc: Scenario, ctx: Context, start: float, failure: AssertionError | None = None
+    ) -> None:
+        if self._invariants is None:
+            return
+        broken = self._invariants.since(start, ctx.namespaces, ctx.identities)
+        if broken:
+            then = f"\nand then: {failure}" if failure else ""
+            raise InvariantViolated(
+                f"scenario {sc.name}: invariants broken while it ran:\n" + "\n".join(f"  {v}" for v in broken) + then
+            ) from failure
+
+    @staticmethod
+    def _require(sc: Scenario, profile: Profile) -> None:
+        missing = [c for c in sc.capabilities if not profile.capabilities.get(c)]
+        if missing:
+            pytest.skip(f"the profile does not claim the capabilities {missing}")
+        if sc.probe and profile.fabric_probe is None:
+            pytest.skip("the profile declares no fabricProbe: attachments cannot be observed")
+        if sc.faults and profile.fault_injector is None:
+            pytest.skip("the profile declares no faultInjector: failures cannot be caused")
+
+    def join(self) -> None:
+        """Wait for every scenario (their cleanup runs in their threads), then stop the pool."""
+        _, running = wait(self._futures.values(), timeout=SCENARIO_DEADLINE_S)
+        if running:
+            stuck = [name for name, f in self._futures.items() if f in running]
+            raise AssertionError(f"scenarios still running after {SCENARIO_DEADLINE_S:g}s: {stuck}")
+        self._executor.shutdown(wait=True)
+
+
+def summarize(values: list[float]) -> dict[str, float]:
+    """median, p95, min, max and count of a measured figure."""
+    ordered = sorted(values)
+    p95 = ordered[min(len(ordered) - 1, max(0, round(0.95 * len(ordered)) - 1))]
+    return {
+        "count": len(ordered),
+        "median": round(statistics.median(ordered), 3),
+        "p95": round(p95, 3),
+        "min": round(ordered[0], 3),
+        "max": round(ordered[-1], 3),
+    }

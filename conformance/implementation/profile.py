@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -91,12 +91,39 @@ class Promises(_Strict):
     detach_s: Annotated[float, Field(alias="detachSeconds", gt=0, le=3600)] = 60.0
 
 
+BindingModel = Literal["keep-in-pool", "reschedule-to-local"]
+FabricEntries = Literal["identified", "counted"]
+ConditionMeaning = Literal["reschedule", "failure"]
+BINDING_MODELS: dict[str, str] = {
+    "keep-in-pool": "the claim keeps the fabric device it was allocated; the pod binds on that allocation",
+    "reschedule-to-local": "after the attach a failure condition that means 'reallocate' sends the claim back to the "
+    "scheduler, and the pod binds on the node-local copy of the same physical device",
+}
+FABRIC_ENTRIES: dict[str, str] = {
+    "identified": "every fabric entry carries the identity attribute of one physical device",
+    "counted": "fabric entries are interchangeable capacity per model (modelAttribute); a physical identity shows only "
+    "on node-local copies (and in the fabric probe)",
+}
+
+
 class Profile(_Strict):
     name: str
     version: str
     url: str | None = None
     driver: str = Field(description="DRA driver name of the fabric devices (and their node-local copies)")
+    # The attribute that names one physical device across pools. With fabricEntries: counted only the node-local
+    # copies (and the fabric probe) carry it.
     identity_attribute: Annotated[str, Field(alias="identityAttribute")] = "uuid"
+    binding_model: Annotated[BindingModel, Field(alias="bindingModel")] = "keep-in-pool"
+    fabric_entries: Annotated[FabricEntries, Field(alias="fabricEntries")] = "identified"
+    # counted entries: the attribute whose value says which model an entry is capacity of
+    model_attribute: Annotated[str, Field(alias="modelAttribute")] = "model"
+    # What each bindingFailureConditions type MEANS: "reschedule" (reallocate, e.g. onto the node-local copy: part of
+    # the happy path of reschedule-to-local) or "failure" (the attach failed). Types not listed mean "failure".
+    # Names must be published by the driver's slices (checked at run time).
+    failure_conditions: Annotated[dict[str, ConditionMeaning], Field(alias="failureConditions")] = Field(
+        default_factory=dict
+    )
     # Manifests (paths; placeholders allowed) applied before the processes start, deleted after they stop.
     manifests: list[str] = Field(default_factory=list)
     processes: list[Process] = Field(default_factory=list)
@@ -105,6 +132,19 @@ class Profile(_Strict):
     controller: Controller = Field(default_factory=Controller)
     promises: Promises = Field(default_factory=Promises)
     capabilities: dict[str, bool] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _model_is_consistent(self) -> Profile:
+        if self.binding_model == "reschedule-to-local" and "reschedule" not in self.failure_conditions.values():
+            raise ValueError(
+                "bindingModel reschedule-to-local needs failureConditions to name the condition that means "
+                "'reschedule' (e.g. {<driver>/reschedule: reschedule})"
+            )
+        return self
+
+    def meaning(self, condition: str) -> ConditionMeaning:
+        """What a True bindingFailureCondition of this type means; undeclared types mean failure."""
+        return self.failure_conditions.get(condition, "failure")
 
     @model_validator(mode="after")
     def _controller_process_exists(self) -> Profile:

@@ -41,15 +41,26 @@ from conformance.report.outcomes import (
     write_certification_junit,
     write_conformance_report,
 )
-from conformance.suite.scenario import REGISTRY, Context, Scenario, ScenarioFailed, ScenarioRunner, summarize
+from conformance.suite.scenario import (
+    REGISTRY,
+    ClusterContext,
+    Context,
+    Scenario,
+    ScenarioFailed,
+    ScenarioRunner,
+    summarize,
+)
 
-_PROFILE_KEY = pytest.StashKey[LoadedProfile]()
+_PROFILE_KEY = pytest.StashKey[LoadedProfile | None]()
 _CLUSTER_KEY = pytest.StashKey[tuple[ClusterInfo, dict[str, float]]]()
 _SELECTED_KEY = pytest.StashKey[list[Scenario]]()
 _RUNNER_KEY = pytest.StashKey[ScenarioRunner]()
+_CLUSTER_RUNNER_KEY = pytest.StashKey[ScenarioRunner]()
 NAMESPACE_READY_S = 30.0
 DEFAULT_PROFILE = Path(__file__).resolve().parent.parent / "fixtures" / "profiles" / "reference.yaml"
 NAMESPACE_GONE_S = 60.0
+NO_PROFILE = "none"
+NO_PROFILE_REASON = "no implementation profile (--profile none): this run certifies the cluster only"
 SETTLE_S = 2.0
 PUBLISH_TIMEOUT_S = 120.0
 
@@ -104,7 +115,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--profile",
         default=str(DEFAULT_PROFILE),
-        help="implementation profile (YAML) of the implementation under test",
+        help="implementation profile (YAML) of the implementation under test, or 'none' to certify the cluster only "
+        "(API-*, SCH-* run on suite-owned drivers; every IMP-* is skipped)",
     )
 
 
@@ -119,7 +131,8 @@ def pytest_configure(config: pytest.Config) -> None:
     except UnsupportedVersion as exc:
         raise pytest.UsageError(str(exc)) from None
     try:
-        config.stash[_PROFILE_KEY] = load_profile(config.getoption("--profile"))
+        chosen = config.getoption("--profile")
+        config.stash[_PROFILE_KEY] = None if chosen == NO_PROFILE else load_profile(chosen)
     except ProfileError as exc:
         raise pytest.UsageError(str(exc)) from None
     try:
@@ -160,8 +173,12 @@ def run_id() -> str:
 
 @pytest.fixture(scope="session")
 def profile(pytestconfig: pytest.Config) -> LoadedProfile:
-    """The implementation profile (validated when pytest starts, before any cluster work)."""
-    return pytestconfig.stash[_PROFILE_KEY]
+    """The implementation profile (validated when pytest starts, before any cluster work); tests that need one are
+    skipped in a cluster-only run."""
+    loaded = pytestconfig.stash[_PROFILE_KEY]
+    if loaded is None:
+        pytest.skip(NO_PROFILE_REASON)
+    return loaded
 
 
 @pytest.fixture(scope="session")
@@ -202,9 +219,20 @@ def scenarios(
         handle = Cluster(cluster.info)
         options = {"scale_pods": pytestconfig.getoption("--scale-pods")}
         tracker = ObjectTracker(handle, run_id)
-        return Context(sc, handle, implementation, prof, pool, tracker, say, options=options, invariants=watcher)
+        return Context(
+            scenario=sc,
+            cluster=handle,
+            implementation=implementation,
+            profile=prof,
+            pool=pool,
+            objects=tracker,
+            say=say,
+            options=options,
+            invariants=watcher,
+        )
 
-    runner = ScenarioRunner(pytestconfig.stash.get(_SELECTED_KEY, []), context, watcher, say)
+    selected = [sc for sc in pytestconfig.stash.get(_SELECTED_KEY, []) if sc.implementation]
+    runner = ScenarioRunner(selected, context, watcher, say)
     pytestconfig.stash[_RUNNER_KEY] = runner
     runner.start()
     try:
@@ -215,6 +243,26 @@ def scenarios(
         finally:
             watcher.stop()
             watcher.cluster.close()
+
+
+@pytest.fixture(scope="session")
+def cluster_scenarios(cluster: Cluster, run_id: str, pytestconfig: pytest.Config) -> Iterator[ScenarioRunner]:
+    """The selected cluster scenarios (SCH-*: suite-owned drivers, no implementation), started side by side as soon
+    as the cluster is up."""
+    say = _progress(pytestconfig)
+
+    def context(sc: Scenario) -> ClusterContext:
+        handle = Cluster(cluster.info)
+        return ClusterContext(scenario=sc, cluster=handle, objects=ObjectTracker(handle, run_id), say=say)
+
+    selected = [sc for sc in pytestconfig.stash.get(_SELECTED_KEY, []) if not sc.implementation]
+    runner = ScenarioRunner(selected, context, None, say)
+    pytestconfig.stash[_CLUSTER_RUNNER_KEY] = runner
+    runner.start()
+    try:
+        yield runner
+    finally:
+        runner.join()
 
 
 def _settled_slices(cluster: Cluster, driver: str) -> list[dict[str, Any]]:
@@ -361,8 +409,13 @@ def _requirement_property(request: pytest.FixtureRequest, record_property: Any) 
     marker = request.node.get_closest_marker("requirement")
     if not marker:
         return
-    if request.config.stash.get(_SELECTED_KEY, []):
-        request.getfixturevalue("scenarios")  # the first suite test starts them all, so they overlap the rest
+    # The first suite test starts every scenario, so they overlap the rest: the cluster's first (they need no
+    # implementation), then the implementation's (starting the implementation meanwhile).
+    selected = request.config.stash.get(_SELECTED_KEY, [])
+    if any(not sc.implementation for sc in selected):
+        request.getfixturevalue("cluster_scenarios")
+    if any(sc.implementation for sc in selected) and request.config.stash[_PROFILE_KEY] is not None:
+        request.getfixturevalue("scenarios")
     req = CATALOGUE[marker.args[0]]
     record_property("requirement", req.id)
     record_property("level", req.level)
@@ -414,16 +467,18 @@ class RequirementReporter:
             return
         summary = self.outcomes.summary()
         loaded = self.config.stash[_PROFILE_KEY]
-        profile = loaded.profile
-        run: dict[str, Any] = {
-            "implementation": {
+        run: dict[str, Any] = {"implementation": {"profile": NO_PROFILE, "reason": NO_PROFILE_REASON}}
+        if loaded is not None:
+            profile = loaded.profile
+            run["implementation"] = {
                 "profile": profile.name,
                 "version": profile.version,
                 "url": profile.url,
                 "driver": profile.driver,
+                "bindingModel": profile.binding_model,
+                "fabricEntries": profile.fabric_entries,
                 "file": str(loaded.path),
-            },
-        }
+            }
         run["wallSeconds"] = round(time.monotonic() - self.started, 1)
         if _CLUSTER_KEY in self.config.stash:
             info, timings = self.config.stash[_CLUSTER_KEY]
@@ -435,16 +490,22 @@ class RequirementReporter:
                 "bindingTimeoutSeconds": info.binding_timeout_s,
                 "bringUpSeconds": round(timings.get("bring_up_s", 0.0), 2),
             }
-        if _RUNNER_KEY in self.config.stash:
-            runner = self.config.stash[_RUNNER_KEY]
+        runners = [self.config.stash[k] for k in (_CLUSTER_RUNNER_KEY, _RUNNER_KEY) if k in self.config.stash]
+        if runners:
+            timings = {name: t for r in runners for name, t in r.timings.items()}
+            measured: dict[str, list[float]] = {}
+            for r in runners:
+                for key, values in r.measurements.items():
+                    measured.setdefault(key, []).extend(values)
             run["scenarios"] = {
                 name: {"outcome": t.outcome, "seconds": round((t.end or t.start) - t.start, 2)}
-                for name, t in sorted(runner.timings.items())
+                for name, t in sorted(timings.items())
             }
-            run["measurements"] = {key: summarize(v) for key, v in sorted(runner.measurements.items()) if v}
+            run["measurements"] = {key: summarize(v) for key, v in sorted(measured.items()) if v}
         out = Path(reports_dir)
         write_conformance_report(out / "conformance-report.yaml", summary, run)
-        write_certification_junit(out / "certification-junit.xml", summary, f"KEP-5007 conformance: {profile.name}")
+        title = f"KEP-5007 conformance: {loaded.profile.name if loaded else 'cluster only'}"
+        write_certification_junit(out / "certification-junit.xml", summary, title)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.requirement_of:

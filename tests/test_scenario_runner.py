@@ -52,7 +52,15 @@ def _runner(scenarios: list[Scenario], watcher: _Watcher | None = None) -> tuple
     def context(sc: Scenario) -> Context:
         made.append(_Objects())
         pool = DevicePool("d.example.com", "uuid", {})
-        return Context(sc, _Cluster(), None, PROFILE, pool, made[-1], lambda _m: None)  # type: ignore[arg-type]
+        return Context(
+            scenario=sc,
+            cluster=_Cluster(),  # type: ignore[arg-type]
+            implementation=None,  # type: ignore[arg-type]
+            profile=PROFILE,
+            pool=pool,
+            objects=made[-1],  # type: ignore[arg-type]
+            say=lambda _m: None,
+        )
 
     return ScenarioRunner(scenarios, context, watcher, lambda _m: None), made  # type: ignore[arg-type]
 

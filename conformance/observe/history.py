@@ -146,14 +146,20 @@ class History:
 
     def binding(self) -> Binding | None:
         """The first event that shows a pod bound, with the claim's binding state as of that revision."""
+        bound = self.bindings()
+        return min(bound.values(), key=lambda b: b.revision) if bound else None
+
+    def bindings(self) -> dict[str, Binding]:
+        """Per pod, the first event that shows it bound, with the claim's binding state as of that revision."""
         claims = self.events("claim")
+        out: dict[str, Binding] = {}
         for e in self.events("pod"):
             node = (e.obj.get("spec") or {}).get("nodeName")
-            if node and not e.deleted:
+            if node and not e.deleted and e.name not in out:
                 before = [c for c in claims if c.revision <= e.revision]
                 state = "deleted" if not before or before[-1].deleted else binding_state(before[-1].obj)
-                return Binding(e.revision, e.at, node, state)
-        return None
+                out[e.name] = Binding(e.revision, e.at, node, state)
+        return out
 
     def pod_conditions(self) -> list[dict[str, Any]]:
         """Every distinct pod condition (type, status, reason, message) the pod stream showed, in order."""

@@ -43,6 +43,8 @@ class Scenario:
     capabilities: tuple[str, ...] = ()  # profile capabilities it needs (skipped without them)
     probe: bool = False  # needs the profile's fabricProbe
     faults: bool = False  # needs the profile's faultInjector
+    # False: certifies the cluster with suite-owned drivers (runs with --profile none; gets a ClusterContext)
+    implementation: bool = True
 
 
 REGISTRY: dict[str, Scenario] = {}
@@ -56,13 +58,17 @@ def scenario(
     capabilities: tuple[str, ...] = (),
     probe: bool = False,
     faults: bool = False,
-) -> Callable[[Callable[[Context], T]], Callable[[Context], T]]:
-    """Register a scenario function; the module's tests read its result with `scenarios.result(name)`."""
+    implementation: bool = True,
+) -> Callable[[Callable[[Any], T]], Callable[[Any], T]]:
+    """Register a scenario function; the module's tests read its result with `result_fixture`. A scenario with
+    implementation=False gets a ClusterContext (no profile, no implementation, no leased devices)."""
 
-    def register(fn: Callable[[Context], T]) -> Callable[[Context], T]:
+    def register(fn: Callable[[Any], T]) -> Callable[[Any], T]:
         if name in REGISTRY and REGISTRY[name].module != fn.__module__:
             raise ValueError(f"scenario {name!r} is defined twice ({REGISTRY[name].module}, {fn.__module__})")
-        REGISTRY[name] = Scenario(name, description, requirements, fn, fn.__module__, capabilities, probe, faults)
+        REGISTRY[name] = Scenario(
+            name, description, requirements, fn, fn.__module__, capabilities, probe, faults, implementation
+        )
         return fn
 
     return register
@@ -81,9 +87,13 @@ def result_fixture(fixture: str, name: str) -> Any:
     A skip of the scenario skips the tests; a failure fails each of them (see ScenarioFailed)."""
 
     @pytest.fixture(scope="module", name=fixture)
-    def observed(scenarios: ScenarioRunner) -> Any:
+    def observed(request: pytest.FixtureRequest) -> Any:
+        # Cluster scenarios run on their own runner: they need no implementation and do not wait for it.
+        runner: ScenarioRunner = request.getfixturevalue(
+            "scenarios" if REGISTRY[name].implementation else "cluster_scenarios"
+        )
         try:
-            return scenarios.result(name)
+            return runner.result(name)
         except Exception as exc:  # skips and interrupts are BaseExceptions: they pass through
             return ScenarioFailed(exc)
 
@@ -94,24 +104,17 @@ class InvariantViolated(AssertionError):
     """An invariant watched during the scenario broke; the message lists when and which objects."""
 
 
-@dataclass
-class Context:
-    """What a scenario works with. Its own API client (threads do not share one), objects and leases."""
+@dataclass(kw_only=True)
+class ClusterContext:
+    """What a scenario works with: its own API client (threads do not share one), objects and namespaces."""
 
     scenario: Scenario
     cluster: Cluster
-    implementation: Implementation
-    profile: Profile
-    pool: DevicePool
     objects: ObjectTracker
     say: Callable[[str], None]
     namespaces: set[str] = field(default_factory=set)
-    leases: list[Lease] = field(default_factory=list)
     measurements: dict[str, list[float]] = field(default_factory=dict)
-    # The session's invariant watcher, for scenarios that check it observed their critical window (IMP-6).
-    invariants: InvariantWatcher | None = None
     options: dict[str, Any] = field(default_factory=dict)  # run options scenarios read (e.g. scale_pods)
-    _classes: int = 0
 
     def namespace(self, prefix: str | None = None) -> str:
         """A fresh namespace of this scenario with its default ServiceAccount ready."""
@@ -126,6 +129,34 @@ class Context:
             expected=f"ServiceAccount {name}/default (created by kube-controller-manager)",
         )
         return name
+
+    def measure(self, key: str, value: float) -> None:
+        self.measurements.setdefault(key, []).append(value)
+
+    def requirements_missing(self) -> str | None:
+        """Why this scenario cannot run here (the runner skips it with this reason), or None."""
+        return None
+
+    def release(self) -> None:
+        """Give back what the scenario held (devices), once its objects are gone."""
+
+    @property
+    def identities(self) -> set[str]:
+        """Physical devices of the implementation this scenario used (none for cluster scenarios)."""
+        return set()
+
+
+@dataclass(kw_only=True)
+class Context(ClusterContext):
+    """An implementation scenario's context: also the implementation, its profile and the leased devices."""
+
+    implementation: Implementation
+    profile: Profile
+    pool: DevicePool
+    leases: list[Lease] = field(default_factory=list)
+    # The session's invariant watcher, for scenarios that check it observed their critical window (IMP-6).
+    invariants: InvariantWatcher | None = None
+    _classes: int = 0
 
     def lease(self, count: int, kind: Kind = "fabric", node: str | None = None) -> Lease:
         lease = self.pool.lease(self.scenario.name, count, kind, node)
@@ -158,8 +189,20 @@ class Context:
         self.objects.create(claim_template(template, self.device_class(lease)), ns)
         return node, lease, ns
 
-    def measure(self, key: str, value: float) -> None:
-        self.measurements.setdefault(key, []).append(value)
+    def requirements_missing(self) -> str | None:
+        sc, profile = self.scenario, self.profile
+        missing = [c for c in sc.capabilities if not profile.capabilities.get(c)]
+        if missing:
+            return f"the profile does not claim the capabilities {missing}"
+        if sc.probe and profile.fabric_probe is None:
+            return "the profile declares no fabricProbe: attachments cannot be observed"
+        if sc.faults and profile.fault_injector is None:
+            return "the profile declares no faultInjector: failures cannot be caused"
+        return None
+
+    def release(self) -> None:
+        for lease in self.leases:
+            self.pool.release(lease)
 
     @property
     def identities(self) -> set[str]:
@@ -179,7 +222,7 @@ class ScenarioRunner:
     def __init__(
         self,
         scenarios: list[Scenario],
-        make_context: Callable[[Scenario], Context],
+        make_context: Callable[[Scenario], ClusterContext],
         invariants: InvariantWatcher | None,
         say: Callable[[str], None],
     ) -> None:
@@ -210,7 +253,8 @@ class ScenarioRunner:
         ctx = self._make_context(sc)
         ctx.cluster.user_agent = f"{USER_AGENT}/{sc.name}"
         try:
-            self._require(sc, ctx.profile)
+            if reason := ctx.requirements_missing():
+                pytest.skip(reason)
             try:
                 result = sc.run(ctx)
             except AssertionError as exc:  # a wait ran out: what the watcher saw meanwhile is the evidence
@@ -227,8 +271,7 @@ class ScenarioRunner:
             raise
         finally:
             failures = ctx.objects.cleanup()
-            for lease in ctx.leases:
-                ctx.pool.release(lease)
+            ctx.release()
             with self._lock:
                 for key, values in ctx.measurements.items():
                     self.measurements.setdefault(key, []).extend(values)
@@ -239,7 +282,7 @@ class ScenarioRunner:
                 raise AssertionError(f"scenario {sc.name}: cleanup failed: {failures}")
 
     def _check_invariants(
-        self, sc: Scenario, ctx: Context, start: float, failure: AssertionError | None = None
+        self, sc: Scenario, ctx: ClusterContext, start: float, failure: AssertionError | None = None
     ) -> None:
         if self._invariants is None:
             return
@@ -249,16 +292,6 @@ class ScenarioRunner:
             raise InvariantViolated(
                 f"scenario {sc.name}: invariants broken while it ran:\n" + "\n".join(f"  {v}" for v in broken) + then
             ) from failure
-
-    @staticmethod
-    def _require(sc: Scenario, profile: Profile) -> None:
-        missing = [c for c in sc.capabilities if not profile.capabilities.get(c)]
-        if missing:
-            pytest.skip(f"the profile does not claim the capabilities {missing}")
-        if sc.probe and profile.fabric_probe is None:
-            pytest.skip("the profile declares no fabricProbe: attachments cannot be observed")
-        if sc.faults and profile.fault_injector is None:
-            pytest.skip("the profile declares no faultInjector: failures cannot be caused")
 
     def join(self) -> None:
         """Wait for every scenario (their cleanup runs in their threads), then stop the pool."""

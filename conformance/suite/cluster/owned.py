@@ -81,6 +81,7 @@ class OwnedDriver:
     """One scenario's driver: its pools, its DeviceClass, and the condition writes of its 'controller'."""
 
     ctx: ClusterContext
+    namespace: str  # the scenario's one namespace: claims, templates and pods go there
     name: str = field(default_factory=lambda: unique_driver("sch"))
     pools: dict[str, dict[str, Any]] = field(default_factory=dict)  # pool -> the slice as created
 
@@ -154,17 +155,12 @@ class OwnedDriver:
         request = {"name": "dev", "exactly": {"deviceClassName": self.device_class(), "count": count}}
         template = {"spec": {"devices": {"requests": [request]}}}
         manifest = {"apiVersion": RESOURCE_API, "kind": "ResourceClaimTemplate", "metadata": {"name": name}}
-        self.ctx.objects.create({**manifest, "spec": template}, self._namespace)
+        self.ctx.objects.create({**manifest, "spec": template}, self.namespace)
         return name
-
-    @property
-    def _namespace(self) -> str:
-        assert len(self.ctx.namespaces) == 1, "one namespace per scheduler scenario"
-        return next(iter(self.ctx.namespaces))
 
     def pod(self, name: str, template: str, node: str | None = None) -> None:
         pod = pod_with_claim_template(name, template)
-        self.ctx.objects.create(pinned(pod, node) if node else pod, self._namespace)
+        self.ctx.objects.create(pinned(pod, node) if node else pod, self.namespace)
 
     @retry(retry=retry_if_exception(_conflict), stop=stop_after_attempt(10), wait=wait_fixed(0.1), reraise=True)
     def set_conditions(
@@ -179,7 +175,7 @@ class OwnedDriver:
         """Set `types` True on the claim's status.devices entries of `devices` ((pool, device)); return the etcd
         revision of the write, so a binding can be ordered against it exactly."""
         api = client.CustomObjectsApi(self.ctx.cluster.api)
-        ns = self._namespace
+        ns = self.namespace
         obj = api.get_namespaced_custom_object("resource.k8s.io", "v1", ns, "resourceclaims", claim)
         status = obj.setdefault("status", {})
         entries = status.setdefault("devices", [])
@@ -250,5 +246,4 @@ def start(ctx: ClusterContext, min_nodes: int = 1) -> tuple[OwnedDriver, list[st
     nodes = usable_nodes(ctx.cluster)
     if len(nodes) < min_nodes:
         pytest.skip(f"needs {min_nodes} schedulable Ready nodes without NoSchedule taints; the cluster has {nodes}")
-    ctx.namespace()
-    return OwnedDriver(ctx), nodes
+    return OwnedDriver(ctx, ctx.namespace()), nodes

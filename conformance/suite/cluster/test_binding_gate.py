@@ -52,7 +52,7 @@ def binding_gate(ctx: ClusterContext) -> Gate:
     names = driver.fabric_pool(reach, conditions=conditions)
     gate = Gate(node, reach, {d["name"]: d for d in driver.pools["a-fabric"]["spec"]["devices"] if d["name"] in names})
     driver.pod("app", driver.claim_template(), node)
-    ns = next(iter(ctx.namespaces))
+    ns = driver.namespace
     with History(ctx.cluster, ns, ctx.objects.run_id) as history:
         try:
             gate.allocation = history.wait(

@@ -58,7 +58,7 @@ def binding_timeout(ctx: ClusterContext) -> Timeout:
     run = Timeout(nodes[0], float(info.binding_timeout_s))
     driver.fabric_pool([run.node])
     driver.pod("app", driver.claim_template(), run.node)
-    ns = next(iter(ctx.namespaces))
+    ns = driver.namespace
     with History(ctx.cluster, ns, ctx.objects.run_id) as history:
         try:
             history.wait(lambda h: h.allocations(), timeout=SCHEDULE_S, expected="the claim to be allocated")

@@ -40,7 +40,7 @@ def failure_reschedule(ctx: ClusterContext) -> Failure:
     node = nodes[0]
     driver.fabric_pool([node], count=2)
     driver.pod("app", driver.claim_template(), node)
-    ns = next(iter(ctx.namespaces))
+    ns = driver.namespace
     run = Failure(node)
     with History(ctx.cluster, ns, ctx.objects.run_id) as history:
         try:

@@ -37,7 +37,7 @@ def multi_device_claim(ctx: ClusterContext) -> Multi:
     run = Multi(nodes[0])
     driver.fabric_pool([run.node], count=2)
     driver.pod("app", driver.claim_template(count=2), run.node)
-    ns = next(iter(ctx.namespaces))
+    ns = driver.namespace
     with History(ctx.cluster, ns, ctx.objects.run_id) as history:
         try:
             run.allocation = history.wait(

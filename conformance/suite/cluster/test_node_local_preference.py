@@ -39,7 +39,7 @@ def node_local_preference(ctx: ClusterContext) -> Preference:
     local = driver.local_pool(node, pool="z-local")
     driver.fabric_pool([node], pool="a-fabric")
     driver.pod("app", driver.claim_template(), node)
-    ns = next(iter(ctx.namespaces))
+    ns = driver.namespace
     with History(ctx.cluster, ns, ctx.objects.run_id) as history:
         history.wait(lambda h: h.binding(), timeout=SCHEDULE_S, expected="the pod to be bound")
         claim = history.events("claim")[-1].obj

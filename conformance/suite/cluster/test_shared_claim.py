@@ -42,7 +42,7 @@ def shared_claim(ctx: ClusterContext) -> Shared:
     driver, nodes = start(ctx)
     run = Shared(nodes[0], [f"app-{i}" for i in range(SHARED_PODS)])
     driver.fabric_pool([run.node])
-    ns = next(iter(ctx.namespaces))
+    ns = driver.namespace
     request = {"name": "dev", "exactly": {"deviceClassName": driver.device_class(), "count": 1}}
     claim = {"apiVersion": RESOURCE_API, "kind": "ResourceClaim", "metadata": {"name": "shared"}}
     ctx.objects.create({**claim, "spec": {"devices": {"requests": [request]}}}, ns)

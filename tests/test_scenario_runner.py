@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from conformance.implementation.profile import Profile
+from conformance.implementation.profile import API_VERSION, KIND, Profile
 from conformance.observe.devices import DevicePool
 from conformance.observe.invariants import Violation
 from conformance.report.figures import figures
@@ -43,7 +43,10 @@ class _Watcher:
         return [v for v in self.violations if v.namespaces & namespaces]
 
 
-PROFILE = Profile.model_validate({"name": "p", "version": "1", "driver": "d.example.com", "capabilities": {"a": True}})
+PROFILE = Profile.model_validate(
+    {"apiVersion": API_VERSION, "kind": KIND, "name": "p", "version": "1", "driver": "d.example.com"}
+    | {"capabilities": {"a": True}}
+)
 
 
 def _runner(scenarios: list[Scenario], watcher: _Watcher | None = None) -> tuple[ScenarioRunner, list[_Objects]]:

@@ -19,10 +19,9 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
 from conformance.cluster.waits import wait_for
-from conformance.implementation.profile import LoadedProfile, Process, ProfileError
+from conformance.implementation.profile import PLACEHOLDER, LoadedProfile, Process, ProfileError
 from conformance.implementation.serviceaccount import service_account_kubeconfig
 
-_PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([a-z0-9./-]+))?\}")
 STOP_TIMEOUT_S = 15.0
 T = TypeVar("T")
 
@@ -77,7 +76,7 @@ class Implementation:
                 return str(self._sa_kubeconfig(*arg.split("/")))
             raise ProfileError(f"profile {self.loaded.path}: unknown placeholder {match[0]!r} in {text!r}")
 
-        return _PLACEHOLDER.sub(fill, text)
+        return PLACEHOLDER.sub(fill, text)
 
     def url(self, name: str) -> str:
         for run in self.running:

@@ -16,6 +16,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 _PROCESS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# {key} or {key:arg} in commands, env, manifests and endpoint URLs (see Process for the keys)
+PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([a-z0-9./-]+))?\}")
 
 
 class ProfileError(ValueError):
@@ -106,7 +108,17 @@ FABRIC_ENTRIES: dict[str, str] = {
 }
 
 
+# The profile schema's version. A profile names it so that a later incompatible schema is refused with a clear
+# message instead of being misread; the JSON Schema of this version is profile.schema.json (next to this module).
+API_VERSION = "dra-conformance.example.com/v1alpha1"
+KIND = "ImplementationProfile"
+SCHEMA_FILE = Path(__file__).with_name("profile.schema.json")
+TEMPLATE_FILE = Path(__file__).with_name("profile-template.yaml")  # `dra-conformance profile init`
+
+
 class Profile(_Strict):
+    api_version: Annotated[Literal["dra-conformance.example.com/v1alpha1"], Field(alias="apiVersion")]
+    kind: Literal["ImplementationProfile"]
     name: str
     version: str
     url: str | None = None
@@ -180,9 +192,26 @@ def load_profile(path: str | Path) -> LoadedProfile:
         raise ProfileError(f"profile {path}: not valid YAML: {exc}") from None
     if not isinstance(raw, dict):
         raise ProfileError(f"profile {path}: expected a mapping at the top")
+    if "apiVersion" not in raw or "kind" not in raw:
+        raise ProfileError(
+            f"profile {path}: apiVersion/kind missing: profiles are versioned; start it with "
+            f"'apiVersion: {API_VERSION}' and 'kind: {KIND}' (schema: {SCHEMA_FILE.name}; "
+            "`dra-conformance profile init` writes a commented starting profile)"
+        )
     try:
         profile = Profile.model_validate(raw)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or '<top>'}: {err['msg']}" for err in exc.errors())
         raise ProfileError(f"profile {path}: {problems}") from None
     return LoadedProfile(path=path.resolve(), profile=profile)
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of this profile version (published as profile.schema.json; editors and CI can use it)."""
+    schema = Profile.model_json_schema(by_alias=True, mode="validation")
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"https://{API_VERSION.split('/')[0]}/schemas/{API_VERSION.split('/')[1]}/{KIND}.json",
+        **schema,
+        "title": f"{KIND} ({API_VERSION})",
+    }

@@ -45,6 +45,7 @@ class Scenario:
     faults: bool = False  # needs the profile's faultInjector
     # False: certifies the cluster with suite-owned drivers (runs with --profile none; gets a ClusterContext)
     implementation: bool = True
+    controller: tuple[str, ...] = ()  # controller fields of the profile it needs ("process", "serviceAccount")
 
 
 REGISTRY: dict[str, Scenario] = {}
@@ -59,6 +60,7 @@ def scenario(
     probe: bool = False,
     faults: bool = False,
     implementation: bool = True,
+    controller: tuple[str, ...] = (),
 ) -> Callable[[Callable[[Any], T]], Callable[[Any], T]]:
     """Register a scenario function; the module's tests read its result with `result_fixture`. A scenario with
     implementation=False gets a ClusterContext (no profile, no implementation, no leased devices)."""
@@ -67,11 +69,28 @@ def scenario(
         if name in REGISTRY and REGISTRY[name].module != fn.__module__:
             raise ValueError(f"scenario {name!r} is defined twice ({REGISTRY[name].module}, {fn.__module__})")
         REGISTRY[name] = Scenario(
-            name, description, requirements, fn, fn.__module__, capabilities, probe, faults, implementation
+            name, description, requirements, fn, fn.__module__, capabilities, probe, faults, implementation, controller
         )
         return fn
 
     return register
+
+
+def profile_gap(sc: Scenario, profile: Profile) -> str | None:
+    """Why an implementation scenario cannot run with this profile (its skip reason), or None. Shared by the runner
+    and `dra-conformance profile check`, so the check predicts exactly what a run will skip."""
+    missing = [c for c in sc.capabilities if not profile.capabilities.get(c)]
+    if missing:
+        return f"the profile does not claim the capabilities {missing}"
+    if sc.probe and profile.fabric_probe is None:
+        return "the profile declares no fabricProbe: attachments cannot be observed"
+    if sc.faults and profile.fault_injector is None:
+        return "the profile declares no faultInjector: failures cannot be caused"
+    if "process" in sc.controller and profile.controller.process is None:
+        return "the profile names no controller.process: the suite cannot restart the controller"
+    if "serviceAccount" in sc.controller and profile.controller.service_account is None:
+        return "the profile names no controller.serviceAccount: the controller's privileges are unknown"
+    return None
 
 
 @dataclass(frozen=True)
@@ -190,15 +209,7 @@ class Context(ClusterContext):
         return node, lease, ns
 
     def requirements_missing(self) -> str | None:
-        sc, profile = self.scenario, self.profile
-        missing = [c for c in sc.capabilities if not profile.capabilities.get(c)]
-        if missing:
-            return f"the profile does not claim the capabilities {missing}"
-        if sc.probe and profile.fabric_probe is None:
-            return "the profile declares no fabricProbe: attachments cannot be observed"
-        if sc.faults and profile.fault_injector is None:
-            return "the profile declares no faultInjector: failures cannot be caused"
-        return None
+        return profile_gap(self.scenario, self.profile)
 
     def release(self) -> None:
         for lease in self.leases:

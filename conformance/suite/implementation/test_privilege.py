@@ -125,11 +125,11 @@ def _allowed(api: client.ApiClient, group: str, resource: str, sub: str, verb: s
     "least-privilege",
     "the controller's ServiceAccount writes conditions for its own driver only and has no broad rights",
     ("IMP-9",),
+    controller=("serviceAccount",),
 )
 def least_privilege(ctx: Context) -> Privilege:
     account = ctx.profile.controller.service_account
-    if account is None:
-        pytest.skip("the profile names no controller.serviceAccount: the controller's privileges are unknown")
+    assert account is not None  # controller=("serviceAccount",): skipped without one
     sa_ns, sa_name = account.split("/")
     seen = Privilege(account, ctx.profile.driver, unique_driver("imp9"), version=ctx.cluster.info.version)
     ns = ctx.namespace()

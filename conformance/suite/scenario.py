@@ -86,8 +86,8 @@ def profile_gap(sc: Scenario, profile: Profile) -> str | None:
         return "the profile declares no fabricProbe: attachments cannot be observed"
     if sc.faults and profile.fault_injector is None:
         return "the profile declares no faultInjector: failures cannot be caused"
-    if "process" in sc.controller and profile.controller.process is None:
-        return "the profile names no controller.process: the suite cannot restart the controller"
+    if "process" in sc.controller and not profile.restartable():
+        return "the profile names no restartable role (roles, or controller.process): the suite cannot restart any"
     if "serviceAccount" in sc.controller and profile.controller.service_account is None:
         return "the profile names no controller.serviceAccount: the controller's privileges are unknown"
     return None

@@ -193,6 +193,9 @@ class Profile(_Strict):
     fault_injector: Annotated[Endpoint | None, Field(alias="faultInjector")] = None
     controller: Controller = Field(default_factory=Controller)
     hooks: Hooks = Field(default_factory=Hooks)
+    # At most this many implementation scenarios at once (1: one after another), for a stack that handles a
+    # bounded number of fabric operations at a time; the run reports the resulting wall time. None: no bound.
+    fabric_concurrency: Annotated[int | None, Field(alias="fabricConcurrency", ge=1)] = None
     # Restartable roles; empty: the one role "controller" = controller.process, if set.
     roles: list[Role] = Field(default_factory=list)
     promises: Promises = Field(default_factory=Promises)

@@ -232,7 +232,7 @@ def scenarios(
         )
 
     selected = [sc for sc in pytestconfig.stash.get(_SELECTED_KEY, []) if sc.implementation]
-    runner = ScenarioRunner(selected, context, watcher, say)
+    runner = ScenarioRunner(selected, context, watcher, say, concurrency=prof.fabric_concurrency)
     pytestconfig.stash[_RUNNER_KEY] = runner
     runner.start()
     try:

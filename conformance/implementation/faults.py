@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal
 
+from conformance.implementation import endpoints
+
 Mode = Literal["fail", "hang", "slow"]
 Operation = Literal["attach", "detach"]
 REQUEST_TIMEOUT_S = 10.0
@@ -91,7 +93,7 @@ class FaultInjector:
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_S) as response:
+            with endpoints.urlopen(request, timeout=REQUEST_TIMEOUT_S) as response:
                 return json.load(response)
         except urllib.error.HTTPError as exc:
             reply = exc.read().decode(errors="replace")[:1000]

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 _PROCESS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # {key} or {key:arg} in commands, env, manifests and endpoint URLs (see Process for the keys)
-PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([a-z0-9./-]+))?\}")
+PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([A-Za-z0-9_./-]+))?\}")
 
 
 class ProfileError(ValueError):
@@ -50,7 +50,8 @@ class Process(_Strict):
     Placeholders in command and env: {kubeconfig}, {workdir}, {bin} (the folder of the running Python's
     console scripts), {profile_dir}, {port_file} (this process's, if portFile), {url:NAME} (http://127.0.0.1:PORT
     of an earlier process with portFile), {sa_kubeconfig:NAMESPACE/NAME} (a kubeconfig with a bound token of
-    that ServiceAccount, e.g. one the profile's manifests create: the process runs with its own RBAC).
+    that ServiceAccount, e.g. one the profile's manifests create: the process runs with its own RBAC),
+    {env:NAME} (a variable of the suite's environment; unset is an error).
     """
 
     name: str
@@ -58,6 +59,10 @@ class Process(_Strict):
     env: dict[str, str] = Field(default_factory=dict)
     port_file: Annotated[bool, Field(alias="portFile")] = False
     ready: Readiness | None = None
+    # The kubeconfig the process gets as $KUBECONFIG (placeholders allowed, e.g. {sa_kubeconfig:ns/name}).
+    kubeconfig: str = "{kubeconfig}"
+    # A private $HOME whose .kube/config is that kubeconfig, for processes that read only $HOME/.kube/config.
+    home: bool = False
 
     @field_validator("name")
     @classmethod
@@ -74,9 +79,54 @@ class Process(_Strict):
 
 
 class Endpoint(_Strict):
-    """An HTTP endpoint of the implementation, e.g. {url:fabric-manager}/v1/attachments."""
+    """An HTTP(S) endpoint of the implementation, e.g. {url:fabric-manager}/v1/attachments or
+    https://fabric.example.com:8443/v1/attachments with its own CA and a bearer token ({env:NAME} keeps the
+    token out of the file)."""
 
     url: str
+    ca_file: Annotated[str | None, Field(alias="caFile")] = None
+    token: str | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _scheme(cls, value: str) -> str:
+        if not (value.startswith(("http://", "https://")) or value.startswith("{url:")):
+            raise ValueError(f"url {value!r} must start with http://, https:// or {{url:PROCESS}}")
+        return value
+
+
+class Hook(_Strict):
+    """A one-shot command (same placeholders as a process) run to completion; its output goes to the run's logs."""
+
+    name: str
+    command: list[str] = Field(min_length=1)
+    env: dict[str, str] = Field(default_factory=dict)
+    timeout_s: Annotated[float, Field(alias="timeoutSeconds", gt=0, le=3600)] = 300.0
+
+
+class Hooks(_Strict):
+    """setup: after the cluster is up and the manifests are applied, before the processes start (e.g. node fields
+    the stack needs); teardown: after the processes stopped, before the manifests are deleted."""
+
+    setup: list[Hook] = Field(default_factory=list)
+    teardown: list[Hook] = Field(default_factory=list)
+
+
+class Role(_Strict):
+    """A part of the stack the suite may restart mid-attach (IMP-8 restarts each role in turn): a process the
+    suite started (killed with SIGKILL and started again) or, for an implementation running in the cluster, a
+    restart command (e.g. kubectl delete pod -l app=attacher) run to completion."""
+
+    name: str  # e.g. pool-publisher, attacher, condition-writer
+    process: str | None = None
+    command: list[str] | None = None
+    timeout_s: Annotated[float, Field(alias="timeoutSeconds", gt=0, le=600)] = 120.0
+
+    @model_validator(mode="after")
+    def _one(self) -> Role:
+        if (self.process is None) == (self.command is None):
+            raise ValueError("give exactly one of 'process' (one of processes) or 'command' (a restart command)")
+        return self
 
 
 class Controller(_Strict):
@@ -142,6 +192,12 @@ class Profile(_Strict):
     fabric_probe: Annotated[Endpoint | None, Field(alias="fabricProbe")] = None
     fault_injector: Annotated[Endpoint | None, Field(alias="faultInjector")] = None
     controller: Controller = Field(default_factory=Controller)
+    hooks: Hooks = Field(default_factory=Hooks)
+    # At most this many implementation scenarios at once (1: one after another), for a stack that handles a
+    # bounded number of fabric operations at a time; the run reports the resulting wall time. None: no bound.
+    fabric_concurrency: Annotated[int | None, Field(alias="fabricConcurrency", ge=1)] = None
+    # Restartable roles; empty: the one role "controller" = controller.process, if set.
+    roles: list[Role] = Field(default_factory=list)
     promises: Promises = Field(default_factory=Promises)
     capabilities: dict[str, bool] = Field(default_factory=dict)
 
@@ -164,6 +220,22 @@ class Profile(_Strict):
         if self.controller.process is not None and self.controller.process not in names:
             raise ValueError(f"controller.process {self.controller.process!r} is not one of the processes {names}")
         return self
+
+    @model_validator(mode="after")
+    def _roles_name_processes(self) -> Profile:
+        names = [p.name for p in self.processes]
+        for role in self.roles:
+            if role.process is not None and role.process not in names:
+                raise ValueError(f"roles: {role.name!r} names process {role.process!r}, not one of {names}")
+        if len({r.name for r in self.roles}) != len(self.roles):
+            raise ValueError(f"role names must be unique: {[r.name for r in self.roles]}")
+        return self
+
+    def restartable(self) -> list[Role]:
+        """The roles IMP-8 restarts: the declared ones, or the controller process as the one role."""
+        if self.roles:
+            return list(self.roles)
+        return [Role(name="controller", process=self.controller.process)] if self.controller.process else []
 
     @field_validator("processes")
     @classmethod

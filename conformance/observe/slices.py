@@ -11,6 +11,7 @@ from kubernetes import client
 
 from conformance.cluster.client import Cluster
 from conformance.cluster.waits import wait_for
+from conformance.implementation import endpoints
 from conformance.observe.watchcache import WatchCache
 
 
@@ -72,7 +73,7 @@ def identity_of(slices: list[dict[str, Any]], attribute: str) -> dict[tuple[str,
 
 def probe_attachments(url: str) -> dict[str, str]:
     """The fabric probe: physical identity -> node, for devices the fabric reports attached (done)."""
-    with urllib.request.urlopen(url, timeout=5) as response:
+    with endpoints.urlopen(url, timeout=5) as response:
         body = json.load(response)
     return {a["device"]: a["node"] for a in body.get("attachments", []) if a.get("state", "attached") == "attached"}
 
@@ -119,7 +120,7 @@ def free_copies(cluster: Cluster, driver: str, attribute: str, identity: str) ->
 
 def probe_states(url: str) -> dict[str, tuple[str, str]]:
     """The fabric probe with operations in flight: physical identity -> (node, state), every device not free."""
-    with urllib.request.urlopen(url, timeout=5) as response:
+    with endpoints.urlopen(url, timeout=5) as response:
         body = json.load(response)
     return {a["device"]: (a["node"], a.get("state", "attached")) for a in body.get("attachments", [])}
 
@@ -129,7 +130,7 @@ def post_json(url: str, body: dict[str, Any]) -> dict[str, Any]:
     request = urllib.request.Request(
         url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, method="POST"
     )
-    with urllib.request.urlopen(request, timeout=10) as response:
+    with endpoints.urlopen(request, timeout=10) as response:
         return json.load(response)
 
 

@@ -11,6 +11,7 @@ says why then.
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 import shutil
 import sys
@@ -51,6 +52,10 @@ def _placeholder_errors(text: str, where: str, process: Process | None, profile:
     for match in PLACEHOLDER.finditer(text):
         key, arg = match[1], match[2]
         if key in _PLAIN and arg is None:
+            continue
+        if key == "env" and arg:
+            if arg not in os.environ:
+                errors.append(f"{where}: {{env:{arg}}}: ${arg} is not set in this environment")
             continue
         if key == "port_file" and arg is None:
             if process is None or not process.port_file:
@@ -97,9 +102,28 @@ def _check_files(loaded: LoadedProfile, result: CheckResult) -> None:
         exe = _resolve_static(proc.command[0], loaded)
         if "{" not in exe and not (Path(exe).is_file() or shutil.which(exe)):
             result.warnings.append(f"{where}: {exe!r} is neither a file nor on PATH here")
+        result.errors += _placeholder_errors(proc.kubeconfig, f"{where}.kubeconfig", proc, prof, n)
+    everyone = len(prof.processes)
     for name, endpoint in (("fabricProbe", prof.fabric_probe), ("faultInjector", prof.fault_injector)):
-        if endpoint is not None:
-            result.errors += _placeholder_errors(endpoint.url, f"{name}.url", None, prof, len(prof.processes))
+        if endpoint is None:
+            continue
+        for attr, text in (("url", endpoint.url), ("caFile", endpoint.ca_file), ("token", endpoint.token)):
+            if text is not None:
+                result.errors += _placeholder_errors(text, f"{name}.{attr}", None, prof, everyone)
+        ca = _resolve_static(endpoint.ca_file or "", loaded)
+        if ca and "{" not in ca and not Path(ca).is_file():
+            result.errors.append(f"{name}.caFile: {ca} is not a file")
+        if endpoint.ca_file and endpoint.url.startswith("http://"):
+            result.errors.append(f"{name}: caFile is given for a plain http:// URL")
+    hooks = [("hooks.setup", h, 0) for h in prof.hooks.setup] + [("hooks.teardown", h, 0) for h in prof.hooks.teardown]
+    for where, hook, before in hooks:
+        for j, arg in enumerate(hook.command):
+            result.errors += _placeholder_errors(arg, f"{where}.{hook.name}.command.{j}", None, prof, before)
+        for key, value in hook.env.items():
+            result.errors += _placeholder_errors(value, f"{where}.{hook.name}.env.{key}", None, prof, before)
+    for role in prof.roles:
+        for j, arg in enumerate(role.command or []):
+            result.errors += _placeholder_errors(arg, f"roles.{role.name}.command.{j}", None, prof, everyone)
 
 
 def _check_names(prof: Profile, result: CheckResult) -> None:

@@ -86,8 +86,8 @@ def profile_gap(sc: Scenario, profile: Profile) -> str | None:
         return "the profile declares no fabricProbe: attachments cannot be observed"
     if sc.faults and profile.fault_injector is None:
         return "the profile declares no faultInjector: failures cannot be caused"
-    if "process" in sc.controller and profile.controller.process is None:
-        return "the profile names no controller.process: the suite cannot restart the controller"
+    if "process" in sc.controller and not profile.restartable():
+        return "the profile names no restartable role (roles, or controller.process): the suite cannot restart any"
     if "serviceAccount" in sc.controller and profile.controller.service_account is None:
         return "the profile names no controller.serviceAccount: the controller's privileges are unknown"
     return None
@@ -236,8 +236,13 @@ class ScenarioRunner:
         make_context: Callable[[Scenario], ClusterContext],
         invariants: InvariantWatcher | None,
         say: Callable[[str], None],
+        concurrency: int | None = None,
     ) -> None:
         self.scenarios = {s.name: s for s in scenarios}
+        # The profile's fabricConcurrency: at most this many implementation scenarios at once (a stack that
+        # attaches one device at a time would otherwise stall every scenario behind one hung attach).
+        self.concurrency = concurrency
+        self._slots = threading.BoundedSemaphore(concurrency) if concurrency else None
         self._make_context = make_context
         self._invariants = invariants
         self._say = say
@@ -249,7 +254,8 @@ class ScenarioRunner:
 
     def start(self) -> None:
         if self.scenarios:
-            self._say(f"starting {len(self.scenarios)} scenarios side by side: {', '.join(self.scenarios)}")
+            bound = f" (at most {self.concurrency} at once: the profile's fabricConcurrency)" if self._slots else ""
+            self._say(f"starting {len(self.scenarios)} scenarios side by side{bound}: {', '.join(self.scenarios)}")
         for sc in self.scenarios.values():
             self._futures[sc.name] = self._executor.submit(self._run, sc)
 
@@ -260,6 +266,19 @@ class ScenarioRunner:
         return self._futures[name].result(timeout=SCENARIO_DEADLINE_S)
 
     def _run(self, sc: Scenario) -> Any:
+        if self._slots is None or not sc.implementation:
+            return self._run_now(sc)
+        with self._slots:
+            return self._run_now(sc)
+
+    def wall(self) -> float | None:
+        """Seconds from the first scenario's start to the last one's end (None before all ended)."""
+        ends = [t.end for t in self.timings.values()]
+        if not ends or None in ends:
+            return None
+        return max(e for e in ends if e is not None) - min(t.start for t in self.timings.values())
+
+    def _run_now(self, sc: Scenario) -> Any:
         timing = self.timings[sc.name] = Timing(time.time())
         ctx = self._make_context(sc)
         ctx.cluster.user_agent = f"{USER_AGENT}/{sc.name}"
@@ -311,6 +330,8 @@ class ScenarioRunner:
             stuck = [name for name, f in self._futures.items() if f in running]
             raise AssertionError(f"scenarios still running after {SCENARIO_DEADLINE_S:g}s: {stuck}")
         self._executor.shutdown(wait=True)
+        if (wall := self.wall()) is not None and self._slots:
+            self._say(f"{len(self.timings)} scenarios took {wall:.1f}s at most {self.concurrency} at once")
 
 
 def summarize(values: list[float]) -> dict[str, float]:

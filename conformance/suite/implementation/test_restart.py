@@ -20,6 +20,7 @@ import pytest
 
 from conformance.cluster.manifests import pinned_pod
 from conformance.cluster.waits import WaitTimeout, wait_for
+from conformance.implementation import endpoints
 from conformance.observe.slices import (
     BIND_SLACK_S,
     ClaimHistory,
@@ -51,7 +52,7 @@ class Restart:
 def _delete_fault(url: str) -> None:
     """Disarm the fault if the attach did not use it (404: it was used up)."""
     try:
-        urllib.request.urlopen(urllib.request.Request(url, method="DELETE"), timeout=10).close()
+        endpoints.urlopen(urllib.request.Request(url, method="DELETE"), timeout=10).close()
     except urllib.error.HTTPError as exc:
         if exc.code != 404:
             raise

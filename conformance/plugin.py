@@ -36,11 +36,13 @@ from conformance.report.catalogue import CATALOGUE, KEP_URL
 from conformance.report.outcomes import (
     Outcomes,
     RunResult,
+    not_shown,
     table,
-    verdict,
     write_certification_junit,
     write_conformance_report,
 )
+from conformance.report.reasons import headline, report_reason
+from conformance.report.verdict import EXIT_PARTIAL, NOT_CERTIFIED, Verdict, exit_status, overall, verdicts
 from conformance.suite.scenario import (
     REGISTRY,
     ClusterContext,
@@ -100,6 +102,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--reports-dir",
         default=None,
         help="write conformance-report.yaml and certification-junit.xml (one case per requirement) here",
+    )
+    group.addoption(
+        "--accept",
+        action="append",
+        choices=["partial"],
+        default=[],
+        help=f"exit 0 for a partial result (a MUST skipped or not covered) instead of {EXIT_PARTIAL}: for runs that "
+        "knowingly cover a subset of the suite or a profile that knowingly lacks a capability",
     )
     group.addoption(
         "--download-binaries",
@@ -435,6 +445,9 @@ class RequirementReporter:
         self.started = time.monotonic()
         self.requirement_of: dict[str, str] = {}
         self.outcomes = Outcomes()
+        self.reasons: dict[tuple[str, str], str] = {}  # (nodeid, phase) -> the exception's message and evidence
+        self.verdicts: dict[str, Verdict] = {}
+        self.result: str | None = None
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         """Map each test to its requirement id; an id not in the catalogue is an error, not a silent extra."""
@@ -450,23 +463,49 @@ class RequirementReporter:
         modules = {item.module.__name__ for item in items if isinstance(item, pytest.Function)}
         self.config.stash[_SELECTED_KEY] = [sc for sc in REGISTRY.values() if sc.module in modules]
 
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        """Requirements left out by -k/-m are reported as not covered, saying so (not as missing scenarios)."""
+        for item in items:
+            marker = item.get_closest_marker("requirement")
+            if marker and marker.args and marker.args[0] in CATALOGUE:
+                self.requirement_of.pop(item.nodeid, None)
+                self.outcomes.deselected.setdefault(marker.args[0], []).append(item.nodeid)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+        """Keep the exception's own message (with the evidence the check put in it) while pytest still has it."""
+        outcome = yield
+        report: pytest.TestReport = outcome.get_result()
+        if report.failed and item.nodeid in self.requirement_of:
+            reason = report_reason(report, call.excinfo)
+            self.reasons[(item.nodeid, report.when)] = reason
+            item.user_properties.append(("failure_reason", reason))  # pytest's JUnit carries it too
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         requirement = self.requirement_of.get(report.nodeid)
         if requirement is None or (report.when != "call" and report.passed):
             return
         reason = ""
-        if report.skipped and isinstance(report.longrepr, tuple):
-            reason = str(report.longrepr[2]).removeprefix("Skipped: ")
-        elif report.failed:
-            reason = (report.longreprtext.strip().splitlines() or ["failed"])[-1]
+        if report.failed or report.skipped:
+            reason = self.reasons.get((report.nodeid, report.when)) or report_reason(report)
+            if report.failed and report.when != "call":
+                reason = f"{report.when}: {reason}"
         self.outcomes.add(requirement, RunResult(report.nodeid, report.outcome, reason, report.duration))
 
-    def pytest_sessionfinish(self) -> None:
-        reports_dir = self.config.getoption("--reports-dir")
-        if not reports_dir or not self.requirement_of:
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if not self.requirement_of and not self.outcomes.deselected:
             return
         summary = self.outcomes.summary()
         loaded = self.config.stash[_PROFILE_KEY]
+        self.verdicts = verdicts(summary, no_implementation=NO_PROFILE_REASON if loaded is None else None)
+        self.result = overall(self.verdicts)
+        session.exitstatus = exit_status(self.result, int(exitstatus), set(self.config.getoption("--accept")))
+        reports_dir = self.config.getoption("--reports-dir")
+        if reports_dir:
+            self._write_reports(Path(reports_dir), summary, loaded)
+
+    def _write_reports(self, out: Path, summary: dict[str, dict[str, Any]], loaded: LoadedProfile | None) -> None:
         run: dict[str, Any] = {"implementation": {"profile": NO_PROFILE, "reason": NO_PROFILE_REASON}}
         if loaded is not None:
             profile = loaded.profile
@@ -502,20 +541,43 @@ class RequirementReporter:
                 for name, t in sorted(timings.items())
             }
             run["measurements"] = {key: summarize(v) for key, v in sorted(measured.items()) if v}
-        out = Path(reports_dir)
-        write_conformance_report(out / "conformance-report.yaml", summary, run)
+        write_conformance_report(out / "conformance-report.yaml", summary, run, self.verdicts)
         title = f"KEP-5007 conformance: {loaded.profile.name if loaded else 'cluster only'}"
         write_certification_junit(out / "certification-junit.xml", summary, title)
 
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if self.requirement_of:
-            summary = self.outcomes.summary()
-            terminalreporter.section("KEP-5007 requirements")
-            for line in table(summary):
-                terminalreporter.write_line(line)
-            terminalreporter.write_line(f"result: {verdict(summary)}")
-            if reports_dir := self.config.getoption("--reports-dir"):
-                terminalreporter.write_line(f"reports: {Path(reports_dir).resolve()}")
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int) -> None:
+        if self.result is None:
+            return
+        summary = self.outcomes.summary()
+        write = terminalreporter.write_line
+        terminalreporter.section("KEP-5007 requirements")
+        for line in table(summary):
+            write(line)
+        missing = not_shown(summary)
+        if missing:
+            terminalreporter.section("KEP-5007: NOT SHOWN TO PASS", red=True, bold=True)
+            for line in missing:
+                write(line, red=line.split()[2] == "failed", yellow=line.split()[2] != "failed", bold=True)
+        terminalreporter.section("KEP-5007 verdicts")
+        for subject, found in self.verdicts.items():
+            colour = {"success": "green", "failure": "red"}.get(found.result, "yellow")
+            write(f"{subject} verdict: {found.result.upper()}", bold=True, **{colour: True})
+            for reason in found.reasons[: 30 if found.result != NOT_CERTIFIED else 1]:
+                write(f"  - {headline(reason, 400)}")
+        status = self.config.getoption("--accept")
+        write(f"result: {self.result}", bold=True)
+        if self.result == "partial":
+            if "partial" in status:
+                write("partial result accepted (--accept partial): exit status 0", yellow=True, bold=True)
+            else:
+                write(
+                    f"exit status {EXIT_PARTIAL}: a MUST requirement was not shown to pass; pass --accept partial "
+                    "for a run that knowingly covers a subset",
+                    yellow=True,
+                    bold=True,
+                )
+        if reports_dir := self.config.getoption("--reports-dir"):
+            write(f"reports: {Path(reports_dir).resolve()}")
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

@@ -31,7 +31,7 @@ from conformance.implementation.harness import Implementation, ImplementationFai
 from conformance.implementation.profile import LoadedProfile, ProfileError, load_profile
 from conformance.observe.devices import DevicePool, incomplete_pools, read_devices
 from conformance.observe.invariants import InvariantWatcher
-from conformance.observe.slices import driver_slices
+from conformance.observe.slices import driver_slices, fabric_slices
 from conformance.report.catalogue import CATALOGUE, KEP_URL
 from conformance.report.outcomes import (
     Outcomes,
@@ -64,6 +64,7 @@ NAMESPACE_GONE_S = 60.0
 NO_PROFILE = "none"
 NO_PROFILE_REASON = "no implementation profile (--profile none): this run certifies the cluster only"
 SETTLE_S = 2.0
+FABRIC_GRACE_S = 30.0
 PUBLISH_TIMEOUT_S = 120.0
 
 
@@ -216,11 +217,10 @@ def scenarios(
     prof = profile.profile
     say = _progress(pytestconfig)
     nodes = list(cluster.info.nodes)
-    pool = DevicePool(
-        prof.driver,
-        prof.identity_attribute,
-        read_devices(driver_slices(cluster, prof.driver), prof.identity_attribute, nodes),
-    )
+    # Read once the implementation has finished publishing: a half-written pool read here would make scenarios skip
+    # for want of devices that were still on their way.
+    slices = _settled_slices(cluster, prof.driver)
+    pool = DevicePool(prof.driver, prof.identity_attribute, read_devices(slices, prof.identity_attribute, nodes))
     kinds = [d.kind for d in pool.devices.values()]
     say(f"devices of {prof.driver}: {kinds.count('fabric')} fabric, {kinds.count('local')} node-local")
     watcher = InvariantWatcher(Cluster(cluster.info), prof.driver, prof.identity_attribute, run_id).start()
@@ -276,22 +276,36 @@ def cluster_scenarios(cluster: Cluster, run_id: str, pytestconfig: pytest.Config
 
 
 def _settled_slices(cluster: Cluster, driver: str) -> list[dict[str, Any]]:
-    """The implementation's slices once it has finished publishing: every pool complete, and the same for
-    SETTLE_S (a controller may log "ready" before the last of a large pool's slices is written)."""
-    seen: list[tuple[Any, ...]] = []
+    """The implementation's slices once it has finished publishing: every pool complete (resourceSliceCount), fabric
+    pools present, and the same for SETTLE_S (a controller may log "ready" before the last of a large pool's slices
+    is written, or before its fabric pool is written at all). An implementation that publishes no fabric pool within
+    FABRIC_GRACE_S is read as it is (IMP-1 then says what is missing)."""
+    started = time.monotonic()
+    seen: list[tuple[float, tuple[Any, ...]]] = []
 
     def settled(slices: list[dict[str, Any]]) -> bool:
         state = tuple(sorted((s["metadata"]["name"], s["metadata"]["resourceVersion"]) for s in slices))
-        seen.append((time.monotonic(), state))
-        stable = [t for t, st in seen if st == state]
-        return bool(slices) and not incomplete_pools(slices) and seen[-1][0] - min(stable) >= SETTLE_S
+        now = time.monotonic()
+        if not seen or seen[-1][1] != state:
+            seen.append((now, state))
+        fabric = bool(fabric_slices(slices)) or now - started >= FABRIC_GRACE_S
+        return bool(slices) and fabric and not incomplete_pools(slices) and now - seen[-1][0] >= SETTLE_S
+
+    def describe(slices: list[dict[str, Any]] | None) -> str:
+        slices = slices or []
+        return (
+            f"{len(slices)} slices, {len(fabric_slices(slices))} of fabric pools; incomplete pools "
+            f"{incomplete_pools(slices)}; last change {time.monotonic() - seen[-1][0]:.1f}s ago"
+            if seen
+            else "no list yet"
+        )
 
     return wait_for(
         lambda: driver_slices(cluster, driver),
         settled,
         timeout=PUBLISH_TIMEOUT_S,
-        expected=f"the slices of {driver} to be complete and unchanged for {SETTLE_S:g}s",
-        describe=lambda slices: f"{len(slices or [])} slices; incomplete pools {incomplete_pools(slices or [])}",
+        expected=f"the slices of {driver} to be complete, with fabric pools, and unchanged for {SETTLE_S:g}s",
+        describe=describe,
         max_interval=0.5,
     )
 

@@ -29,9 +29,9 @@ from conformance.cluster.versions import DEFAULT_VERSION, UnsupportedVersion, pa
 from conformance.cluster.waits import CANCELLED, wait_for
 from conformance.implementation.harness import Implementation, ImplementationFailed
 from conformance.implementation.profile import LoadedProfile, ProfileError, load_profile
-from conformance.observe.devices import DevicePool, incomplete_pools, read_devices
+from conformance.observe.devices import DevicePool, read_devices
 from conformance.observe.invariants import InvariantWatcher
-from conformance.observe.slices import driver_slices, fabric_slices
+from conformance.observe.publishing import settled_slices
 from conformance.report.catalogue import CATALOGUE, KEP_URL
 from conformance.report.outcomes import (
     Outcomes,
@@ -63,9 +63,6 @@ DEFAULT_PROFILE = Path(__file__).resolve().parent.parent / "fixtures" / "profile
 NAMESPACE_GONE_S = 60.0
 NO_PROFILE = "none"
 NO_PROFILE_REASON = "no implementation profile (--profile none): this run certifies the cluster only"
-SETTLE_S = 2.0
-FABRIC_GRACE_S = 30.0
-PUBLISH_TIMEOUT_S = 120.0
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -219,7 +216,10 @@ def scenarios(
     nodes = list(cluster.info.nodes)
     # Read once the implementation has finished publishing: a half-written pool read here would make scenarios skip
     # for want of devices that were still on their way.
-    slices = _settled_slices(cluster, prof.driver)
+    try:
+        slices = settled_slices(cluster, prof)
+    except AssertionError as exc:
+        pytest.exit(f"the implementation of profile {prof.name!r} did not finish publishing: {exc}", returncode=3)
     pool = DevicePool(prof.driver, prof.identity_attribute, read_devices(slices, prof.identity_attribute, nodes))
     kinds = [d.kind for d in pool.devices.values()]
     say(f"devices of {prof.driver}: {kinds.count('fabric')} fabric, {kinds.count('local')} node-local")
@@ -273,41 +273,6 @@ def cluster_scenarios(cluster: Cluster, run_id: str, pytestconfig: pytest.Config
         yield runner
     finally:
         runner.join()
-
-
-def _settled_slices(cluster: Cluster, driver: str) -> list[dict[str, Any]]:
-    """The implementation's slices once it has finished publishing: every pool complete (resourceSliceCount), fabric
-    pools present, and the same for SETTLE_S (a controller may log "ready" before the last of a large pool's slices
-    is written, or before its fabric pool is written at all). An implementation that publishes no fabric pool within
-    FABRIC_GRACE_S is read as it is (IMP-1 then says what is missing)."""
-    started = time.monotonic()
-    seen: list[tuple[float, tuple[Any, ...]]] = []
-
-    def settled(slices: list[dict[str, Any]]) -> bool:
-        state = tuple(sorted((s["metadata"]["name"], s["metadata"]["resourceVersion"]) for s in slices))
-        now = time.monotonic()
-        if not seen or seen[-1][1] != state:
-            seen.append((now, state))
-        fabric = bool(fabric_slices(slices)) or now - started >= FABRIC_GRACE_S
-        return bool(slices) and fabric and not incomplete_pools(slices) and now - seen[-1][0] >= SETTLE_S
-
-    def describe(slices: list[dict[str, Any]] | None) -> str:
-        slices = slices or []
-        return (
-            f"{len(slices)} slices, {len(fabric_slices(slices))} of fabric pools; incomplete pools "
-            f"{incomplete_pools(slices)}; last change {time.monotonic() - seen[-1][0]:.1f}s ago"
-            if seen
-            else "no list yet"
-        )
-
-    return wait_for(
-        lambda: driver_slices(cluster, driver),
-        settled,
-        timeout=PUBLISH_TIMEOUT_S,
-        expected=f"the slices of {driver} to be complete, with fabric pools, and unchanged for {SETTLE_S:g}s",
-        describe=describe,
-        max_interval=0.5,
-    )
 
 
 @pytest.fixture(scope="session")

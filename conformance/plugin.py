@@ -31,6 +31,7 @@ from conformance.implementation.harness import Implementation, ImplementationFai
 from conformance.implementation.profile import LoadedProfile, ProfileError, load_profile
 from conformance.observe.devices import DevicePool, incomplete_pools, read_devices
 from conformance.observe.invariants import InvariantWatcher
+from conformance.observe.probe import ProbeRecorder
 from conformance.observe.slices import driver_slices, fabric_slices
 from conformance.report.catalogue import CATALOGUE, KEP_URL
 from conformance.report.outcomes import (
@@ -206,14 +207,16 @@ def scenarios(
     """Every selected scenario, started side by side once the implementation is up; tests read their results."""
     prof = profile.profile
     say = _progress(pytestconfig)
-    nodes = list(cluster.info.nodes)
-    # Read once the implementation has finished publishing: a half-written pool read here would make scenarios skip
-    # for want of devices that were still on their way.
+    # The watcher first: devices are read with the nodes' labels as they are now (an implementation may label nodes
+    # when it starts), and once the implementation has finished publishing: a half-written pool read here would
+    # make scenarios skip for want of devices that were still on their way.
+    watcher = InvariantWatcher(Cluster(cluster.info), prof.driver, prof.identity_attribute, run_id).start()
     slices = _settled_slices(cluster, prof.driver)
-    pool = DevicePool(prof.driver, prof.identity_attribute, read_devices(slices, prof.identity_attribute, nodes))
+    pool = DevicePool(prof.driver, prof.identity_attribute, read_devices(slices, prof.identity_attribute, []))
+    pool.refresh(slices, watcher.live_nodes())
     kinds = [d.kind for d in pool.devices.values()]
     say(f"devices of {prof.driver}: {kinds.count('fabric')} fabric, {kinds.count('local')} node-local")
-    watcher = InvariantWatcher(Cluster(cluster.info), prof.driver, prof.identity_attribute, run_id).start()
+    probe = ProbeRecorder(implementation.resolve(prof.fabric_probe.url)).start() if prof.fabric_probe else None
 
     def context(sc: Scenario) -> Context:
         handle = Cluster(cluster.info)
@@ -229,6 +232,7 @@ def scenarios(
             say=say,
             options=options,
             invariants=watcher,
+            probe=probe,
         )
 
     selected = [sc for sc in pytestconfig.stash.get(_SELECTED_KEY, []) if sc.implementation]
@@ -243,6 +247,8 @@ def scenarios(
         finally:
             watcher.stop()
             watcher.cluster.close()
+            if probe is not None:
+                probe.stop()
 
 
 @pytest.fixture(scope="session")

@@ -135,8 +135,12 @@ class InvariantWatcher:
     def _on_slice(self, kind: str, slice_: dict[str, Any]) -> None:
         """Every copy ever published keeps its identity and node: a device a pool has dropped since (attached,
         failed, detaching) is still recognised in the allocations that name it."""
+        if kind != "DELETED":
+            self._remember(slice_)
+
+    def _remember(self, slice_: dict[str, Any]) -> None:
         spec = slice_["spec"]
-        if spec.get("driver") != self.driver or kind == "DELETED":
+        if spec.get("driver") != self.driver:
             return
         pool = spec["pool"]["name"]
         with self._lock:
@@ -203,6 +207,8 @@ class InvariantWatcher:
 
     def _check_devices(self) -> None:
         slices = self.driver_slices()
+        for s in slices:  # the events recorded them already; a cache filled otherwise (tests) is read here
+            self._remember(s)
         held: dict[str, list[str]] = {}
         allocated: set[tuple[str, str]] = set()
         for c in self.claims.items():

@@ -150,7 +150,7 @@ def with_condition(claim: dict[str, Any], write: ConditionWrite, now: float) -> 
     if write.uuid and (entry.get("data") or {}).get(IDENTITY_ATTRIBUTE) != write.uuid:
         entry["data"] = {**(entry.get("data") or {}), IDENTITY_ATTRIBUTE: write.uuid}
         data_changed = True
-    conditions = entry.setdefault("conditions", [])
+    conditions = entry["conditions"] = entry.get("conditions") or []  # the server may return null
     generation = int(body["metadata"].get("generation") or 0)
     new = {
         "type": write.type,

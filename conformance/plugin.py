@@ -31,6 +31,7 @@ from conformance.implementation.harness import Implementation, ImplementationFai
 from conformance.implementation.profile import LoadedProfile, ProfileError, load_profile
 from conformance.observe.devices import DevicePool, read_devices
 from conformance.observe.invariants import InvariantWatcher
+from conformance.observe.probe import ProbeRecorder
 from conformance.observe.publishing import settled_slices
 from conformance.observe.recorder import Recorder
 from conformance.report.catalogue import CATALOGUE, KEP_URL
@@ -244,17 +245,20 @@ def scenarios(
     """Every selected scenario, started side by side once the implementation is up; tests read their results."""
     prof = profile.profile
     say = _progress(pytestconfig)
-    nodes = list(cluster.info.nodes)
-    # Read once the implementation has finished publishing: a half-written pool read here would make scenarios skip
-    # for want of devices that were still on their way.
+    # The watcher first: devices are read with the nodes' labels as they are now (an implementation may label nodes
+    # when it starts), and once the implementation has finished publishing (observe/publishing.py): a half-written
+    # pool read here would make scenarios skip for want of devices that were still on their way.
+    watcher = InvariantWatcher(Cluster(cluster.info), prof.driver, prof.identity_attribute, run_id).start()
     try:
         slices = settled_slices(cluster, prof)
     except AssertionError as exc:
+        watcher.stop()
         pytest.exit(f"the implementation of profile {prof.name!r} did not finish publishing: {exc}", returncode=3)
-    pool = DevicePool(prof.driver, prof.identity_attribute, read_devices(slices, prof.identity_attribute, nodes))
+    pool = DevicePool(prof.driver, prof.identity_attribute, read_devices(slices, prof.identity_attribute, []))
+    pool.refresh(slices, watcher.live_nodes())
     kinds = [d.kind for d in pool.devices.values()]
     say(f"devices of {prof.driver}: {kinds.count('fabric')} fabric, {kinds.count('local')} node-local")
-    watcher = InvariantWatcher(Cluster(cluster.info), prof.driver, prof.identity_attribute, run_id).start()
+    probe = ProbeRecorder(implementation.resolve(prof.fabric_probe.url)).start() if prof.fabric_probe else None
 
     evidence = pytestconfig.stash[_EVIDENCE_KEY]
 
@@ -273,6 +277,7 @@ def scenarios(
                 say=say,
                 options=options,
                 invariants=watcher,
+                probe=probe,
             )
         )
 
@@ -288,6 +293,8 @@ def scenarios(
         finally:
             watcher.stop()
             watcher.cluster.close()
+            if probe is not None:
+                probe.stop()
 
 
 @pytest.fixture(scope="session")

@@ -31,7 +31,6 @@ from conformance.implementation.harness import Implementation, ImplementationFai
 from conformance.implementation.profile import LoadedProfile, ProfileError, load_profile
 from conformance.observe.devices import DevicePool, read_devices
 from conformance.observe.invariants import InvariantWatcher
-from conformance.observe.probe import ProbeRecorder
 from conformance.observe.publishing import settled_slices
 from conformance.observe.recorder import Recorder
 from conformance.report.catalogue import CATALOGUE, KEP_URL
@@ -240,7 +239,12 @@ def implementation(
 
 @pytest.fixture(scope="session")
 def scenarios(
-    cluster: Cluster, implementation: Implementation, profile: LoadedProfile, run_id: str, pytestconfig: pytest.Config
+    cluster: Cluster,
+    implementation: Implementation,
+    profile: LoadedProfile,
+    recorder: Recorder,
+    run_id: str,
+    pytestconfig: pytest.Config,
 ) -> Iterator[ScenarioRunner]:
     """Every selected scenario, started side by side once the implementation is up; tests read their results."""
     prof = profile.profile
@@ -248,7 +252,7 @@ def scenarios(
     # The watcher first: devices are read with the nodes' labels as they are now (an implementation may label nodes
     # when it starts), and once the implementation has finished publishing (observe/publishing.py): a half-written
     # pool read here would make scenarios skip for want of devices that were still on their way.
-    watcher = InvariantWatcher(Cluster(cluster.info), prof.driver, prof.identity_attribute, run_id).start()
+    watcher = InvariantWatcher(recorder, prof.driver, prof.identity_attribute).start()
     try:
         slices = settled_slices(cluster, prof)
     except AssertionError as exc:
@@ -258,7 +262,6 @@ def scenarios(
     pool.refresh(slices, watcher.live_nodes())
     kinds = [d.kind for d in pool.devices.values()]
     say(f"devices of {prof.driver}: {kinds.count('fabric')} fabric, {kinds.count('local')} node-local")
-    probe = ProbeRecorder(implementation.resolve(prof.fabric_probe.url)).start() if prof.fabric_probe else None
 
     evidence = pytestconfig.stash[_EVIDENCE_KEY]
 
@@ -275,9 +278,9 @@ def scenarios(
                 pool=pool,
                 objects=tracker,
                 say=say,
+                record=recorder,
                 options=options,
                 invariants=watcher,
-                probe=probe,
             )
         )
 
@@ -292,9 +295,6 @@ def scenarios(
             runner.join()
         finally:
             watcher.stop()
-            watcher.cluster.close()
-            if probe is not None:
-                probe.stop()
 
 
 @pytest.fixture(scope="session")
@@ -309,7 +309,7 @@ def cluster_scenarios(
     def context(sc: Scenario) -> ClusterContext:
         handle = Cluster(cluster.info)
         return evidence.remember(
-            ClusterContext(scenario=sc, cluster=handle, objects=ObjectTracker(handle, run_id), say=say)
+            ClusterContext(scenario=sc, cluster=handle, objects=ObjectTracker(handle, run_id), say=say, record=recorder)
         )
 
     selected = [evidence.guard(sc) for sc in pytestconfig.stash.get(_SELECTED_KEY, []) if not sc.implementation]

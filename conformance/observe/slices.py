@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import urllib.request
 from typing import Any
@@ -12,7 +11,6 @@ from kubernetes import client
 from conformance.cluster.client import Cluster
 from conformance.cluster.waits import wait_for
 from conformance.implementation import endpoints
-from conformance.observe.watchcache import WatchCache
 
 
 def driver_slices(cluster: Cluster, driver: str) -> list[dict[str, Any]]:
@@ -226,54 +224,6 @@ def device_conditions(claim: dict[str, Any], result: dict[str, Any]) -> dict[str
         if result_key(entry) == result_key(result):
             return {c["type"]: c["status"] for c in entry.get("conditions") or []}
     return {}
-
-
-class ClaimHistory:
-    """Every allocation the claims of some namespaces go through, from a watch: one entry per change.
-
-    A rewrite in place shows as two different allocations in a row with no None ("cleared") between them.
-    """
-
-    def __init__(self, cluster: Cluster, namespaces: set[str]) -> None:
-        self.namespaces = namespaces
-        self.history: dict[str, list[tuple[tuple[str, str, str], ...] | None]] = {}
-        self.true_conditions: dict[str, list[str]] = {}  # claim -> condition types seen True, in order
-        self.first_allocated: dict[str, dict[str, Any]] = {}  # claim -> the claim as first seen allocated
-        self._cache = WatchCache(cluster.api, "resourceclaims", "resource.k8s.io", "v1", on_event=self._event)
-
-    def __enter__(self) -> ClaimHistory:
-        self._cache.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._cache.stop()
-
-    def _event(self, kind: str, claim: dict[str, Any]) -> None:
-        meta = claim["metadata"]
-        if meta.get("namespace") not in self.namespaces or kind == "DELETED":
-            return
-        name = f"{meta['namespace']}/{meta['name']}"
-        key = allocation_key(claim)
-        seen = self.history.setdefault(name, [])
-        if not seen or seen[-1] != key:
-            seen.append(key)
-        if key is not None:
-            self.first_allocated.setdefault(name, claim)
-        conds = self.true_conditions.setdefault(name, [])
-        allocation = (claim.get("status") or {}).get("allocation") or {}
-        for r in (allocation.get("devices") or {}).get("results") or []:
-            conds += [t for t, s in device_conditions(claim, r).items() if s == "True" and t not in conds]
-
-    def allocations(self, name: str) -> list[tuple[tuple[str, str, str], ...] | None]:
-        return list(self.history.get(name, []))
-
-    def in_place_rewrites(self) -> list[str]:
-        return [
-            f"{name}: {before} -> {after}"
-            for name, seen in self.history.items()
-            for before, after in itertools.pairwise(seen)
-            if before is not None and after is not None and before != after
-        ]
 
 
 def pod_state(pod: client.V1Pod) -> str:

@@ -20,7 +20,7 @@ from tenacity import retry, retry_if_exception, stop_after_attempt, wait_fixed
 from conformance.cluster.client import Cluster
 from conformance.cluster.manifests import RESOURCE_API, device_class, pod_with_claim_template, unique_driver
 from conformance.cluster.waits import WaitTimeout, wait_for
-from conformance.observe.history import SCHEDULE_S, Binding, History
+from conformance.observe.views import SCHEDULE_S, Binding, History
 from conformance.suite.scenario import ClusterContext
 
 # The scheduler's PreBind re-reads the claim every 5 s (KEP-5007; unchanged through 1.38). A pod that must NOT bind

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from conformance.observe.history import SCHEDULE_S, History
 from conformance.observe.slices import allocation_results
+from conformance.observe.views import SCHEDULE_S
 from conformance.suite.cluster.owned import pending_events, start
 from conformance.suite.scenario import ClusterContext, result_fixture, scenario
 
@@ -40,7 +40,7 @@ def node_local_preference(ctx: ClusterContext) -> Preference:
     driver.fabric_pool([node], pool="a-fabric")
     driver.pod("app", driver.claim_template(), node)
     ns = driver.namespace
-    with History(ctx.cluster, ns, ctx.objects.run_id) as history:
+    with ctx.history(ns) as history:
         history.wait(lambda h: h.binding(), timeout=SCHEDULE_S, expected="the pod to be bound")
         claim = history.events("claim")[-1].obj
         binding = history.binding()

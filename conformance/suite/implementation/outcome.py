@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from conformance.implementation.profile import Profile
-from conformance.observe.history import Allocation, Binding, History
-from conformance.observe.probe import ProbeRecorder, States
+from conformance.observe.recorder import Recorder, States
 from conformance.observe.slices import BIND_SLACK_S
+from conformance.observe.views import Allocation, Binding, History
 from conformance.suite.scenario import Context
 
 Path = Literal["fabric", "local", "none"]
@@ -180,7 +180,7 @@ def outcome(ctx: Context, history: History, node: str) -> Outcome:
     return seen
 
 
-def early_conditions(seen: Outcome, probe: ProbeRecorder) -> list[str]:
+def early_conditions(seen: Outcome, probe: Recorder) -> list[str]:
     """IMP-3: every binding condition, and every condition that means `reschedule` (it says "attached, now
     reallocate"), seen True on a fabric allocation while the fabric did not yet say the device was attached to the
     allocation's node. The probe answer compared is the first one sent after the watch delivered the condition."""

@@ -18,8 +18,8 @@ from conformance.cluster.manifests import claim_template, pod_with_claim_templat
 from conformance.cluster.waits import WaitTimeout
 from conformance.implementation.faults import FaultInjector
 from conformance.observe.devices import fabric_only_node
-from conformance.observe.history import SCHEDULE_S, Allocation, Binding, History
 from conformance.observe.slices import free_copies
+from conformance.observe.views import SCHEDULE_S, Allocation, Binding, History
 from conformance.suite.implementation.outcome import bind_timeout
 from conformance.suite.scenario import Context, result_fixture, scenario
 
@@ -61,7 +61,7 @@ def attach_failure(ctx: Context) -> FailureRun:
     ns = ctx.namespace()
     run = FailureRun(node, lease.identities, meanings=dict(ctx.profile.failure_conditions))
     url = ctx.implementation.resolve(ctx.profile.fault_injector.url)
-    with History(ctx.cluster, ns, ctx.objects.run_id) as history, FaultInjector(url, frozenset(lease.identities)) as f:
+    with ctx.history(ns) as history, FaultInjector(url, frozenset(lease.identities)) as f:
         message = f"conformance scenario {ctx.scenario.name}: attach refused"
         # count=FAIL_ATTEMPTS: an implementation may retry an attach whose outcome it lost (e.g. the controller
         # restarted meanwhile: IMP-8 runs side by side); the retry must fail too, or no failure would be reported.

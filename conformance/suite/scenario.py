@@ -352,6 +352,11 @@ class ScenarioRunner:
                 f"scenario {sc.name}: invariants broken while it ran:\n" + "\n".join(f"  {v}" for v in broken) + then
             ) from failure
 
+    def wait_all(self) -> list[str]:
+        """Wait until every scenario has ended (its cleanup included); the names of those that ran."""
+        wait(self._futures.values(), timeout=SCENARIO_DEADLINE_S)
+        return [name for name, t in self.timings.items() if t.outcome != "skipped"]
+
     def join(self) -> None:
         """Wait for every scenario (their cleanup runs in their threads), then stop the pool."""
         _, running = wait(self._futures.values(), timeout=SCENARIO_DEADLINE_S)

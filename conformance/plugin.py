@@ -232,6 +232,7 @@ def implementation(
         recorder.probe(impl.resolve(profile.profile.fabric_probe.url))
     yield impl
     evidence.end()  # the objects as the run left them, before the implementation removes its own
+    recorder.stop_probe()
     problems = impl.stop()
     evidence.gather_logs(workdir, "implementation", "implementation process logs")
     assert not problems, "the implementation did not stop cleanly:\n" + "\n".join(problems)

@@ -1,8 +1,12 @@
 """IMP-10..12: the fabric's truth for every device of every implementation scenario, judged once all of them have
-ended, from the run-wide record (conformance/observe/attachments.py says how each moment is compared).
+ended, from the run-wide record (conformance/observe/attachments.py says how each moment is compared). At the end
+it waits (from the record, up to detachSeconds) until the fabric holds no attachment of the run, then judges; an
+attachment still held then is a failure.
 
-Not a scenario of its own: it reads what the others did. At the end it waits (from the record, up to detachSeconds)
-until the fabric holds no attachment of the run, then judges; an attachment still held then is a failure.
+The other scenarios walk their own paths; this module adds one that walks the moments these rules are about, so
+they are judged in every run whichever scenarios are selected with it: pod A binds with a (slowed) attach and stays
+bound; pod B's claim goes away while its slowed attach is in flight (released before ready); the controller is
+restarted while A is bound (where the profile names its process); A is then watched for HOLD_S more.
 """
 
 from __future__ import annotations
@@ -12,12 +16,110 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 
+from conformance.cluster.manifests import claim_template, pinned_pod
 from conformance.cluster.waits import WaitTimeout, wait_for
+from conformance.implementation.faults import FaultInjector
 from conformance.implementation.profile import LoadedProfile
 from conformance.observe.attachments import Judge, Verdicts, stamp
 from conformance.observe.recorder import PROBE_PERIOD_S, Recorder
-from conformance.suite.scenario import ScenarioRunner
+from conformance.observe.slices import BIND_SLACK_S
+from conformance.suite.implementation.outcome import Outcome, bind_timeout, follow
+from conformance.suite.scenario import Context, ScenarioRunner, result_fixture, scenario
+
+SLOW_A_S = 2.0  # A's attach, slowed: a condition reported before the fabric finished has this long to show
+SLOW_B_S = 4.0  # B's attach, slowed: its claim is deleted while this attach is in flight
+HOLD_S = 3.0  # A stays bound this long after the restart (or B's release): what happens to its device meanwhile
+
+
+@dataclass
+class Lifecycle:
+    node: str
+    a: Outcome | None = None
+    b_device: str | None = None  # the device whose attach was in flight when B's claim was deleted
+    b_state: tuple[str, str] | None = None  # what the probe said of it then
+    restarted: str = ""  # what was restarted while A was bound
+
+
+def _delete(ctx: Context, ns: str, pod: str, claims: list[str]) -> None:
+    ctx.cluster.core.delete_namespaced_pod(pod, ns, grace_period_seconds=0)
+    for claim in claims:
+        try:
+            ctx.cluster.resource.delete_namespaced_resource_claim(claim, ns)
+        except ApiException as exc:
+            if exc.status != 404:  # the resourceclaim controller may have removed the generated claim already
+                raise
+
+
+@scenario(
+    "device-lifecycle",
+    "a pod bound through a slow attach, a claim deleted while its attach is in flight, a controller restart while a "
+    "pod is bound: the fabric's truth at every moment",
+    ("IMP-10", "IMP-11", "IMP-12"),
+    probe=True,
+)
+def device_lifecycle(ctx: Context) -> Lifecycle:
+    probe = ctx.probe
+    assert probe is not None  # probe=True: skipped without one
+    node, lease_a, ns_a = ctx.remote_fabric()
+    lease_b = ctx.lease(1, "fabric", node)
+    ns_b = ctx.namespace()
+    ctx.objects.create(claim_template("gpu", ctx.device_class(lease_b)), ns_b)
+    seen = Lifecycle(node)
+    injector = ctx.profile.fault_injector
+    url = ctx.implementation.resolve(injector.url) if injector else None
+    counted = ctx.profile.fabric_entries == "counted"  # the device an entry gets is known once attached
+    faults = FaultInjector(url, frozenset(lease_a.identities + lease_b.identities), frozenset({node})) if url else None
+    try:
+
+        def slow(identity: str, seconds: float) -> str | None:
+            if faults is None:  # no fault injector: the attaches go at the fabric's own pace
+                return None
+            where: dict[str, Any] = {"node": node} if counted else {"device": identity}
+            return faults.arm("slow", delaySeconds=seconds, **where)
+
+        slow(lease_a.identities[0], SLOW_A_S)
+        with ctx.history(ns_a) as history_a:
+            ctx.objects.create(pinned_pod("a", "gpu", node), ns_a)
+            seen.a = follow(ctx, history_a, node, bind_timeout(ctx.profile, SLOW_A_S))
+        used = {i for i in seen.a.final_identities() if i}
+
+        fault_b = slow(lease_b.identities[0], SLOW_B_S)
+        with ctx.history(ns_b) as history_b:
+            ctx.objects.create(pinned_pod("b", "gpu", node), ns_b)
+            timeout = ctx.profile.promises.attach_s + BIND_SLACK_S
+
+            def in_flight() -> tuple[str, tuple[str, str]] | None:
+                states = probe.now()
+                if not counted:
+                    state = states.get(lease_b.identities[0])
+                    return (lease_b.identities[0], state) if state else None
+                hit = [h["device"] for h in faults.hits(fault_b)] if faults and fault_b else []
+                found = hit or [i for i in states if i not in used and states[i][0] == node]
+                return (found[0], states[found[0]]) if found and found[0] in states else None
+
+            seen.b_device, seen.b_state = wait_for(
+                in_flight,
+                bool,
+                timeout=timeout,
+                expected=f"the attach for pod {ns_b}/b to start (the probe to list its device on {node})",
+                interval=PROBE_PERIOD_S,
+                max_interval=PROBE_PERIOD_S,
+            )
+            _delete(ctx, ns_b, "b", list(history_b.latest("claim")))
+    finally:
+        if faults is not None:
+            faults.close()
+    if ctx.profile.controller.process is not None:
+        ctx.implementation.restart(ctx.profile.controller.process)
+        seen.restarted = f"{ctx.profile.controller.process} while pod a was bound"
+    probe.after(time.time() + HOLD_S, timeout=HOLD_S + 10)  # A observed, bound, for HOLD_S more
+    _delete(ctx, ns_a, "a", list(history_a.latest("claim")))
+    return seen
+
+
+lifecycle = result_fixture("lifecycle", "device-lifecycle")
 
 
 @dataclass
@@ -65,6 +167,19 @@ def _verdict(truth: Truth, rule: str, record_property: Any) -> None:
     assert not found, f"{len(found)} violations (probe period {PROBE_PERIOD_S:g}s):\n  " + "\n  ".join(found[:20])
     if not v.checked.get(rule):
         pytest.skip(f"{rule}: nothing could be judged: {v.unjudged.get(rule, ['no device was used'])[:3]}")
+
+
+@pytest.mark.requirement("IMP-10")
+def test_the_lifecycle_walked_every_moment(lifecycle: Lifecycle, record_property: Any) -> None:
+    """The walk itself: A bound where the fabric attached its device, B's claim released while attaching."""
+    assert lifecycle.a is not None
+    problems = lifecycle.a.binding_problems()
+    assert not problems, "\n".join(problems)
+    assert lifecycle.b_state is not None and lifecycle.b_state[1] != "attached", (
+        f"B's claim was released only after its attach completed ({lifecycle.b_device}: {lifecycle.b_state}): "
+        "the release before ready was not walked"
+    )
+    record_property("restarted", lifecycle.restarted or "nothing (the profile names no controller process)")
 
 
 @pytest.mark.requirement("IMP-10")

@@ -7,8 +7,8 @@ runs exercise against a real apiserver.
 
 from __future__ import annotations
 
-import time
 import itertools
+import time
 from typing import Any
 
 from conformance.observe.invariants import InvariantWatcher
@@ -61,7 +61,10 @@ def _event(w: InvariantWatcher, kind: str, event: str, obj: dict[str, Any]) -> N
 
 def _slice(*devices: tuple[str, str]) -> dict[str, Any]:
     devs = [{"name": n, "attributes": {"uuid": {"string": u}}} for n, u in devices]
-    return {"metadata": {"name": f"s{next(_names)}"}, "spec": {"driver": DRIVER, "pool": {"name": "fabric"}, "devices": devs}}
+    return {
+        "metadata": {"name": f"s{next(_names)}"},
+        "spec": {"driver": DRIVER, "pool": {"name": "fabric"}, "devices": devs},
+    }
 
 
 def test_binding_state() -> None:

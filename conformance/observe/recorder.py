@@ -291,7 +291,12 @@ class Recorder:
         samples = self.samples()
         gaps = sorted(b.sent - a.sent for a, b in itertools.pairwise(samples))
         latency = sorted(s.received - s.sent for s in samples)
-        probe: dict[str, Any] = {"url": self.probe_url, "periodSeconds": PROBE_PERIOD_S}
+        # The attachment rules (attachments.py) tolerate one period at the end of a binding-condition stretch.
+        probe: dict[str, Any] = {
+            "url": self.probe_url,
+            "periodSeconds": PROBE_PERIOD_S,
+            "toleranceSeconds": PROBE_PERIOD_S,
+        }
         if self.probe_url:
             probe |= {"samples": len(samples), "errors": len(self.probe_errors)}
             if gaps:

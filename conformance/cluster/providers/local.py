@@ -30,7 +30,7 @@ from conformance.cluster.gates import binary_gates, gates_to_enable
 from conformance.cluster.nodes import create_nodes, wait_nodes_ready
 from conformance.cluster.providers.base import ClusterInfo, ClusterSpec, ProviderNotReady
 from conformance.cluster.providers.existing import mark_test_cluster
-from conformance.cluster.readiness import https_get, inline_kubeconfig, side_by_side
+from conformance.cluster.readiness import https_get, inline_kubeconfig, side_by_side, warm_client_imports
 from conformance.cluster.toolchain.build import Binaries, ensure_binaries
 from conformance.cluster.toolchain.gobuild import Progress
 from conformance.cluster.waits import Cancelled, wait_for
@@ -190,6 +190,7 @@ class LocalProvider:
         (self.workdir / "scheduler.yaml").write_text(yaml.safe_dump(scheduler_config(timeout, leader_election=False)))
         (self.workdir / "kwokctl.yaml").write_text(yaml.safe_dump(self._kwokctl_config(binaries, gates, spec)))
         self._started = time.monotonic()
+        warm_client_imports()  # while kwokctl and the apiserver start
         self.progress(
             f"starting local cluster {self.cluster_name} (Kubernetes {spec.version}, {len(spec.nodes)} kwok nodes)"
         )

@@ -27,6 +27,7 @@ import yaml
 
 from conformance.cluster.client import Cluster
 from conformance.cluster.gates import binary_gates, gates_to_enable
+from conformance.cluster.interrupts import shielded
 from conformance.cluster.nodes import create_nodes, wait_nodes_ready
 from conformance.cluster.providers.base import ClusterInfo, ClusterSpec, ProviderNotReady
 from conformance.cluster.providers.existing import mark_test_cluster
@@ -54,6 +55,8 @@ PHASES = (
 # Fast polls where no watch exists (a component's health endpoint): a start-up is over in a few seconds.
 PROBE_INTERVAL_S = 0.05
 PROBE_MAX_INTERVAL_S = 0.2
+DELETE_TIMEOUT_S = 30.0
+GONE_GRACE_S = 2.0
 NEVER = threading.Event()
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok-controller")
 
@@ -432,6 +435,11 @@ class LocalProvider:
 
     # -- stop ----------------------------------------------------------------------------------------------
     def stop(self) -> None:
+        """Delete the cluster (shielded from interrupts: a cluster is never left half-deleted)."""
+        with shielded():
+            self._stop()
+
+    def _stop(self) -> None:
         if self.workdir is None or not self.workdir.exists():
             return
         if self.keep:
@@ -465,9 +473,9 @@ def _env(workdir: Path) -> dict[str, str]:
     return dict(os.environ, KWOK_WORKDIR=str(workdir / "kwok"))
 
 
-def run_kwokctl(kwokctl: Path, workdir: Path, name: str, *args: str) -> str:
+def run_kwokctl(kwokctl: Path, workdir: Path, name: str, *args: str, timeout: float = 300) -> str:
     cmd = [str(kwokctl), "--name", name, *args]
-    proc = subprocess.run(cmd, env=_env(workdir), capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(cmd, env=_env(workdir), capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         raise ProviderNotReady(
             f"`kwokctl {' '.join(args[:3])}` failed (exit {proc.returncode}):\n"
@@ -479,15 +487,30 @@ def run_kwokctl(kwokctl: Path, workdir: Path, name: str, *args: str) -> str:
 def delete_cluster(name: str, workdir: Path, kwokctl: Path | None, *, keep_folder: bool = False) -> None:
     """Delete a cluster and its folder; kill anything of it that survives (never leave processes behind).
 
-    keep_folder keeps the suite's own files (configs) and removes only kwokctl's state, for a retry.
+    keep_folder keeps the suite's own files (configs) and removes only kwokctl's state, for a retry. No wait here
+    goes through wait_for: this runs after an interrupt too, when every wait_for stops at once.
     """
     if kwokctl is not None and (workdir / "kwok").exists():
         try:
-            run_kwokctl(kwokctl, workdir, name, "delete", "cluster")
+            run_kwokctl(kwokctl, workdir, name, "delete", "cluster", timeout=DELETE_TIMEOUT_S)
         except (ProviderNotReady, subprocess.TimeoutExpired) as exc:
             _print(f"warning: kwokctl delete of {name} failed, killing its processes: {exc}")
-    for pid, cmd in leftover_processes(str(workdir)):
+    # kwokctl SIGKILLs the components; one may still be exiting for a moment (seen as leftover, then gone).
+    survivors = _until_gone(str(workdir), GONE_GRACE_S)
+    for pid, cmd in survivors:
         _print(f"warning: killing leftover process {pid} of cluster {name}: {cmd[:120]}")
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+    if survivors:
+        _until_gone(str(workdir), GONE_GRACE_S)
     shutil.rmtree(workdir / "kwok" if keep_folder else workdir, ignore_errors=True)
+
+
+def _until_gone(marker: str, grace: float) -> list[tuple[int, str]]:
+    """Live (not zombie) processes of `marker` still there after up to `grace` seconds."""
+    deadline = time.monotonic() + grace
+    while True:
+        alive = [(pid, cmd) for pid, cmd in leftover_processes(marker) if _running(pid)]
+        if not alive or time.monotonic() >= deadline:
+            return alive
+        time.sleep(0.05)

@@ -298,12 +298,14 @@ class Implementation:
         return problems
 
     def _kill_all(self) -> None:
-        """SIGKILL every process group still alive (also at interpreter exit: nothing outlives the run)."""
-        for run in self.running:
-            if run.proc.poll() is None:
-                _signal_group(run.proc, signal.SIGKILL)
-                run.proc.wait()
+        """SIGKILL every process group still alive (also at interpreter exit: nothing outlives the run). Every
+        group is signalled before any is waited for, so an interrupt while waiting cannot spare one."""
+        alive = [run for run in self.running if run.proc.poll() is None]
         self.running = []
+        for run in alive:
+            _signal_group(run.proc, signal.SIGKILL)
+        for run in alive:
+            run.proc.wait()
 
 
 def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:

@@ -156,9 +156,11 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> None:
 
 def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
     """Ctrl-C or SIGTERM: stop the scenario threads' waits, so teardown does not wait for their deadlines."""
+    if excinfo.type is not KeyboardInterrupt:  # pytest's own stops (collection errors, -x) come here too
+        return
     CANCELLED.set()
     print(
-        f"[dra-conformance] interrupted ({interrupts.interrupted() or 'KeyboardInterrupt'}): stopping the scenarios, "
+        f"[dra-conformance] interrupted ({interrupts.interrupted() or 'SIGINT'}): stopping the scenarios, "
         "the implementation and the cluster; the reports will cover what ran",
         file=sys.stderr,
         flush=True,

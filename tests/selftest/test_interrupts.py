@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from conformance.cluster.providers.local import PORT_OPTIONS, clusters_root, leftover_processes
-from tests.selftest.suite_runner import ROOT
+from selftest.suite_runner import ROOT
 
 END_WITHIN_S = 20.0  # measured under load (2 cores shared with other runs); idle it is a few seconds
 PHASE_DEADLINE_S = 300.0

@@ -58,16 +58,18 @@ suite: conformance
 
 test: lint unit validate drivers selftest conformance
 
-# Figures of one full suite run (bring-up, wall time, scenarios, latencies, SCALE-1 with/without conditions).
+# Figures of one full suite run (bring-up, wall time, scenarios, latencies, SCALE-1 with/without conditions),
+# kept in reports/bench-history/ and compared with the previous run's: what got slower is printed.
 BENCH_SCALE_PODS ?= 100
 bench: binaries
 	mkdir -p $(REPORTS)/bench
 	$(BIN)/pytest conformance/suite $(SUITE_ARGS) -q --reports-dir=$(REPORTS)/bench \
 		--scale-pods $(BENCH_SCALE_PODS) $(PYTEST_ARGS) || true
-	$(BIN)/dra-conformance figures $(REPORTS)/bench/conformance-report.yaml
+	$(BIN)/dra-conformance figures $(REPORTS)/bench/conformance-report.yaml --history $(REPORTS)/bench-history
 
 bench-cluster: binaries
-	$(BIN)/dra-conformance bench --k8s-version $(K8S_VERSION) --out $(REPORTS)/bench-cluster.json
+	$(BIN)/dra-conformance bench --k8s-version $(K8S_VERSION) --out $(REPORTS)/bench-cluster.json \
+		--history $(REPORTS)/bench-history
 
 clusters-down: venv
 	$(BIN)/dra-conformance cluster down --all

@@ -119,11 +119,21 @@ def cluster_list() -> None:
 @click.option("--runs", default=5, show_default=True, type=click.IntRange(min=1))
 @click.option("--nodes", default=4, show_default=True, type=click.IntRange(min=1))
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="also write the figures as JSON")
-def bench(version: KubeVersion, runs: int, nodes: int, out: Path | None) -> None:
-    """Measure local cluster bring-up (to all nodes Ready), teardown and control-plane memory."""
+@click.option(
+    "--history",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="keep the figures in this folder and print what got slower since the previous bench",
+)
+def bench(version: KubeVersion, runs: int, nodes: int, out: Path | None, history: Path | None) -> None:
+    """Measure local cluster bring-up (to all nodes Ready, by phase), teardown, control-plane memory and CPU."""
     from conformance.cluster.bench import bench_local_cluster
+    from conformance.cluster.bench_history import cluster_figures, compare_and_record
 
-    bench_local_cluster(version, runs=runs, nodes=nodes, out=out)
+    figures = bench_local_cluster(version, runs=runs, nodes=nodes, out=out)
+    if history is not None:
+        for line in compare_and_record(history, "cluster", cluster_figures(figures)):
+            click.echo(line)
 
 
 @main.command("kind-config")
@@ -200,11 +210,23 @@ if __name__ == "__main__":
 
 @main.command("figures")
 @click.argument("report", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-def figures_command(report: Path) -> None:
+@click.option(
+    "--history",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="keep the figures in this folder and print what got slower since the previous bench",
+)
+def figures_command(report: Path, history: Path | None) -> None:
     """Print the benchmark figures of a suite run from its conformance-report.yaml."""
+    import yaml
+
+    from conformance.cluster.bench_history import compare_and_record, suite_figures
     from conformance.report.figures import print_figures
 
     print_figures(report)
+    if history is not None:
+        for line in compare_and_record(history, "suite", suite_figures(yaml.safe_load(report.read_text()))):
+            click.echo(line)
 
 
 @main.group()

@@ -7,7 +7,6 @@ installed. Fixtures that need a cluster start it lazily: unit tests never bring 
 from __future__ import annotations
 
 import re
-import signal
 import sys
 import time
 import uuid
@@ -19,6 +18,7 @@ import allure
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from conformance.cluster import interrupts
 from conformance.cluster.client import USER_AGENT, Cluster
 from conformance.cluster.gates import parse_gate_overrides
 from conformance.cluster.objects import RUN_LABEL, ObjectTracker
@@ -26,7 +26,7 @@ from conformance.cluster.providers import PROVIDERS, ClusterInfo, ClusterSpec, P
 from conformance.cluster.providers.base import default_nodes
 from conformance.cluster.toolchain.gobuild import BuildError
 from conformance.cluster.versions import DEFAULT_VERSION, UnsupportedVersion, parse_version
-from conformance.cluster.waits import CANCELLED, wait_for
+from conformance.cluster.waits import CANCELLED, Cancelled, wait_for
 from conformance.implementation.harness import Implementation, ImplementationFailed
 from conformance.implementation.profile import LoadedProfile, ProfileError, load_profile
 from conformance.observe.devices import DevicePool, read_devices
@@ -136,9 +136,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(RequirementReporter(config), "dra-conformance-requirements")
     config.addinivalue_line("markers", "requirement(id): the catalogue requirement a test checks, e.g. API-2")
-    # Turn SIGTERM into the KeyboardInterrupt path so fixture teardown (cluster deletion) still runs.
-    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
-        signal.signal(signal.SIGTERM, _interrupt)
+    # SIGINT and SIGTERM stop the run at once; the implementation's and the cluster's teardown still run (shielded).
+    interrupts.install()
     try:
         parse_version(config.getoption("--k8s-version"))
     except UnsupportedVersion as exc:
@@ -165,11 +164,6 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("--binding-timeout must be at least 1 second (the scheduler's minimum)")
 
 
-def _interrupt(signum: int, frame: Any) -> None:
-    CANCELLED.set()
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> None:
     """A test whose scenario failed fails here, in its call phase, with the scenario's error and evidence."""
@@ -178,9 +172,23 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> None:
             raise value.error
 
 
-def pytest_keyboard_interrupt() -> None:
-    """Ctrl-C: stop the scenario threads' waits, so teardown does not wait for their deadlines."""
+def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+    """Ctrl-C or SIGTERM: stop the scenario threads' waits, so teardown does not wait for their deadlines."""
+    if excinfo.type is not KeyboardInterrupt:  # pytest's own stops (collection errors, -x) come here too
+        return
     CANCELLED.set()
+    print(
+        f"[dra-conformance] interrupted ({interrupts.interrupted() or 'SIGINT'}): stopping the scenarios, "
+        "the implementation and the cluster; the reports will cover what ran",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish() -> None:
+    """Only teardown is left (the implementation, the cluster): a signal now must not cut it short."""
+    interrupts.shield_from_now_on()
 
 
 @pytest.fixture(scope="session")
@@ -235,6 +243,8 @@ def implementation(
     evidence.end()  # the objects as the run left them, before the implementation removes its own
     problems = impl.stop()
     evidence.gather_logs(workdir, "implementation", "implementation process logs")
+    if CANCELLED.is_set():  # interrupted: killing what did not stop in time is expected, not a finding
+        return
     assert not problems, "the implementation did not stop cleanly:\n" + "\n".join(problems)
 
 
@@ -349,8 +359,9 @@ def cluster(pytestconfig: pytest.Config, run_id: str) -> Iterator[Cluster]:
     handle = Cluster(info)
     try:
         yield handle
-        leaks = _leftover_namespaces(handle, run_id)
-        assert not leaks, f"namespaces of this run still present after the tests: {leaks}"
+        if not CANCELLED.is_set():  # an interrupted run deletes its objects but does not wait to check
+            leaks = _leftover_namespaces(handle, run_id)
+            assert not leaks, f"namespaces of this run still present after the tests: {leaks}"
     finally:
         handle.close()
         workdir = getattr(provider, "workdir", None)  # the local provider's components log there
@@ -396,6 +407,8 @@ def _leftover_namespaces(cluster: Cluster, run_id: str) -> list[str]:
         wait_for(names, lambda left: not left, timeout=NAMESPACE_GONE_S, expected="test namespaces to be deleted")
     except AssertionError:
         return names()
+    except Cancelled:  # interrupted meanwhile: not checked
+        return []
     return []
 
 
@@ -556,6 +569,8 @@ class RequirementReporter:
                 "file": str(loaded.path),
             }
         run["wallSeconds"] = round(time.monotonic() - self.started, 1)
+        if stopped_by := interrupts.interrupted():
+            run["interrupted"] = stopped_by
         if _CLUSTER_KEY in self.config.stash:
             info, timings = self.config.stash[_CLUSTER_KEY]
             run["cluster"] = {
@@ -637,6 +652,11 @@ class RequirementReporter:
                 write(f"  - {headline(reason, 400)}")
         status = self.config.getoption("--accept")
         write(f"result: {self.result}", bold=True)
+        if stopped_by := interrupts.interrupted():
+            write(
+                f"interrupted by {stopped_by} after {time.monotonic() - self.started:.0f}s: "
+                "requirements not reached are not-covered"
+            )
         if self.result == "partial":
             if "partial" in status:
                 write("partial result accepted (--accept partial): exit status 0", yellow=True, bold=True)

@@ -41,6 +41,19 @@ def go_env(required_go: str) -> dict[str, str]:
     return env
 
 
+def toolchain_choice(required_go: str, env: dict[str, str]) -> str:
+    """Which toolchain a build runs with and why, for the build log."""
+    chosen = env["GOTOOLCHAIN"]
+    if chosen == "local":
+        return f"this machine's go {local_go_version()}"
+    if chosen == NEWER_TOOLCHAIN and version_tuple(required_go) > version_tuple(local_go_version()):
+        return (
+            f"this machine's go {local_go_version()} is older, so GOTOOLCHAIN={chosen} "
+            "(fetched by the go command from the module proxy; DRA_CONFORMANCE_GOTOOLCHAIN overrides)"
+        )
+    return f"GOTOOLCHAIN={chosen} from the environment"
+
+
 def go_json(args: list[str], cwd: Path, env: dict[str, str], what: str) -> list[dict]:
     """Run a go command that prints a stream of JSON objects (e.g. `go mod download -json`)."""
     proc = subprocess.run(["go", *args], cwd=cwd, env=env, capture_output=True, text=True)

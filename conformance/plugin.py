@@ -209,7 +209,8 @@ def scenarios(
     pool = DevicePool(
         prof.driver,
         prof.identity_attribute,
-        read_devices(driver_slices(cluster, prof.driver), prof.identity_attribute, nodes),
+        # Settled, not as first seen: a controller logs ready before it has written all its slices.
+        read_devices(_settled_slices(cluster, prof.driver), prof.identity_attribute, nodes),
     )
     kinds = [d.kind for d in pool.devices.values()]
     say(f"devices of {prof.driver}: {kinds.count('fabric')} fabric, {kinds.count('local')} node-local")

@@ -156,7 +156,7 @@ def test_no_binding_before_all_conditions_are_true(flow: Flow, cluster: Cluster)
     assert flow.bound_to, f"the pod was not bound within {BIND_DEADLINE_S:g}s"
     assert not flow.bound_while_pending, f"bound while {flow.bound_while_pending} were not True"
     assert flow.pending_event, "no BindingConditionsPending event for the pod"
-    if parse_version(cluster.info.version).minor >= 35:  # NominatedNodeNameForExpectation
+    if parse_version(cluster.info.version).release.nominates_while_waiting:  # NominatedNodeNameForExpectation
         assert flow.nominated <= {flow.node}, f"nominatedNodeName showed {flow.nominated}, expected {flow.node}"
 
 

@@ -20,7 +20,7 @@ SUITE_ARGS := --provider $(PROVIDER) --k8s-version $(K8S_VERSION) --profile $(PR
 	$(if $(filter existing,$(PROVIDER)),--kubeconfig $(KUBECONFIG))
 
 .PHONY: all conformance test unit drivers selftest suite lint binaries venv bench bench-cluster clusters-down clean
-.PHONY: validate image kind-config
+.PHONY: validate image kind-config matrix
 
 all: test
 
@@ -58,6 +58,14 @@ suite: conformance
 
 test: lint unit validate drivers selftest conformance
 
+# The whole suite on every supported release, one at a time (binaries built once where missing, else reused),
+# and one matrix report: $(REPORTS)/matrix/matrix.{md,html,yaml}, each release's reports in $(REPORTS)/matrix/<v>/.
+# MATRIX_RELEASES="1.37.2 1.38.0-beta.0" narrows it; `dra-conformance matrix --report-only` rebuilds the table.
+MATRIX_RELEASES ?=
+matrix: venv
+	$(BIN)/dra-conformance matrix --profile $(PROFILE) --out $(REPORTS)/matrix \
+		$(addprefix --release ,$(MATRIX_RELEASES)) $(if $(PYTEST_ARGS),-- $(PYTEST_ARGS))
+
 # Figures of one full suite run (bring-up, wall time, scenarios, latencies, SCALE-1 with/without conditions).
 BENCH_SCALE_PODS ?= 100
 bench: binaries
@@ -77,7 +85,7 @@ clean:
 
 # -- kind, container image, manifests (README "On kind") ----------------------------------------------------
 IMAGE ?= dra-fake-drivers:0.1.0
-K8S_RELEASES ?= 1.34 1.35 1.36 1.37
+K8S_RELEASES ?= 1.34 1.35 1.36 1.37 1.38
 
 # The reference image, built from fake-drivers/ (needs a Docker engine; the kind provider loads it).
 image:

@@ -131,17 +131,19 @@ def test_fabric_devices_are_published_with_binding_fields(
     assert pools, f"no slice of {profile.profile.driver} without nodeName offers devices with binding conditions"
     for s in pools:
         assert s["spec"].get("nodeSelector") or s["spec"].get("allNodes"), f"{s['metadata']['name']}: no reach"
-        for d in s["spec"]["devices"]:
+        for d in s["spec"].get("devices") or []:
             assert d.get("bindsToNode") is True, f"{d['name']}: bindsToNode is not true"
             assert d.get("bindingConditions") and d.get("bindingFailureConditions"), f"{d['name']}: {d}"
-            assert d.get("attributes", {}).get(profile.profile.identity_attribute), f"{d['name']}: no identity"
+            assert (d.get("attributes") or {}).get(profile.profile.identity_attribute), f"{d['name']}: no identity"
 
 
 @pytest.mark.requirement("SCH-2")
 def test_fallback_allocation_copies_conditions_and_pins_one_node(flow: Flow) -> None:
     results = _fabric_results(flow)
     assert results, "the pod on a node without local devices was not given a device with binding conditions"
-    published = {(s["spec"]["pool"]["name"], d["name"]): d for s in flow.slices for d in s["spec"].get("devices", [])}
+    published = {
+        (s["spec"]["pool"]["name"], d["name"]): d for s in flow.slices for d in (s["spec"].get("devices") or [])
+    }
     for r in results:
         source = published[(r["pool"], r["device"])]
         assert r["bindingConditions"] == source["bindingConditions"]

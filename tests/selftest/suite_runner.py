@@ -8,12 +8,25 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+# The release the selftest session runs on (set from its --k8s-version by conftest.py), passed to every suite run.
+VERSION_ARGS: list[str] = []
 
 
 def run_suite(junit: Path, *args: str, target: str = "conformance/suite") -> tuple[int, str, dict[str, str]]:
     """Exit code, combined output and the outcome of each test case (from the JUnit XML)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", target, "-p", "no:cacheprovider", f"--junitxml={junit}", "-q", *args],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            target,
+            "-p",
+            "no:cacheprovider",
+            f"--junitxml={junit}",
+            "-q",
+            *VERSION_ARGS,
+            *args,
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -7,6 +7,7 @@ suite run already keeps the machine's cores busy with its scenarios side by side
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -16,7 +17,7 @@ from pathlib import Path
 from conformance.cluster.toolchain.build import ensure_binaries
 from conformance.cluster.toolchain.cache import Cache, default_cache_root
 from conformance.cluster.versions import RELEASES, KubeVersion, parse_version
-from conformance.report.matrix import Matrix, ReleaseRun, load_run, write_matrix
+from conformance.report.matrix import RUN_RECORD, Matrix, ReleaseRun, load_run, write_matrix
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -70,6 +71,7 @@ def run_release(
     with (folder / "pytest.log").open("w") as log:
         code = subprocess.run(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, check=False).returncode
     seconds = round(time.monotonic() - started, 1)
+    (folder / RUN_RECORD).write_text(json.dumps({"exit_code": code, "run_seconds": seconds}) + "\n")
     tail = "\n".join((folder / "pytest.log").read_text(errors="replace").strip().splitlines()[-3:])
     say(f"matrix: Kubernetes {version}: exit {code} in {seconds:.0f}s: {tail.splitlines()[-1] if tail else ''}")
     return load_run(

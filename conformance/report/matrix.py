@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import datetime as dt
 import html
+import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ import yaml
 from conformance.cluster.versions import Release, parse_version
 from conformance.report.catalogue import KEP_URL, REQUIREMENTS
 
+RUN_RECORD = "run.json"
 SYMBOL = {"passed": "✅", "failed": "❌", "skipped": "⏭", "not-covered": "—", "error": "💥"}
 
 
@@ -32,6 +35,7 @@ class ReleaseRun:
     build_seconds: float | None = None
     note: str = ""  # why there is no report (the run's last words)
     reports_dir: str = ""
+    tests: str = ""  # pytest's summary line, e.g. "57 passed, 5 skipped"
 
     @property
     def release(self) -> Release:
@@ -54,7 +58,22 @@ def load_run(version: str, reports_dir: Path, **run: Any) -> ReleaseRun:
     """The run of `version` whose reports are in `reports_dir` (conformance-report.yaml)."""
     path = reports_dir / "conformance-report.yaml"
     report = yaml.safe_load(path.read_text()) if path.exists() else None
-    return ReleaseRun(version, report, reports_dir=str(reports_dir), **run)
+    recorded = reports_dir / RUN_RECORD  # what the runner wrote: lets --report-only show the run's time
+    run = {**(json.loads(recorded.read_text()) if recorded.exists() else {}), **run}
+    return ReleaseRun(version, report, reports_dir=str(reports_dir), tests=_pytest_summary(reports_dir), **run)
+
+
+_SUMMARY_RE = re.compile(r"^=* ?(\d+ (?:passed|failed|skipped|error).*?) in [\d.]+s")
+
+
+def _pytest_summary(reports_dir: Path) -> str:
+    """The counts of pytest's last line in the run's pytest.log ("" if there is none)."""
+    log = reports_dir / "pytest.log"
+    lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+    for line in reversed(lines):
+        if match := _SUMMARY_RE.match(line.strip()):
+            return match[1]
+    return ""
 
 
 @dataclass
@@ -111,6 +130,7 @@ def _release_summary(run: ReleaseRun) -> dict[str, Any]:
         "kubernetes": run.version,
         "result": run.result,
         "totals": (run.report or {}).get("totals", {}),
+        "tests": run.tests,
         "runSeconds": run.run_seconds,
         "suiteWallSeconds": (run.report or {}).get("wallSeconds"),
         "bringUpSeconds": cluster.get("bringUpSeconds"),
@@ -155,8 +175,9 @@ def _release_rows(matrix: Matrix) -> list[tuple[str, list[str]]]:
     summaries = [_release_summary(run) for run in matrix.runs]
     return [
         ("result", [s["result"] for s in summaries]),
+        ("tests", [s["tests"] for s in summaries]),
         (
-            "passed / failed / skipped",
+            "requirements passed / failed / skipped",
             [
                 f"{s['totals'].get('passed', 0)} / {s['totals'].get('failed', 0)} / {s['totals'].get('skipped', 0)}"
                 for s in summaries

@@ -20,7 +20,7 @@ SUITE_ARGS := --provider $(PROVIDER) --k8s-version $(K8S_VERSION) --profile $(PR
 	$(if $(filter existing,$(PROVIDER)),--kubeconfig $(KUBECONFIG))
 
 .PHONY: all conformance test unit drivers selftest suite lint binaries venv bench bench-cluster clusters-down clean
-.PHONY: validate image kind-config matrix
+.PHONY: validate image kind-config matrix conformance-extra
 
 all: test
 
@@ -56,7 +56,14 @@ selftest: binaries
 
 suite: conformance
 
-test: lint unit validate drivers selftest conformance
+# CI: everything on the default release (1.37.2), then the whole suite on the newest release too (binding conditions
+# GA there); 1.34-1.36 run only in `make matrix` (README "Kubernetes versions": times per release).
+TEST_EXTRA_RELEASES ?= 1.38.0-beta.0
+test: lint unit validate drivers selftest conformance conformance-extra
+
+conformance-extra: venv
+	set -e; for v in $(TEST_EXTRA_RELEASES); do \
+		$(MAKE) --no-print-directory conformance K8S_VERSION=$$v REPORTS=$(REPORTS)/$$v; done
 
 # The whole suite on every supported release, one at a time (binaries built once where missing, else reused),
 # and one matrix report: $(REPORTS)/matrix/matrix.{md,html,yaml}, each release's reports in $(REPORTS)/matrix/<v>/.

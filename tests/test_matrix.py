@@ -57,3 +57,21 @@ def test_a_skip_without_a_reason_is_named_and_makes_the_matrix_partial(tmp_path:
     matrix = Matrix(runs)
     assert matrix.unexplained() == ["IMP-7 on 1.37.2"]
     assert matrix.result == "partial"
+
+
+def test_a_passed_requirement_says_what_was_skipped_or_not_asserted_on_the_release(tmp_path: Path) -> None:
+    folder = _report(tmp_path / "1.34.4", {})
+    (folder / "junit.xml").write_text(
+        '<testsuites><testsuite><testcase classname="conformance.suite.implementation.test_privilege" '
+        'name="test_b"><skipped message="no per-driver check on 1.34"/></testcase></testsuite></testsuites>'
+    )
+    report = yaml.safe_load((folder / "conformance-report.yaml").read_text())
+    report["requirements"]["IMP-9"]["tests"] = [
+        "conformance/suite/implementation/test_privilege.py::test_a",
+        "conformance/suite/implementation/test_privilege.py::test_b",
+    ]
+    (folder / "conformance-report.yaml").write_text(yaml.safe_dump(report))
+    run = load_run("1.34.4", folder)
+    assert run.cell("IMP-9") == {"outcome": "passed", "reason": "1 of 2 tests skipped: no per-driver check on 1.34"}
+    assert "NominatedNodeNameForExpectation" in run.cell("SCH-3")["reason"]
+    assert load_run("1.35.4", _report(tmp_path / "1.35.4", {})).cell("SCH-3")["reason"] == ""

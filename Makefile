@@ -65,13 +65,17 @@ conformance-extra: venv
 	set -e; for v in $(TEST_EXTRA_RELEASES); do \
 		$(MAKE) --no-print-directory conformance K8S_VERSION=$$v REPORTS=$(REPORTS)/$$v; done
 
-# The whole suite on every supported release, one at a time (binaries built once where missing, else reused),
-# and one matrix report: $(REPORTS)/matrix/matrix.{md,html,yaml}, each release's reports in $(REPORTS)/matrix/<v>/.
-# MATRIX_RELEASES="1.37.2 1.38.0-beta.0" narrows it; `dra-conformance matrix --report-only` rebuilds the table.
+# The whole suite on every supported release, one at a time (binaries built once where missing, else reused), for
+# each binding model's profile, and one matrix report per profile: $(REPORTS)/matrix/<profile>/matrix.{md,html,yaml},
+# each release's own reports in $(REPORTS)/matrix/<profile>/<version>/. MATRIX_RELEASES="1.37.2 1.38" narrows it;
+# `dra-conformance matrix --report-only --out ...` rebuilds a table from the reports already there.
 MATRIX_RELEASES ?=
+MATRIX_PROFILES ?= fixtures/profiles/reference.yaml fixtures/profiles/reference-reschedule.yaml
 matrix: venv
-	$(BIN)/dra-conformance matrix --profile $(PROFILE) --out $(REPORTS)/matrix \
-		$(addprefix --release ,$(MATRIX_RELEASES)) $(if $(PYTEST_ARGS),-- $(PYTEST_ARGS))
+	rc=0; for p in $(MATRIX_PROFILES); do \
+		$(BIN)/dra-conformance matrix --profile $$p --out $(REPORTS)/matrix/$$(basename $$p .yaml) \
+			$(addprefix --release ,$(MATRIX_RELEASES)) $(if $(PYTEST_ARGS),-- $(PYTEST_ARGS)) || rc=1; \
+	done; exit $$rc
 
 # Figures of one full suite run (bring-up, wall time, scenarios, latencies, SCALE-1 with/without conditions).
 BENCH_SCALE_PODS ?= 100

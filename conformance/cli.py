@@ -235,3 +235,71 @@ def figures_command(report: Path) -> None:
     from conformance.report.figures import print_figures
 
     print_figures(report)
+
+
+@main.group()
+def profile() -> None:
+    """Write, validate and explain implementation profiles (README "Certify your stack")."""
+
+
+@profile.command("init")
+@click.option(
+    "--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="file to write (default: stdout)"
+)
+@click.option("--force", is_flag=True, help="overwrite --out if it exists")
+def profile_init(out: Path | None, force: bool) -> None:
+    """A commented starting profile, valid as it is; edit it, then `profile check` it."""
+    from conformance.implementation.profile import TEMPLATE_FILE
+
+    text = TEMPLATE_FILE.read_text()
+    if out is None:
+        click.echo(text, nl=False)
+        return
+    if out.exists() and not force:
+        raise click.ClickException(f"{out} exists; pass --force to overwrite it")
+    out.write_text(text)
+    click.echo(f"wrote {out}; next: dra-conformance profile check {out}", err=True)
+
+
+@profile.command("schema")
+def profile_schema() -> None:
+    """Print the profile's JSON Schema (the published file is conformance/implementation/profile.schema.json)."""
+    import json
+
+    from conformance.implementation.profile import json_schema
+
+    click.echo(json.dumps(json_schema(), indent=2))
+
+
+@profile.command("check")
+@click.argument("file", type=click.Path(path_type=Path))
+def profile_check(file: Path) -> None:
+    """Validate FILE, check its placeholders and files, and say what each requirement will do with it.
+
+    Exit status: 0 usable, 1 problems found (listed), 2 bad usage.
+    """
+    from conformance.implementation.profile import ProfileError, load_profile
+    from conformance.suite.profilecheck import check
+
+    try:
+        loaded = load_profile(file)
+    except ProfileError as exc:
+        raise click.ClickException(str(exc)) from None
+    result = check(loaded)
+    prof = loaded.profile
+    click.echo(f"profile {prof.name} {prof.version} ({loaded.path})")
+    click.echo(f"  driver {prof.driver}, {prof.binding_model}, fabric entries {prof.fabric_entries}")
+    for warning in result.warnings:
+        click.echo(f"  warning: {warning}")
+    for error in result.errors:
+        click.echo(f"  error: {error}", err=True)
+    click.echo("requirements with this profile:")
+    for row in result.plan:
+        click.echo(f"  {row.requirement:8} {row.level:6} {row.action:11} {row.reason}")
+    runs = sum(r.action == "run" for r in result.plan)
+    click.echo(
+        f"{runs} of {len(result.plan)} requirements will run; a run may still skip one for what only the cluster "
+        "shows (its release, the devices actually published) and says why then"
+    )
+    if result.errors:
+        raise click.ClickException(f"{len(result.errors)} problem(s) in {file}")

@@ -19,10 +19,10 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
 from conformance.cluster.waits import wait_for
-from conformance.implementation.profile import LoadedProfile, Process, ProfileError
+from conformance.implementation import endpoints
+from conformance.implementation.profile import PLACEHOLDER, LoadedProfile, Process, ProfileError, Role
 from conformance.implementation.serviceaccount import service_account_kubeconfig
 
-_PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([a-z0-9./-]+))?\}")
 STOP_TIMEOUT_S = 15.0
 T = TypeVar("T")
 
@@ -75,9 +75,13 @@ class Implementation:
                 return self.url(arg)
             if key == "sa_kubeconfig" and arg and arg.count("/") == 1:
                 return str(self._sa_kubeconfig(*arg.split("/")))
+            if key == "env" and arg:
+                if arg not in os.environ:
+                    raise ProfileError(f"profile {self.loaded.path}: {match[0]} in {text!r}: ${arg} is not set")
+                return os.environ[arg]
             raise ProfileError(f"profile {self.loaded.path}: unknown placeholder {match[0]!r} in {text!r}")
 
-        return _PLACEHOLDER.sub(fill, text)
+        return PLACEHOLDER.sub(fill, text)
 
     def url(self, name: str) -> str:
         for run in self.running:
@@ -99,6 +103,8 @@ class Implementation:
         return path
 
     def _apply_manifests(self) -> None:
+        if not self.loaded.profile.manifests:
+            return  # no API discovery for a profile without manifests
         dynamic = DynamicClient(self._api())
         for entry in self.loaded.profile.manifests:
             path = Path(self.resolve(entry))
@@ -158,17 +164,59 @@ class Implementation:
 
     def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
+        prof = self.loaded.profile
         try:
             self._apply_manifests()
-            for spec in self.loaded.profile.processes:
+            for hook in prof.hooks.setup:
+                self._run_once(hook.name, hook.command, hook.env, hook.timeout_s, "setup")
+            for spec in prof.processes:
                 self._start(spec)
+            for endpoint in (prof.fabric_probe, prof.fault_injector):
+                if endpoint is not None:
+                    endpoints.register(
+                        self.resolve(endpoint.url),
+                        self.resolve(endpoint.ca_file) if endpoint.ca_file else None,
+                        self.resolve(endpoint.token) if endpoint.token else None,
+                    )
         except BaseException:
             self.stop()
             raise
 
+    def _run_once(self, name: str, command: list[str], env: dict[str, str], timeout: float, phase: str) -> None:
+        """A hook or a restart command: run to completion, its output in the run's logs; fails on non-zero exit."""
+        argv = [self.resolve(arg) for arg in command]
+        full_env = dict(os.environ, KUBECONFIG=str(self.kubeconfig), **{k: self.resolve(v) for k, v in env.items()})
+        log = self.workdir / f"{phase}-{name}.log"
+        self.progress(f"{phase} {name}: {' '.join(argv)}")
+        with log.open("ab") as out:
+            try:
+                done = subprocess.run(argv, env=full_env, stdout=out, stderr=subprocess.STDOUT, timeout=timeout)
+            except OSError as exc:
+                raise ImplementationFailed(f"{phase} {name}: cannot run {argv[0]}: {exc.strerror}") from None
+            except subprocess.TimeoutExpired:
+                raise ImplementationFailed(f"{phase} {name}: still running after {timeout:g}s (see {log})") from None
+        if done.returncode != 0:
+            tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
+            raise ImplementationFailed(f"{phase} {name} exited with {done.returncode}; last lines of {log}:\n{tail}")
+
+    def restart_role(self, role: Role) -> str:
+        """Restart one role of the stack (IMP-8): its process, or its restart command. Says what was done."""
+        if role.process is not None:
+            return f"killed {role.process} and started it again (pid {self.restart(role.process)})"
+        assert role.command is not None
+        self._run_once(role.name, role.command, {}, role.timeout_s, "restart")
+        self.restarts += 1
+        return f"ran the restart command of {role.name}"
+
     def _start(self, spec: Process) -> None:
         command = [self.resolve(arg, spec) for arg in spec.command]
-        env = dict(os.environ, PYTHONUNBUFFERED="1", KUBECONFIG=str(self.kubeconfig))
+        kubeconfig = self.resolve(spec.kubeconfig, spec)
+        env = dict(os.environ, PYTHONUNBUFFERED="1", KUBECONFIG=kubeconfig)
+        if spec.home:  # for a process that reads only $HOME/.kube/config
+            home = self.workdir / f"home-{spec.name}"
+            (home / ".kube").mkdir(parents=True, exist_ok=True)
+            (home / ".kube" / "config").write_bytes(Path(kubeconfig).read_bytes())
+            env["HOME"] = str(home)
         env.update({key: self.resolve(value, spec) for key, value in spec.env.items()})
         log = self.workdir / f"{spec.name}.log"
         self._port_file(spec.name).unlink(missing_ok=True)
@@ -269,7 +317,15 @@ class Implementation:
             else:
                 problems.append(f"{run.spec.name} had exited before the end ({run.proc.returncode}):\n{run.tail()}")
             self.progress(f"stopped {run.spec.name}")
+        for hook in self.loaded.profile.hooks.teardown:
+            try:
+                self._run_once(hook.name, hook.command, hook.env, hook.timeout_s, "teardown")
+            except (ImplementationFailed, ProfileError) as exc:
+                problems.append(str(exc))
         problems += self._delete_manifests()
+        for endpoint in (self.loaded.profile.fabric_probe, self.loaded.profile.fault_injector):
+            if endpoint is not None and "{url:" not in endpoint.url:
+                endpoints.unregister(endpoint.url)
         if self._client is not None:
             self._client.close()
             self._client = None

@@ -15,9 +15,12 @@ import yaml
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
 from conformance.report.catalogue import CATALOGUE, KEP_URL, REQUIREMENTS
+from conformance.report.reasons import headline
+from conformance.report.verdict import IMPLEMENTATION_AREAS, Verdict, overall
 
 # Worst first: a requirement takes the worst outcome of its tests.
 _RANK = {"failed": 0, "passed": 1, "skipped": 2}
+NOT_RUN = "no test of this requirement ran in this run (no scenario in this suite version, or not collected)"
 
 
 @dataclass
@@ -26,6 +29,7 @@ class RunResult:
     outcome: str  # passed, failed, skipped
     reason: str = ""
     seconds: float = 0.0
+    evidence: list[str] = field(default_factory=list)  # reports-relative paths (timeline, objects) of this test
 
 
 @dataclass
@@ -33,33 +37,50 @@ class Outcomes:
     """Test results grouped by requirement id, filled from pytest's reports."""
 
     by_requirement: dict[str, list[RunResult]] = field(default_factory=dict)
+    deselected: dict[str, list[str]] = field(default_factory=dict)  # requirement -> tests left out by -k/-m
 
     def add(self, requirement: str, result: RunResult) -> None:
         results = self.by_requirement.setdefault(requirement, [])
         for i, seen in enumerate(results):
             if seen.nodeid == result.nodeid:  # setup, call and teardown of one test: keep the worst
                 if _RANK[result.outcome] < _RANK[seen.outcome]:
-                    results[i] = RunResult(result.nodeid, result.outcome, result.reason, seen.seconds + result.seconds)
+                    evidence = seen.evidence + [e for e in result.evidence if e not in seen.evidence]
+                    results[i] = RunResult(
+                        result.nodeid, result.outcome, result.reason, seen.seconds + result.seconds, evidence
+                    )
                 else:
                     seen.seconds += result.seconds
                 return
         results.append(result)
 
-    def summary(self) -> dict[str, dict[str, Any]]:
-        """Every catalogue requirement with its outcome: passed, failed, skipped or not-covered."""
-        out = {}
+    def summary(self, not_certified: str | None = None) -> dict[str, dict[str, Any]]:
+        """Every catalogue requirement with its outcome: passed, failed, skipped, partial (some of its tests passed,
+        others were skipped: not everything it names was shown) or not-covered."""
+        out: dict[str, dict[str, Any]] = {}
         for req in REQUIREMENTS:
             results = self.by_requirement.get(req.id, [])
             if not results:
-                entry = {"outcome": "not-covered", "reason": "no scenario for this requirement in this suite version"}
+                left_out = self.deselected.get(req.id)
+                reason = f"not selected in this run ({len(left_out)} tests deselected)" if left_out else NOT_RUN
+                if not_certified and req.area in IMPLEMENTATION_AREAS:
+                    reason = not_certified
+                entry: dict[str, Any] = {"outcome": "not-covered", "reason": reason}
             else:
                 worst = min(results, key=lambda r: _RANK[r.outcome])
+                skipped = [r for r in results if r.outcome == "skipped"]
+                outcome, reason = worst.outcome, worst.reason
+                if outcome == "passed" and skipped:
+                    outcome = "partial"
+                    reason = "; ".join(f"{r.nodeid.rsplit('::', 1)[-1]} skipped: {r.reason}" for r in skipped)
                 entry = {
-                    "outcome": worst.outcome,
-                    "reason": worst.reason,
+                    "outcome": outcome,
+                    "reason": reason,
                     "tests": [r.nodeid for r in results],
                     "seconds": round(sum(r.seconds for r in results), 2),
                 }
+                evidence = [e for r in results for e in r.evidence]
+                if evidence:
+                    entry["evidence"] = list(dict.fromkeys(evidence))
             out[req.id] = {"level": req.level, "area": req.area, "title": req.title, **entry}
         return out
 
@@ -80,14 +101,18 @@ def verdict(summary: dict[str, dict[str, Any]]) -> str:
     return "success"
 
 
-def write_conformance_report(path: Path, summary: dict[str, dict[str, Any]], run: dict[str, Any]) -> None:
+def write_conformance_report(
+    path: Path, summary: dict[str, dict[str, Any]], run: dict[str, Any], found: dict[str, Verdict] | None = None
+) -> None:
+    """The YAML report; `found` (the two verdicts) decides `result`, else the verdict over every requirement."""
     document = {
         "apiVersion": "conformance.dra.example.com/v1alpha1",
         "kind": "ConformanceReport",
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "kep": {"number": 5007, "url": KEP_URL},
         **run,
-        "result": verdict(summary),
+        "result": overall(found) if found else verdict(summary),
+        **({"verdicts": {k: v.as_dict() for k, v in found.items()}} if found else {}),
         "totals": totals(summary),
         "requirements": summary,
     }
@@ -103,10 +128,16 @@ def write_certification_junit(path: Path, summary: dict[str, dict[str, Any]], su
             classname=f"KEP-5007.{CATALOGUE[req_id].area}",
             elapsed_sec=entry.get("seconds"),
         )
+        evidence = "".join(f"\nevidence: {e}" for e in entry.get("evidence", []))
         if entry["outcome"] == "failed":
-            case.add_failure_info(message=entry["reason"][:2000] or "failed")
-        elif entry["outcome"] in ("skipped", "not-covered"):
-            case.add_skipped_info(message=f"{entry['outcome']}: {entry['reason']}")
+            reason = entry["reason"] or "failed"
+            case.add_failure_info(message=headline(reason, 1000), output=f"{reason}{evidence}")
+        elif entry["outcome"] in ("skipped", "not-covered", "partial"):
+            case.add_skipped_info(
+                message=f"{entry['outcome']}: {headline(entry['reason'], 1000)}", output=entry["reason"]
+            )
+        if evidence and entry["outcome"] != "failed":
+            case.stdout = evidence.strip()
         cases.append(case)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(to_xml_report_string([TestSuite(suite_name, cases)]))
@@ -116,3 +147,12 @@ def table(summary: dict[str, dict[str, Any]]) -> list[str]:
     lines = [f"{'requirement':12} {'level':6} {'outcome':12} title"]
     lines += [f"{rid:12} {e['level']:6} {e['outcome']:12} {e['title']}" for rid, e in summary.items()]
     return lines
+
+
+def not_shown(summary: dict[str, dict[str, Any]]) -> list[str]:
+    """Every requirement not shown to pass, with the first line of its reason: what the terminal says loudly."""
+    order = {"failed": 0, "partial": 1, "skipped": 2, "not-covered": 3}
+    rows = sorted(
+        ((rid, e) for rid, e in summary.items() if e["outcome"] != "passed"), key=lambda kv: order[kv[1]["outcome"]]
+    )
+    return [f"{rid:8} {e['level']:6} {e['outcome']:11} {headline(e['reason'], 400)}" for rid, e in rows]

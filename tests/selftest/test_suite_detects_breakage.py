@@ -78,7 +78,7 @@ def test_attach_failure_catches_a_failed_device_offered_again(tmp_path: Path) ->
 
 
 def test_attach_failure_catches_a_missing_failure_condition(tmp_path: Path) -> None:
-    """The controller never sets a failure condition when the attach fails: SCH-5 fails."""
-    test = "test_failure_condition_deallocates_and_reschedules_elsewhere"
+    """The controller never sets a failure condition when the attach fails: IMP-4 fails."""
+    test = "test_attach_failure_is_reported_and_the_device_not_offered_again"
     out = _attach_failure_fails(tmp_path, "--broken-no-failure-condition", test)
     assert "no allocation showed a failure condition True" in out, out[-3000:]

@@ -167,6 +167,8 @@ def _release_summary(run: ReleaseRun) -> dict[str, Any]:
     return {
         "kubernetes": run.version,
         "result": run.result,
+        # The two verdicts of the run (cluster: API/SCH on suite-owned drivers; implementation: IMP/SCALE).
+        "verdicts": {k: v.get("result") for k, v in (run.report or {}).get("verdicts", {}).items()},
         "totals": (run.report or {}).get("totals", {}),
         "tests": run.tests,
         "runSeconds": run.run_seconds,
@@ -213,6 +215,8 @@ def _release_rows(matrix: Matrix) -> list[tuple[str, list[str]]]:
     summaries = [_release_summary(run) for run in matrix.runs]
     return [
         ("result", [s["result"] for s in summaries]),
+        ("cluster verdict", [s["verdicts"].get("cluster", "") for s in summaries]),
+        ("implementation verdict", [s["verdicts"].get("implementation", "") for s in summaries]),
         ("tests", [s["tests"] for s in summaries]),
         (
             "requirements passed / failed / skipped",

@@ -44,4 +44,4 @@ def test_a_locked_gate_turned_off_stops_the_cluster_at_start(patch: str) -> None
             local.start(ClusterSpec(version=version, feature_gates={gate: False}))
     finally:
         local.stop()
-    assert "exited during start-up" in str(refused.value), str(refused.value)
+    assert "exited during start-up" in str(refused.value) and "locked" in str(refused.value), str(refused.value)

@@ -26,7 +26,7 @@ version_option = click.option(
     default=DEFAULT_VERSION,
     show_default=True,
     callback=_version,
-    help="Kubernetes version (1.34.x to 1.37.x)",
+    help="Kubernetes version (1.34.x to 1.38.x, pre-releases like 1.38.0-beta.0 too)",
 )
 
 
@@ -202,6 +202,36 @@ def validate_kind_config(configs: tuple[Path, ...], releases: list[KubeVersion])
                 failed.append(str(config))
     if failed:
         raise click.ClickException(f"kind rejected {', '.join(failed)}")
+
+
+@main.command("matrix")
+@click.option(
+    "--release",
+    "releases",
+    multiple=True,
+    callback=lambda ctx, param, values: [_version(ctx, param, v) for v in values],
+    help="a release to run (repeatable); default: the newest known version of every supported minor",
+)
+@click.option("--profile", default="fixtures/profiles/reference.yaml", show_default=True)
+@click.option(
+    "--out", type=click.Path(file_okay=False, path_type=Path), default=Path("reports/matrix"), show_default=True
+)
+@click.option("--report-only", is_flag=True, help="run nothing: build the matrix from the reports already in --out")
+@click.argument("pytest_args", nargs=-1)
+def matrix_command(
+    releases: list[KubeVersion], profile: str, out: Path, report_only: bool, pytest_args: tuple[str, ...]
+) -> None:
+    """The whole suite on every release, one at a time, and one matrix report (Markdown, HTML, YAML)."""
+    from conformance.matrix import run_matrix, supported_versions
+
+    matrix, paths = run_matrix(releases or supported_versions(), out, profile, pytest_args, report_only=report_only)
+    for run in matrix.runs:
+        totals = ", ".join(f"{n} {k}" for k, n in (run.report or {}).get("totals", {}).items())
+        seconds = f"{run.run_seconds:.0f}s" if run.run_seconds is not None else ""
+        click.echo(f"{run.version:16} {run.result:8} {seconds:>6}  {totals or run.note[:100]}")
+    click.echo(f"matrix: {matrix.result}; " + ", ".join(str(p) for p in paths.values()))
+    if matrix.result == "failure":
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ def fabric_slices(slices: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [
         s
         for s in slices
-        if not s["spec"].get("nodeName") and any(d.get("bindingConditions") for d in s["spec"].get("devices", []))
+        if not s["spec"].get("nodeName") and any(d.get("bindingConditions") for d in (s["spec"].get("devices") or []))
     ]
 
 
@@ -124,8 +124,8 @@ def identity_of(slices: list[dict[str, Any]], attribute: str) -> dict[tuple[str,
     """(pool, device) -> physical identity, read from the identity attribute of every published device."""
     out = {}
     for s in slices:
-        for d in s["spec"].get("devices", []):
-            value = d.get("attributes", {}).get(attribute, {})
+        for d in s["spec"].get("devices") or []:
+            value = (d.get("attributes") or {}).get(attribute)
             if value:
                 out[(s["spec"]["pool"]["name"], d["name"])] = str(next(iter(value.values())))
     return out
@@ -169,7 +169,9 @@ def free_copies(cluster: Cluster, driver: str, attribute: str, identity: str) ->
     allocated = set()
     for c in claims["items"]:
         allocation = (c.get("status") or {}).get("allocation") or {}
-        allocated |= {(r["driver"], r["pool"], r["device"]) for r in allocation.get("devices", {}).get("results", [])}
+        allocated |= {
+            (r["driver"], r["pool"], r["device"]) for r in (allocation.get("devices") or {}).get("results") or []
+        }
     slices = driver_slices(cluster, driver)
     identities = identity_of(slices, attribute)
     rules = taint_rules(cluster)

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from selftest.suite_runner import profile_variant, run_suite
 
 
+@pytest.mark.usefixtures("gate_can_be_off")
 def test_api_checks_fail_with_the_binding_conditions_gate_off(tmp_path: Path) -> None:
     code, out, outcomes = run_suite(
         tmp_path / "junit.xml",

@@ -69,6 +69,19 @@ def _go(args: list[str], cwd: Path, env: dict[str, str], stderr: int = subproces
                 stream.close()
 
 
+def toolchain_choice(required_go: str, env: dict[str, str]) -> str:
+    """Which toolchain a build runs with and why, for the build log."""
+    chosen = env["GOTOOLCHAIN"]
+    if chosen == "local":
+        return f"this machine's go {local_go_version()}"
+    if chosen == NEWER_TOOLCHAIN and version_tuple(required_go) > version_tuple(local_go_version()):
+        return (
+            f"this machine's go {local_go_version()} is older, so GOTOOLCHAIN={chosen} "
+            "(fetched by the go command from the module proxy; DRA_CONFORMANCE_GOTOOLCHAIN overrides)"
+        )
+    return f"GOTOOLCHAIN={chosen} from the environment"
+
+
 def go_json(args: list[str], cwd: Path, env: dict[str, str], what: str) -> list[dict]:
     """Run a go command that prints a stream of JSON objects (e.g. `go mod download -json`)."""
     with _go(args, cwd, env) as proc:

@@ -50,7 +50,7 @@ def test_fabric_devices_are_published_with_binding_fields(
     label = prof.identity_attribute if prof.fabric_entries == "identified" else prof.model_attribute
     for s in pools:
         assert s["spec"].get("nodeSelector") or s["spec"].get("allNodes"), f"{s['metadata']['name']}: no reach"
-        for d in s["spec"]["devices"]:
+        for d in s["spec"].get("devices") or []:
             assert d.get("bindsToNode") is True, f"{d['name']}: bindsToNode is not true"
             assert d.get("bindingConditions") and d.get("bindingFailureConditions"), f"{d['name']}: {d}"
             assert device_identity(d, label, prof.driver), f"{d['name']}: no {label} ({prof.fabric_entries} entries)"

@@ -33,9 +33,11 @@ from conformance.observe.devices import DevicePool, incomplete_pools, read_devic
 from conformance.observe.invariants import InvariantWatcher
 from conformance.observe.recorder import Recorder
 from conformance.observe.slices import driver_slices
+from conformance.report.bundle import make_bundle
 from conformance.report.catalogue import CATALOGUE, KEP_URL
 from conformance.report.evidence import Evidence
 from conformance.report.gather import FILE_LIMIT, TOTAL_LIMIT
+from conformance.report.html import render as render_html
 from conformance.report.outcomes import (
     Outcomes,
     RunResult,
@@ -493,6 +495,7 @@ class RequirementReporter:
         self.reasons: dict[tuple[str, str], str] = {}  # (nodeid, phase) -> the exception's message and evidence
         self.module_of: dict[str, str] = {}
         self.summary: dict[str, dict[str, Any]] = {}
+        self.packaging = ""
         self.verdicts: dict[str, Verdict] = {}
         self.result: str | None = None
 
@@ -607,6 +610,17 @@ class RequirementReporter:
         write_conformance_report(out / "conformance-report.yaml", summary, run, self.verdicts)
         title = f"KEP-5007 conformance: {loaded.profile.name if loaded else 'cluster only'}"
         write_certification_junit(out / "certification-junit.xml", summary, title)
+        began = time.monotonic()
+        try:
+            page = render_html(out)
+            bundle = make_bundle(out)
+        except Exception as exc:  # the verdict stands without the page; say why it is missing
+            self.packaging = f"the HTML report or the bundle could not be written: {exc!r}"
+        else:
+            self.packaging = (
+                f"html {page.name} and bundle {bundle.name} ({bundle.stat().st_size / 1e6:.1f} MB, checksums in "
+                f"MANIFEST.sha256) in {time.monotonic() - began:.1f}s"
+            )
 
     def _attach_evidence(self, summary: dict[str, dict[str, Any]], evidence: Evidence) -> None:
         """Each requirement links the timelines (and failure snapshots) of its scenarios; a failed one also carries
@@ -662,7 +676,7 @@ class RequirementReporter:
                     bold=True,
                 )
         if reports_dir := self.config.getoption("--reports-dir"):
-            write(f"reports: {Path(reports_dir).resolve()}")
+            write(f"reports: {Path(reports_dir).resolve()}; {self.packaging}")
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

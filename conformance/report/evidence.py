@@ -67,11 +67,12 @@ class Evidence:
         """Snapshot the objects at a failure (before the scenario's or test's cleanup removes them)."""
         if self.artefacts is None or self.recorder is None:
             return None
-        path = self.artefacts.write_yaml(
-            f"objects/failure-{_slug(key)}.yaml",
-            snapshot(self.recorder, set(namespaces) if namespaces is not None else None, self.driver),
-            f"objects at the failure of {key}",
-        )
+        with self.artefacts.timed():
+            path = self.artefacts.write_yaml(
+                f"objects/failure-{_slug(key)}.yaml",
+                snapshot(self.recorder, set(namespaces) if namespaces is not None else None, self.driver),
+                f"objects at the failure of {key}",
+            )
         if path:
             with self._lock:
                 self.failures[key] = path
@@ -81,11 +82,13 @@ class Evidence:
         """Snapshot the objects at the end of the run (before the implementation stops and removes its slices)."""
         if self.artefacts is None or self.recorder is None or f"objects/{what}.yaml" in self.artefacts.files:
             return
-        self.artefacts.write_yaml(f"objects/{what}.yaml", snapshot(self.recorder, None, None), "objects at the end")
+        with self.artefacts.timed():
+            self.artefacts.write_yaml(f"objects/{what}.yaml", snapshot(self.recorder, None, None), "objects at the end")
 
     def gather_logs(self, folder: Path, into: str, what: str) -> None:
         if self.artefacts is not None:
-            self.artefacts.copy_logs(folder, into, what)
+            with self.artefacts.timed():
+                self.artefacts.copy_logs(folder, into, what)
 
     # -- at the end ---------------------------------------------------------------------------------------
     def timeline_paths(self, scenario: str) -> list[str]:
@@ -111,6 +114,8 @@ class Evidence:
                 frozenset(getattr(ctx, "identities", set()) or set()),
             )
             timeline = build(window, records, identities)
+            if timing.outcome == "skipped" and not timeline["moments"]:
+                continue  # skipped before it did anything: nothing to draw
             self.timelines[name] = timeline
             (folder / f"{_slug(name)}.json").write_text(json.dumps(timeline, indent=1))
             (folder / f"{_slug(name)}.svg").write_text(svg(timeline))
@@ -125,7 +130,8 @@ class Evidence:
         probe = "\n".join(json.dumps({"at": round(r.at, 3), **r.obj}) for r in records if r.kind == "probe")
         if probe:
             self.artefacts.write("fabric-probe.jsonl", probe + "\n", "each change the fabric probe showed")
-        self.artefacts.seconds += time.monotonic() - began
+        with self.artefacts._lock:
+            self.artefacts.seconds += time.monotonic() - began
         self.artefacts.write_index()
         return self.recorder.stats() | {"timelineSeconds": round(time.monotonic() - began, 3)}
 

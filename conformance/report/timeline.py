@@ -294,7 +294,7 @@ def build(window: Window, records: list[Any], identities: dict[tuple[str, str], 
 
 # -- drawing ---------------------------------------------------------------------------------------------------
 _COLOURS = {"allocated": "#cfe2ff", "ready": "#b6e3b6", "bound": "#9fd39f"}
-_LABEL_W, _LANE_H, _WIDTH, _TOP = 250, 30, 1150, 34
+_LABEL_W, _LANE_H, _WIDTH, _TOP = 250, 40, 1150, 34
 
 
 def svg(timeline: dict[str, Any]) -> str:
@@ -302,7 +302,7 @@ def svg(timeline: dict[str, Any]) -> str:
     with their requirement ids; every mark has a tooltip (time, what, detail)."""
     lanes = timeline["lanes"]
     total = max(timeline["shownUntil"], 1.0)
-    plot = _WIDTH - _LABEL_W - 20
+    plot = _WIDTH - _LABEL_W - 70  # room for the last label
     height = _TOP + _LANE_H * max(1, len(lanes)) + 30
 
     def x(t: float) -> float:
@@ -346,6 +346,7 @@ def svg(timeline: dict[str, Any]) -> str:
             f'<rect x="{x(span["from"]):.1f}" y="{y}" width="{width:.1f}" height="{_LANE_H - 16}" fill="{colour}" '
             f'opacity="0.8"><title>{html.escape(span["state"])} {span["from"]:.2f}-{span["to"]:.2f} s</title></rect>'
         )
+    label_end: dict[tuple[str, int], float] = {}  # (lane, label row) -> x where its last label ends
     for m in timeline["moments"]:
         if m["lane"] not in row:
             continue
@@ -357,10 +358,13 @@ def svg(timeline: dict[str, Any]) -> str:
         )
         if m["decides"]:
             out.append(f'<path d="M{cx:.1f},{cy - 6} l6,6 l-6,6 l-6,-6 z" fill="#d62728"><title>{tip}</title></path>')
-            out.append(
-                f'<text x="{cx + 4:.1f}" y="{cy - 6:.1f}" fill="#a00" font-size="9">'
-                f"{html.escape(m['what'][:22])}</text>"
-            )
+            text = m["what"][:22]
+            # Labels of close moments take turns above and below the lane instead of overprinting each other.
+            above = cx >= label_end.get((m["lane"], 0), 0.0)
+            level = 0 if above or cx < label_end.get((m["lane"], 1), 0.0) else 1
+            label_end[(m["lane"], level)] = cx + 4 + 5 * len(text)
+            ty = cy - 7 if level == 0 else cy + 16
+            out.append(f'<text x="{cx + 4:.1f}" y="{ty:.1f}" fill="#a00" font-size="9">{html.escape(text)}</text>')
         else:
             fill = "#1f77b4" if not m.get("event") else "#9467bd"
             out.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="3.5" fill="{fill}"><title>{tip}</title></circle>')

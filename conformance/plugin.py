@@ -272,7 +272,7 @@ def scenarios(
                 profile=prof,
                 pool=pool,
                 objects=tracker,
-                say=say,
+                say=evidence.say_for(sc.name, say),
                 options=options,
                 invariants=watcher,
             )
@@ -304,7 +304,9 @@ def cluster_scenarios(
     def context(sc: Scenario) -> ClusterContext:
         handle = Cluster(cluster.info)
         return evidence.remember(
-            ClusterContext(scenario=sc, cluster=handle, objects=ObjectTracker(handle, run_id), say=say)
+            ClusterContext(
+                scenario=sc, cluster=handle, objects=ObjectTracker(handle, run_id), say=evidence.say_for(sc.name, say)
+            )
         )
 
     selected = [evidence.guard(sc) for sc in pytestconfig.stash.get(_SELECTED_KEY, []) if not sc.implementation]
@@ -523,6 +525,22 @@ class RequirementReporter:
                 self.outcomes.deselected.setdefault(marker.args[0], []).append(item.nodeid)
 
     @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Iterator[None]:
+        """Allure steps and attachments of the scenarios behind the test (they have ended when it runs)."""
+        evidence = self.config.stash[_EVIDENCE_KEY]
+        module = self.module_of.get(item.nodeid)
+        runners = [self.config.stash[k] for k in (_CLUSTER_RUNNER_KEY, _RUNNER_KEY) if k in self.config.stash]
+        if module and runners and self.config.getoption("--alluredir", None):
+            for sc in REGISTRY.values():
+                timing = next((r.timings[sc.name] for r in runners if sc.name in r.timings), None)
+                if sc.module == module and timing is not None and timing.end is not None:
+                    try:
+                        evidence.allure(sc.name, timing)
+                    except Exception as exc:  # evidence must never change a test's outcome
+                        item.user_properties.append(("allure_evidence_error", repr(exc)))
+        yield
+
+    @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
         """Keep the exception's own message (with the evidence the check put in it) while pytest still has it."""
         outcome = yield
@@ -656,7 +674,8 @@ class RequirementReporter:
         if missing:
             terminalreporter.section("KEP-5007: NOT SHOWN TO PASS", red=True, bold=True)
             for line in missing:
-                write(line, red=line.split()[2] == "failed", yellow=line.split()[2] != "failed", bold=True)
+                failed = " failed " in f" {line} "
+                write(line, red=failed, yellow=not failed, bold=True)
         terminalreporter.section("KEP-5007 verdicts")
         for subject, found in self.verdicts.items():
             colour = {"success": "green", "failure": "red"}.get(found.result, "yellow")

@@ -12,6 +12,7 @@ import json
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -38,6 +39,7 @@ class Evidence:
     scenarios: dict[str, Any] = field(default_factory=dict)  # name -> its Context
     timelines: dict[str, dict[str, Any]] = field(default_factory=dict)
     failures: dict[str, str] = field(default_factory=dict)  # scenario or test -> snapshot path
+    progress: dict[str, list[tuple[float, str]]] = field(default_factory=dict)  # scenario -> its own phase messages
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -49,6 +51,16 @@ class Evidence:
         with self._lock:
             self.scenarios[ctx.scenario.name] = ctx  # type: ignore[attr-defined]
         return ctx
+
+    def say_for(self, scenario: str, say: Callable[[str], None]) -> Callable[[str], None]:
+        """The scenario's progress messages (its phases), kept with their moment for the Allure steps."""
+
+        def said(message: str) -> None:
+            with self._lock:
+                self.progress.setdefault(scenario, []).append((time.time(), message))
+            say(message)
+
+        return said
 
     def guard(self, scenario: Any) -> Any:
         """The scenario with its function wrapped: a failure snapshots the objects before the runner cleans up."""
@@ -104,16 +116,7 @@ class Evidence:
         folder = self.reports / "timelines"
         folder.mkdir(parents=True, exist_ok=True)
         for name, timing in sorted(timings.items()):
-            ctx = self.scenarios.get(name)
-            window = Window(
-                name,
-                timing.start,
-                timing.end or time.time(),
-                timing.outcome,
-                frozenset(getattr(ctx, "namespaces", set()) or set()),
-                frozenset(getattr(ctx, "identities", set()) or set()),
-            )
-            timeline = build(window, records, identities)
+            timeline = build(self.window(name, timing), records, identities)
             if timing.outcome == "skipped" and not timeline["moments"]:
                 continue  # skipped before it did anything: nothing to draw
             self.timelines[name] = timeline
@@ -134,6 +137,49 @@ class Evidence:
             self.artefacts.seconds += time.monotonic() - began
         self.artefacts.write_index()
         return self.recorder.stats() | {"timelineSeconds": round(time.monotonic() - began, 3)}
+
+    def window(self, name: str, timing: Any) -> Window:
+        ctx = self.scenarios.get(name)
+        return Window(
+            name,
+            timing.start,
+            timing.end or time.time(),
+            timing.outcome,
+            frozenset(getattr(ctx, "namespaces", set()) or set()),
+            frozenset(getattr(ctx, "identities", set()) or set()),
+        )
+
+    def allure(self, name: str, timing: Any) -> None:
+        """Allure: one step per phase the scenario announced, the decisive moments under the phase they fell in,
+        and the timeline (SVG, JSON) and the failure snapshot as attachments of the test."""
+        import allure
+
+        if self.recorder is None:
+            return
+        timeline = build(self.window(name, timing), self.recorder.select(), self.recorder.identities())
+        moments = [m for m in timeline["moments"] if m["decides"]]
+        phases = [(at - timing.start, message) for at, message in self.progress.get(name, [])]
+        phases = [(0.0, "start"), *phases]
+        with allure.step(f"scenario {name}: {timing.outcome} in {timeline['seconds']:.1f}s"):
+            for i, (start, message) in enumerate(phases):
+                end = phases[i + 1][0] if i + 1 < len(phases) else float("inf")
+                with allure.step(f"{start:7.2f}s {message}"):
+                    for m in moments:
+                        if start <= m["t"] < end:
+                            with allure.step(
+                                f"{m['t']:7.2f}s {m['lane']}: {m['what']} {m['detail']} [{', '.join(m['decides'])}]"
+                            ):
+                                pass
+        allure.attach(svg(timeline), name=f"timeline {name}", attachment_type=allure.attachment_type.SVG)
+        allure.attach(
+            json.dumps(timeline, indent=1), name=f"timeline {name} (JSON)", attachment_type=allure.attachment_type.JSON
+        )
+        if name in self.failures and self.reports is not None:
+            allure.attach.file(
+                str(self.reports / self.failures[name]),
+                name=f"objects at the failure of {name}",
+                attachment_type=allure.attachment_type.YAML,
+            )
 
     def decisive(self, scenario: str) -> list[str]:
         """The scenario's decisive moments as text lines, for failure reasons (the timeline in words)."""

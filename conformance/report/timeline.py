@@ -123,7 +123,8 @@ def _claims(b: _Builder, records: list[Any]) -> set[str]:
             else None
         )
         if seen["alloc"] is not None and ident != seen["alloc"]:
-            b.moment(r.at, lane, "deallocated", decides=("SCH-5", "SCH-6"), **rev)
+            if r.type != "DELETED":  # cleared by the scheduler (failure, timeout), not gone with the claim
+                b.moment(r.at, lane, "deallocated", decides=("SCH-5", "SCH-6"), **rev)
             b.close(lane, "allocated", r.at)
             b.close(lane, "ready", r.at)
             for pool, device in seen["alloc"][1]:

@@ -95,6 +95,13 @@ def _scenarios(report: dict[str, Any], timelines: dict[str, dict[str, Any]], pre
             f"{_e(entry['outcome'])}</td><td>{_e(entry['seconds'])} s</td></tr>"
         )
     out.append("<table><tr><th>scenario</th><th>outcome</th><th>time</th></tr>" + "".join(index) + "</table>")
+    judged: dict[str, list[str]] = {}  # scenario -> "IMP-3 failed" for each requirement its timeline evidences
+    for rid, e in (report.get("requirements") or {}).items():
+        for path in e.get("evidence", []):
+            if path.startswith("timelines/") and path.endswith(".svg"):
+                judged.setdefault(Path(path).stem, []).append(
+                    f'<a href="#req-{_e(rid)}">{_e(rid)}</a> {_e(e["outcome"])}'
+                )
     for name in sorted(timelines):
         t = timelines[name]
         files = [p for p in (f"timelines/{name}.json", f"timelines/{name}.svg") if p in present]
@@ -104,8 +111,9 @@ def _scenarios(report: dict[str, Any], timelines: dict[str, dict[str, Any]], pre
             for m in t["moments"]
         )
         out.append(
-            f'<h3 id="sc-{_e(name)}">{_e(name)} <small>({_e(t["outcome"])}, {t["seconds"]:.1f} s; '
+            f'<h3 id="sc-{_e(name)}">{_e(name)} <small>(scenario {_e(t["outcome"])}, {t["seconds"]:.1f} s; '
             f"namespaces {_e(', '.join(t['namespaces']) or '-')})</small></h3>"
+            f"<p>Requirements judged on it: {', '.join(judged.get(name, [])) or '-'}</p>"
             f'<div class="timeline">{svg(t)}</div>'
             f"<p>{' '.join(_link(f) for f in files)}</p>"
             "<details><summary>every moment</summary><table><tr><th>s</th><th>lane</th><th>what</th><th>detail</th>"

@@ -20,7 +20,7 @@ SUITE_ARGS := --provider $(PROVIDER) --k8s-version $(K8S_VERSION) --profile $(PR
 	$(if $(filter existing,$(PROVIDER)),--kubeconfig $(KUBECONFIG))
 
 .PHONY: all conformance test unit drivers selftest suite lint binaries venv bench bench-cluster clusters-down clean
-.PHONY: validate image kind-config
+.PHONY: validate image kind-config chromium html-check
 
 all: test
 
@@ -56,7 +56,14 @@ selftest: binaries
 
 suite: conformance
 
-test: lint unit validate drivers selftest conformance
+test: lint unit html-check validate drivers selftest conformance
+
+# Debian's chromium, headless, checks the HTML report (browser builds that download themselves cannot be fetched).
+chromium:
+	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
+
+html-check: venv chromium
+	$(BIN)/pytest tests/test_timeline_html_bundle.py -k chromium
 
 # Figures of one full suite run (bring-up, wall time, scenarios, latencies, SCALE-1 with/without conditions).
 BENCH_SCALE_PODS ?= 100

@@ -18,7 +18,7 @@ from conformance.observe.recorder import Record
 from conformance.report.browser import check_page, find_chromium
 from conformance.report.bundle import MANIFEST, compare, make_bundle, verify
 from conformance.report.html import render
-from conformance.report.timeline import Window, build, svg
+from conformance.report.timeline import Window, build, phases, svg
 
 ROOT = Path(__file__).resolve().parents[1]
 T0 = 1_000_000.0
@@ -137,6 +137,12 @@ def test_the_timeline_holds_every_decisive_moment_relative_to_the_scenario_start
     assert {lane["kind"] for lane in timeline["lanes"]} == {"claim", "pod", "device"}
     spans = {(s["lane"], s["state"]): (s["from"], s["to"]) for s in timeline["spans"]}
     assert spans[("device uuid-3", "attached node-1")] == (2.2, 20.0)
+    assert ("claim attach-before-bind-abc/c", "deallocated") not in seen  # deleted with the claim: no decision
+    assert [p for _, p in phases(timeline)][:3] == [
+        "claims created: scheduling",
+        "allocated: waiting in PreBind for the binding conditions",
+        "bound",
+    ]
     drawing = svg(timeline)
     assert drawing.startswith("<svg") and drawing.count("<path") >= 5 and "fabric attached" in drawing
 

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from conformance.observe.recorder import Recorder
 from conformance.report.gather import Artefacts, snapshot
 from conformance.report.timeline import Window, build, svg
+from conformance.report.timeline import phases as timeline_phases
 
 MAX_DECISIVE_LINES = 25
 T = TypeVar("T")
@@ -158,8 +159,8 @@ class Evidence:
             return
         timeline = build(self.window(name, timing), self.recorder.select(), self.recorder.identities())
         moments = [m for m in timeline["moments"] if m["decides"]]
-        phases = [(at - timing.start, message) for at, message in self.progress.get(name, [])]
-        phases = [(0.0, "start"), *phases]
+        said = [(at - timing.start, message) for at, message in self.progress.get(name, [])]
+        phases = sorted([(0.0, "start: namespaces, devices, suite objects"), *said, *timeline_phases(timeline)])
         with allure.step(f"scenario {name}: {timing.outcome} in {timeline['seconds']:.1f}s"):
             for i, (start, message) in enumerate(phases):
                 end = phases[i + 1][0] if i + 1 < len(phases) else float("inf")

@@ -123,15 +123,18 @@ def _claims(b: _Builder, records: list[Any]) -> set[str]:
             else None
         )
         if seen["alloc"] is not None and ident != seen["alloc"]:
-            if r.type != "DELETED":  # cleared by the scheduler (failure, timeout), not gone with the claim
-                b.moment(r.at, lane, "deallocated", decides=("SCH-5", "SCH-6"), **rev)
+            if r.type != "DELETED":  # not gone with the claim
+                # After a failure condition: SCH-5's reschedule; before the conditions were all True: SCH-6's
+                # timeout; after they were: a release once the pod is gone (nothing to decide).
+                decides = ("SCH-5",) if seen.get("failed") else ("SCH-6",) if not seen["ready"] else ()
+                b.moment(r.at, lane, "deallocated", decides=decides, **rev)
             b.close(lane, "allocated", r.at)
             b.close(lane, "ready", r.at)
             for pool, device in seen["alloc"][1]:
                 dlane = b.device_lane(pool, device)
                 b.moment(r.at, dlane, "released", f"by {r.name}", **rev)
                 b.close(dlane, "allocated", r.at)
-            seen["ready"], seen["conds"] = False, {}
+            seen["ready"], seen["conds"], seen["failed"] = False, {}, False
         if ident is not None and ident != seen["alloc"]:
             node = _alloc_node(allocation)
             again = "reallocated" if seen.get("was_allocated") else "allocated"
@@ -153,6 +156,7 @@ def _claims(b: _Builder, records: list[Any]) -> set[str]:
             for ctype in sorted(t for t in now if not t.endswith("#reason")):
                 if now[ctype] != before.get(ctype):
                     failing = ctype in failure_types and now[ctype] == "True"
+                    seen["failed"] = seen.get("failed") or failing
                     b.moment(
                         r.at,
                         lane,
@@ -263,6 +267,26 @@ def _fabric(b: _Builder, records: list[Any], identities: set[str], until: float)
             fabric=True,
         )
     del until
+
+
+_PHASES = (  # (what, lane kind, phase it starts): the phases of a scenario as its timeline shows them
+    ("created", "claim", "claims created: scheduling"),
+    ("allocated", "claim", "allocated: waiting in PreBind for the binding conditions"),
+    ("bound", "pod", "bound"),
+    ("deleting", "pod", "clean-up: pods and claims deleted"),
+    ("fabric free", "device", "released devices detached in the fabric"),
+)
+
+
+def phases(timeline: dict[str, Any]) -> list[tuple[float, str]]:
+    """(start, phase) from the first moment of each kind, in time order (for Allure's steps)."""
+    kinds = {lane["id"]: lane["kind"] for lane in timeline["lanes"]}
+    found = []
+    for what, kind, phase in _PHASES:
+        first = next((m["t"] for m in timeline["moments"] if m["what"] == what and kinds.get(m["lane"]) == kind), None)
+        if first is not None:
+            found.append((first, phase))
+    return sorted(found)
 
 
 def build(window: Window, records: list[Any], identities: dict[tuple[str, str], str]) -> dict[str, Any]:

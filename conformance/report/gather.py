@@ -58,7 +58,8 @@ class Artefacts:
             if len(raw) > limit:
                 cut = len(raw) - limit
                 note = f"\n[... {cut} bytes cut by the size bound of {limit} bytes per artefact ...]\n".encode()
-                kept = raw[: min(HEAD, limit // 2)] + note + raw[-(limit - min(HEAD, limit // 2)) :]
+                head = min(HEAD, limit // 2)
+                kept = raw[:head] + note + raw[len(raw) - max(0, limit - head - len(note)) :]
             path = self.root / relative
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(kept)

@@ -90,8 +90,9 @@ def _scenarios(report: dict[str, Any], timelines: dict[str, dict[str, Any]], pre
     ]
     index = []
     for name, entry in sorted((report.get("scenarios") or {}).items()):
+        shown = f'<a href="#sc-{_e(name)}">{_e(name)}</a>' if name in timelines else f"{_e(name)} (no timeline)"
         index.append(
-            f'<tr><td><a href="#sc-{_e(name)}">{_e(name)}</a></td><td class="{_e(entry["outcome"])}">'
+            f'<tr><td>{shown}</td><td class="{_e(entry["outcome"])}">'
             f"{_e(entry['outcome'])}</td><td>{_e(entry['seconds'])} s</td></tr>"
         )
     out.append("<table><tr><th>scenario</th><th>outcome</th><th>time</th></tr>" + "".join(index) + "</table>")

@@ -104,7 +104,9 @@ def records(bound_at: float = 4.0) -> list[Record]:
         (bound_at, "pod", "MODIFIED", "p", 15, _pod("node-1")),
         (5.0, "pod", "MODIFIED", "p", 16, _pod("node-1", "Running")),
         (8.0, "pod", "DELETED", "p", 17, _pod("node-1", "Running")),
-        (8.5, "claim", "DELETED", "c", 18, _claim(True, "True", deleted=True)),
+        (8.2, "claim", "MODIFIED", "c", 18, _claim(True)),  # the conditions go first,
+        (8.3, "claim", "MODIFIED", "c", 19, _claim(False)),  # then the allocation: a release after use
+        (8.5, "claim", "DELETED", "c", 20, _claim(False, deleted=True)),
         (
             20.0,
             "probe",
@@ -137,7 +139,7 @@ def test_the_timeline_holds_every_decisive_moment_relative_to_the_scenario_start
     assert {lane["kind"] for lane in timeline["lanes"]} == {"claim", "pod", "device"}
     spans = {(s["lane"], s["state"]): (s["from"], s["to"]) for s in timeline["spans"]}
     assert spans[("device uuid-3", "attached node-1")] == (2.2, 20.0)
-    assert ("claim attach-before-bind-abc/c", "deallocated") not in seen  # deleted with the claim: no decision
+    assert seen[("claim attach-before-bind-abc/c", "deallocated")]["decides"] == []  # released after use
     assert [p for _, p in phases(timeline)][:3] == [
         "claims created: scheduling",
         "allocated: waiting in PreBind for the binding conditions",

@@ -126,7 +126,7 @@ def _claims(b: _Builder, records: list[Any]) -> set[str]:
             if r.type != "DELETED":  # not gone with the claim
                 # After a failure condition: SCH-5's reschedule; before the conditions were all True: SCH-6's
                 # timeout; after they were: a release once the pod is gone (nothing to decide).
-                decides = ("SCH-5",) if seen.get("failed") else ("SCH-6",) if not seen["ready"] else ()
+                decides = ("SCH-5",) if seen.get("failed") else ("SCH-6",) if not seen.get("was_ready") else ()
                 b.moment(r.at, lane, "deallocated", decides=decides, **rev)
             b.close(lane, "allocated", r.at)
             b.close(lane, "ready", r.at)
@@ -134,7 +134,7 @@ def _claims(b: _Builder, records: list[Any]) -> set[str]:
                 dlane = b.device_lane(pool, device)
                 b.moment(r.at, dlane, "released", f"by {r.name}", **rev)
                 b.close(dlane, "allocated", r.at)
-            seen["ready"], seen["conds"], seen["failed"] = False, {}, False
+            seen["ready"], seen["conds"], seen["failed"], seen["was_ready"] = False, {}, False, False
         if ident is not None and ident != seen["alloc"]:
             node = _alloc_node(allocation)
             again = "reallocated" if seen.get("was_allocated") else "allocated"
@@ -169,6 +169,7 @@ def _claims(b: _Builder, records: list[Any]) -> set[str]:
         ready = bool(wanted) and all(
             conds.get((x["driver"], x["pool"], x["device"]), {}).get(t) == "True" for x, t in wanted
         )
+        seen["was_ready"] = seen.get("was_ready") or ready
         if ready and not seen["ready"]:
             b.moment(r.at, lane, "conditions ready", "every binding condition True", decides=("IMP-3", "SCH-4"), **rev)
             b.open(lane, "ready", r.at)

@@ -20,7 +20,7 @@ SUITE_ARGS := --provider $(PROVIDER) --k8s-version $(K8S_VERSION) --profile $(PR
 	$(if $(filter existing,$(PROVIDER)),--kubeconfig $(KUBECONFIG))
 
 .PHONY: all conformance test unit drivers selftest suite lint binaries venv bench bench-cluster clusters-down clean
-.PHONY: validate image kind-config matrix conformance-extra
+.PHONY: validate image kind-config matrix conformance-extra chromium html-check
 
 all: test
 
@@ -59,7 +59,14 @@ suite: conformance
 # CI: everything on the default release (1.37.2), then the whole suite on the newest release too (binding conditions
 # GA there); 1.34-1.36 run only in `make matrix` (README "Kubernetes versions": times per release).
 TEST_EXTRA_RELEASES ?= 1.38.0-beta.0
-test: lint unit validate drivers selftest conformance conformance-extra
+test: lint unit html-check validate drivers selftest conformance conformance-extra
+
+# Debian's chromium, headless, checks the HTML report (browser builds that download themselves cannot be fetched).
+chromium:
+	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
+
+html-check: venv chromium
+	$(BIN)/pytest tests/test_timeline_html_bundle.py -k chromium
 
 conformance-extra: venv
 	set -e; for v in $(TEST_EXTRA_RELEASES); do \

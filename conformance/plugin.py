@@ -34,9 +34,11 @@ from conformance.observe.invariants import InvariantWatcher
 from conformance.observe.probe import ProbeRecorder
 from conformance.observe.publishing import settled_slices
 from conformance.observe.recorder import Recorder
+from conformance.report.bundle import make_bundle
 from conformance.report.catalogue import CATALOGUE, KEP_URL
 from conformance.report.evidence import Evidence
 from conformance.report.gather import FILE_LIMIT, TOTAL_LIMIT
+from conformance.report.html import render as render_html
 from conformance.report.outcomes import (
     Outcomes,
     RunResult,
@@ -284,7 +286,7 @@ def scenarios(
                 profile=prof,
                 pool=pool,
                 objects=tracker,
-                say=say,
+                say=evidence.say_for(sc.name, say),
                 options=options,
                 invariants=watcher,
                 probe=probe,
@@ -319,7 +321,9 @@ def cluster_scenarios(
     def context(sc: Scenario) -> ClusterContext:
         handle = Cluster(cluster.info)
         return evidence.remember(
-            ClusterContext(scenario=sc, cluster=handle, objects=ObjectTracker(handle, run_id), say=say)
+            ClusterContext(
+                scenario=sc, cluster=handle, objects=ObjectTracker(handle, run_id), say=evidence.say_for(sc.name, say)
+            )
         )
 
     selected = [evidence.guard(sc) for sc in pytestconfig.stash.get(_SELECTED_KEY, []) if not sc.implementation]
@@ -492,6 +496,7 @@ class RequirementReporter:
         self.reasons: dict[tuple[str, str], str] = {}  # (nodeid, phase) -> the exception's message and evidence
         self.module_of: dict[str, str] = {}
         self.summary: dict[str, dict[str, Any]] = {}
+        self.packaging = ""
         self.verdicts: dict[str, Verdict] = {}
         self.result: str | None = None
 
@@ -517,6 +522,22 @@ class RequirementReporter:
             if marker and marker.args and marker.args[0] in CATALOGUE:
                 self.requirement_of.pop(item.nodeid, None)
                 self.outcomes.deselected.setdefault(marker.args[0], []).append(item.nodeid)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Iterator[None]:
+        """Allure steps and attachments of the scenarios behind the test (they have ended when it runs)."""
+        evidence = self.config.stash[_EVIDENCE_KEY]
+        module = self.module_of.get(item.nodeid)
+        runners = [self.config.stash[k] for k in (_CLUSTER_RUNNER_KEY, _RUNNER_KEY) if k in self.config.stash]
+        if module and runners and self.config.getoption("--alluredir", None):
+            for sc in REGISTRY.values():
+                timing = next((r.timings[sc.name] for r in runners if sc.name in r.timings), None)
+                if sc.module == module and timing is not None and timing.end is not None:
+                    try:
+                        evidence.allure(sc.name, timing)
+                    except Exception as exc:  # evidence must never change a test's outcome
+                        item.user_properties.append(("allure_evidence_error", repr(exc)))
+        yield
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
@@ -608,6 +629,17 @@ class RequirementReporter:
         write_conformance_report(out / "conformance-report.yaml", summary, run, self.verdicts)
         title = f"KEP-5007 conformance: {loaded.profile.name if loaded else 'cluster only'}"
         write_certification_junit(out / "certification-junit.xml", summary, title)
+        began = time.monotonic()
+        try:
+            page = render_html(out)
+            bundle = make_bundle(out)
+        except Exception as exc:  # the verdict stands without the page; say why it is missing
+            self.packaging = f"the HTML report or the bundle could not be written: {exc!r}"
+        else:
+            self.packaging = (
+                f"html {page.name} and bundle {bundle.name} ({bundle.stat().st_size / 1e6:.1f} MB, checksums in "
+                f"MANIFEST.sha256) in {time.monotonic() - began:.1f}s"
+            )
 
     def _attach_evidence(self, summary: dict[str, dict[str, Any]], evidence: Evidence) -> None:
         """Each requirement links the timelines (and failure snapshots) of its scenarios; a failed one also carries
@@ -643,7 +675,8 @@ class RequirementReporter:
         if missing:
             terminalreporter.section("KEP-5007: NOT SHOWN TO PASS", red=True, bold=True)
             for line in missing:
-                write(line, red=line.split()[2] == "failed", yellow=line.split()[2] != "failed", bold=True)
+                failed = " failed " in f" {line} "
+                write(line, red=failed, yellow=not failed, bold=True)
         terminalreporter.section("KEP-5007 verdicts")
         for subject, found in self.verdicts.items():
             colour = {"success": "green", "failure": "red"}.get(found.result, "yellow")
@@ -668,7 +701,7 @@ class RequirementReporter:
                     bold=True,
                 )
         if reports_dir := self.config.getoption("--reports-dir"):
-            write(f"reports: {Path(reports_dir).resolve()}")
+            write(f"reports: {Path(reports_dir).resolve()}; {self.packaging}")
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

@@ -212,11 +212,22 @@ def scenarios(
     # make scenarios skip for want of devices that were still on their way.
     watcher = InvariantWatcher(Cluster(cluster.info), prof.driver, prof.identity_attribute, run_id).start()
     slices = _settled_slices(cluster, prof.driver)
-    pool = DevicePool(prof.driver, prof.identity_attribute, read_devices(slices, prof.identity_attribute, []))
-    pool.refresh(slices, watcher.live_nodes())
+    pool = DevicePool(
+        prof.driver,
+        prof.identity_attribute,
+        read_devices(slices, prof.identity_attribute, []),
+        model_attribute=prof.model_attribute,
+    )
+    pool.refresh(slices, watcher.live_nodes(), counted=prof.fabric_entries == "counted")
     kinds = [d.kind for d in pool.devices.values()]
-    say(f"devices of {prof.driver}: {kinds.count('fabric')} fabric, {kinds.count('local')} node-local")
+    counted = ", ".join(f"{c.pool}/{c.model}: {c.entries}" for c in pool.counted.values())
+    say(
+        f"devices of {prof.driver}: {kinds.count('fabric')} fabric, {kinds.count('local')} node-local"
+        + (f"; count entries {counted}" if counted else "")
+    )
     probe = ProbeRecorder(implementation.resolve(prof.fabric_probe.url)).start() if prof.fabric_probe else None
+    if prof.fabric_entries == "counted":  # offered count entries never above the fabric's free count
+        watcher.model_attribute, watcher.probe = prof.model_attribute, probe
 
     def context(sc: Scenario) -> Context:
         handle = Cluster(cluster.info)

@@ -228,6 +228,7 @@ def scenarios(
     probe = ProbeRecorder(implementation.resolve(prof.fabric_probe.url)).start() if prof.fabric_probe else None
     if prof.fabric_entries == "counted":  # offered count entries never above the fabric's free count
         watcher.model_attribute, watcher.probe = prof.model_attribute, probe
+        watcher.counted_persist_s = prof.promises.attach_s
 
     def context(sc: Scenario) -> Context:
         handle = Cluster(cluster.info)

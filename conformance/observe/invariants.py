@@ -98,6 +98,10 @@ class InvariantWatcher:
     # Count-based fabric entries (fabricEntries: counted): the model attribute, and the run's probe sampler, whose
     # free counts the offered entries must never exceed.
     model_attribute: str | None = None
+    # How long offered entries may exceed the fabric's free count before it counts: the scheduler clears a
+    # rescheduled entry before the implementation can rewrite its pool, so a pool lags the fabric for as long as
+    # the implementation takes to react (plugin.py: the profile's attachSeconds).
+    counted_persist_s: float = PERSIST_S
     probe: Any = None  # conformance.observe.probe.ProbeRecorder (typed loosely: observe/probe imports slices only)
     violations: list[Violation] = field(default_factory=list)
     evaluations: int = 0
@@ -235,7 +239,7 @@ class InvariantWatcher:
         for ident, objects in self._above_free(slices, allocated).items():
             current.add(("offered-above-free", ident))
             first = self._suspects.setdefault(("offered-above-free", ident), now)
-            self._record("offered-above-free", ident, objects, persisted=now - first >= PERSIST_S)
+            self._record("offered-above-free", ident, objects, persisted=now - first >= self.counted_persist_s)
         for ident, holders in held.items():
             if len(holders) > 1:
                 self._record("held-twice", ident, holders)
@@ -321,6 +325,12 @@ class InvariantWatcher:
             if free is not None and len(entries) > free:
                 out[f"{pool}/{model}"] = [f"offered {len(entries)} > free {free} in the fabric", *entries[:3]]
         return out
+
+    def offered_copies_on(self, node: str) -> list[str]:
+        """Node-local copies of the driver offered free on `node` right now (e.g. an attached device nobody uses)."""
+        slices = [s for s in self.driver_slices() if s["spec"].get("nodeName") == node]
+        allocated = {(r["pool"], r["device"]) for c in self.claims.items() for r in allocation_results(c)}
+        return [e for entries in self._offered(slices, allocated).values() for e in entries]
 
     def free_entries(self, identity: str) -> list[str]:
         """The entries that offer this physical device free right now, as the watcher sees the cluster."""

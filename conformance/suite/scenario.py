@@ -189,6 +189,18 @@ class Context(ClusterContext):
                 else node or sorted({n for c in self.pool.counted.values() for n in c.nodes})
             )
             lease = self.pool.lease_counted(self.scenario.name, count, nodes, exclusive=exclusive)
+            if exclusive and self.invariants is not None and lease.node:
+                self.leases.append(lease)  # released with the scenario even if the wait below fails
+                # A class of the model also matches an attached copy left idle on the node by an earlier scenario:
+                # the pod would take it and no attach (hence no fault) would happen. Wait until none is offered.
+                watcher, where = self.invariants, lease.node
+                wait_for(
+                    lambda: watcher.offered_copies_on(where),
+                    lambda offered: not offered,
+                    timeout=self.profile.promises.detach_s + NAMESPACE_READY_S,
+                    expected=f"no idle node-local copy offered on {where} (the scenario needs an attach there)",
+                )
+                return lease
         else:
             lease = self.pool.lease(self.scenario.name, count, kind, node[0] if isinstance(node, list) else node)
         self.leases.append(lease)

@@ -48,6 +48,7 @@ class Outcome:
     probed: bool = False  # the profile has a fabric probe
     at_bind: States | None = None  # the probe's first answer after the binding was seen
     early: list[str] = field(default_factory=list)  # IMP-3: conditions seen True before the fabric said attached
+    judged: int = 0  # IMP-3: conditions compared with the probe (none: nothing was observed)
     unidentified: list[str] = field(default_factory=list)  # copies whose physical device cannot be known
 
     @property
@@ -134,7 +135,7 @@ class Outcome:
         """reschedule-to-local: the node-local copy is a copy of the device attached for the fabric allocation."""
         before = [a for a in self.allocations if a is not self.final and a.cleared_revision is not None]
         if not before:
-            return [f"bound with a node-local copy but no fabric allocation came first:\n  {self.describe()}"]
+            return []  # an attached copy nobody used was allocated at once: attached there is all that counts
         fabric = {self.identity.get(d) for d in before[-1].devices}
         final = set(self.final_identities())
         if None in fabric:
@@ -200,6 +201,7 @@ def early_conditions(seen: Outcome, probe: ProbeRecorder) -> list[str]:
                     seen.unidentified.append(f"{pool}/{device}")
                     continue
                 states = probe.after(at)
+                seen.judged += 1
                 if not any(states.get(i) == (a.node, "attached") for i in candidates):
                     said = {i: states.get(i) for i in candidates}
                     out.append(f"{device}: {ctype} True while the fabric says {said}, allocation on {a.node}")

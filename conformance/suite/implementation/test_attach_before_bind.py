@@ -27,7 +27,8 @@ from conformance.suite.scenario import Context, result_fixture, scenario
     ("IMP-1", "IMP-2", "IMP-3"),
 )
 def attach_before_bind(ctx: Context) -> Outcome:
-    node, _, ns = ctx.remote_fabric()
+    # Count-based: the node is the scenario's alone, with no idle copy the pod could take without an attach.
+    node, _, ns = ctx.remote_fabric(exclusive=ctx.counted)
     with History(ctx.cluster, ns, ctx.objects.run_id) as history:
         ctx.objects.create(pinned_pod("app", "gpu", node), ns)
         seen = follow(ctx, history, node)
@@ -92,5 +93,6 @@ def test_the_pod_binds_where_the_fabric_says_its_device_is_attached(flow: Outcom
 def test_conditions_true_only_after_the_attach(flow: Outcome) -> None:
     if not flow.probed:
         pytest.skip("the profile declares no fabricProbe: the attach cannot be observed")
+    assert flow.judged, f"no binding or reschedule condition was seen True on a fabric allocation:\n  {flow.describe()}"
     assert not flow.early, "\n".join(flow.early)
     assert not flow.unidentified, f"the fabric entries {flow.unidentified} could not be tied to a physical device"

@@ -45,7 +45,9 @@ class Release:
 )
 def detach_on_release(ctx: Context) -> Release:
     assert ctx.invariants is not None, "the free entries are read from the session's invariant watcher"
-    node, lease, ns = ctx.remote_fabric()
+    # Count-based: the node is the scenario's alone, so no other scenario's pod takes the released copy meanwhile
+    # (a class of the model matches every copy of it).
+    node, lease, ns = ctx.remote_fabric(exclusive=ctx.counted)
     probe = ctx.implementation.resolve(ctx.profile.fabric_probe.url)
     with History(ctx.cluster, ns, ctx.objects.run_id) as history:
         ctx.objects.create(pinned_pod("app", "gpu", node), ns)

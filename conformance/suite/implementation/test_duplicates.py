@@ -149,7 +149,7 @@ def test_exactly_k_of_the_burst_bind_and_the_others_wait(burst: Burst) -> None:
     assert len(burst.rounds[0]) == burst.k, f"first round bound {burst.rounds[0]}, expected {burst.k} of {PODS}"
     # Waiting is the outcome; the reason is the path (Unschedulable, or SchedulerError after a reschedule condition
     # sent a claim back to the scheduler under reschedule-to-local).
-    assert len(burst.waiting) == PODS - K and all(burst.waiting.values()), burst.waiting
+    assert len(burst.waiting) == PODS - burst.k and all(burst.waiting.values()), burst.waiting
     assert burst.most_bound <= burst.k, f"{burst.most_bound} pods bound at once with {burst.k} devices"
 
 

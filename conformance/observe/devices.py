@@ -285,8 +285,3 @@ def fabric_only_nodes(pool: DevicePool, nodes: Iterable[NodeSpec], fabric_device
     """Nodes without node-local devices of the driver that at least `fabric_devices` fabric devices reach."""
     local = {n for d in pool.devices.values() if d.kind == "local" for n in d.nodes}
     return [s.name for s in nodes if s.name not in local and pool.count("fabric", s.name) >= fabric_devices]
-
-
-def fabric_only_node(pool: DevicePool, nodes: Iterable[NodeSpec], fabric_devices: int = 1) -> str | None:
-    """The first of fabric_only_nodes, or None."""
-    return next(iter(fabric_only_nodes(pool, nodes, fabric_devices)), None)

@@ -53,7 +53,7 @@ def test_attach_before_bind_catches_conditions_reported_before_the_attach(tmp_pa
         "FAILED conformance/suite/implementation/test_attach_before_bind.py::test_conditions_true_only_after_the_attach"
         in out
     )
-    assert "True while the fabric says attached to None" in out
+    assert "True while the fabric says" in out, out[-3000:]
 
 
 def _attach_failure_fails(tmp_path: Path, flag: str, test: str) -> str:

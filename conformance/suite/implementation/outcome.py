@@ -177,8 +177,22 @@ def outcome(ctx: Context, history: History, node: str) -> Outcome:
         seen.probed = True
         if binding is not None:
             seen.at_bind = ctx.probe.after(binding.at)
+            _identify_count_entries(ctx, seen, ctx.probe)
         seen.early = early_conditions(seen, ctx.probe)
     return seen
+
+
+def _identify_count_entries(ctx: Context, seen: Outcome, probe: ProbeRecorder) -> None:
+    """A count entry the pod bound with names no device. On a node the scenario has to itself (no other scenario's
+    attach, no idle copy there when it started), the devices the fabric attached to that node between the first
+    allocation and the binding are the scenario's: with one such device and one entry, that is its identity."""
+    if seen.final is None or not any(lease.exclusive for lease in ctx.leases) or not seen.allocations:
+        return
+    unknown = [d for d in seen.final.devices if seen.identity.get(d) is None and seen.local_node.get(d) == ""]
+    before = {i for i, (n, _) in probe.after(seen.allocations[0].at).items() if n == seen.node}
+    new = [i for i, s in (seen.at_bind or {}).items() if s == (seen.node, "attached") and i not in before]
+    if len(unknown) == 1 and len(new) == 1:
+        seen.identity[unknown[0]] = new[0]
 
 
 def early_conditions(seen: Outcome, probe: ProbeRecorder) -> list[str]:

@@ -71,13 +71,18 @@ def test_the_declared_binding_model_is_what_the_slices_publish(
         model_attribute=prof.model_attribute,
         failure_conditions=dict(prof.failure_conditions),
     )
-    # What the headline pod went through says which model the stack runs.
-    expected = "fabric" if prof.binding_model == "keep-in-pool" else "local"
-    if flow.path != "none" and flow.path != expected:
-        problems.append(
-            f"the profile declares bindingModel {prof.binding_model}, but the pod bound through the "
-            f"{'fabric allocation' if flow.path == 'fabric' else 'node-local copy'}:\n  {flow.describe()}"
-        )
+    # What the headline pod went through says which model the stack runs: keep-in-pool binds with the fabric
+    # allocation it got; reschedule-to-local sends it back with a condition meaning reschedule (the copy it then
+    # lands on may be taken by another pod first; a stack may then keep the fabric copy).
+    if flow.binding is not None:
+        rescheduled = bool(flow.rescheduled())
+        if prof.binding_model == "keep-in-pool" and (rescheduled or flow.path != "fabric"):
+            problems.append(f"the profile declares keep-in-pool, but the claim moved:\n  {flow.describe()}")
+        if prof.binding_model == "reschedule-to-local" and not rescheduled:
+            problems.append(
+                f"the profile declares reschedule-to-local, but no condition meaning reschedule was True:\n  "
+                f"{flow.describe()}"
+            )
     assert not problems, "the profile disagrees with the implementation:\n" + "\n".join(problems)
 
 

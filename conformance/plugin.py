@@ -266,11 +266,23 @@ def scenarios(
     except AssertionError as exc:
         watcher.stop()
         pytest.exit(f"the implementation of profile {prof.name!r} did not finish publishing: {exc}", returncode=3)
-    pool = DevicePool(prof.driver, prof.identity_attribute, read_devices(slices, prof.identity_attribute, []))
-    pool.refresh(slices, watcher.live_nodes())
+    pool = DevicePool(
+        prof.driver,
+        prof.identity_attribute,
+        read_devices(slices, prof.identity_attribute, []),
+        model_attribute=prof.model_attribute,
+    )
+    pool.refresh(slices, watcher.live_nodes(), counted=prof.fabric_entries == "counted")
     kinds = [d.kind for d in pool.devices.values()]
-    say(f"devices of {prof.driver}: {kinds.count('fabric')} fabric, {kinds.count('local')} node-local")
+    counted = ", ".join(f"{c.pool}/{c.model}: {c.entries}" for c in pool.counted.values())
+    say(
+        f"devices of {prof.driver}: {kinds.count('fabric')} fabric, {kinds.count('local')} node-local"
+        + (f"; count entries {counted}" if counted else "")
+    )
     probe = ProbeRecorder(implementation.resolve(prof.fabric_probe.url)).start() if prof.fabric_probe else None
+    if prof.fabric_entries == "counted":  # offered count entries never above the fabric's free count
+        watcher.model_attribute, watcher.probe = prof.model_attribute, probe
+        watcher.counted_persist_s = prof.promises.attach_s
 
     evidence = pytestconfig.stash[_EVIDENCE_KEY]
 

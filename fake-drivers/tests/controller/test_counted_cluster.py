@@ -11,9 +11,11 @@ rewritten in place.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import pytest
 from conformance.cluster.client import Cluster
 from conformance.cluster.manifests import pod_with_claim_template
 from conformance.cluster.objects import ObjectTracker
@@ -34,6 +36,39 @@ from nodedriver_harness import NodeDriverProcess
 from test_controller_cluster import BIND_S, DETACH_S, attachments, bound_pod, wait_pools
 
 COUNTED = ("--mode", "reschedule-to-local", "--fabric-entries", "counted", "--idle-grace", "2")
+
+
+@dataclass(frozen=True)
+class Stack:
+    """The cluster, the fabric manager and the node driver (republishing) of one test; it starts the controller."""
+
+    cluster: Cluster
+    objects: ObjectTracker
+    namespace: str
+    api: client.CustomObjectsApi
+    driver: str
+    fabric_url: str
+    http: httpx.Client
+    fabric_names: dict[str, str]
+    start_controller: Callable[..., ControllerProcess]
+
+
+@pytest.fixture
+def stack(
+    cluster: Cluster,
+    objects: ObjectTracker,
+    namespace: str,
+    api: client.CustomObjectsApi,
+    driver: str,
+    fabric_proc: FabricProcess,
+    fabric_http: httpx.Client,
+    fabric_names: dict[str, str],
+    fabric_class: str,
+    start_controller: Callable[..., ControllerProcess],
+    start_node_driver: Callable[..., NodeDriverProcess],
+) -> Stack:
+    start_node_driver("--republish")
+    return Stack(cluster, objects, namespace, api, driver, fabric_proc.url, fabric_http, fabric_names, start_controller)
 
 
 def pinned_pod(node: str) -> dict[str, Any]:
@@ -59,20 +94,9 @@ def free_count(http: httpx.Client, fabric: str) -> int:
     return next(f["free"] for f in http.get("/v1/attachments").json()["free"] if f["fabric"] == fabric)
 
 
-def test_counted_pool_attaches_any_free_device_and_the_claim_moves_to_its_node_local_copy(
-    cluster: Cluster,
-    objects: ObjectTracker,
-    namespace: str,
-    api: client.CustomObjectsApi,
-    driver: str,
-    fabric_proc: FabricProcess,
-    fabric_http: httpx.Client,
-    fabric_names: dict[str, str],
-    fabric_class: str,
-    start_controller: Callable[..., ControllerProcess],
-    start_node_driver: Callable[..., NodeDriverProcess],
-) -> None:
-    start_node_driver("--republish")
+def test_counted_pool_attaches_any_free_device_and_the_claim_moves_to_its_node_local_copy(stack: Stack) -> None:
+    cluster, objects, namespace, api, driver = stack.cluster, stack.objects, stack.namespace, stack.api, stack.driver
+    fabric_http, start_controller = stack.http, stack.start_controller
     start_controller(*COUNTED)
     wait_pools(api, driver)
     pool = fabric_pool(api, driver, "fabric-0")
@@ -84,8 +108,8 @@ def test_counted_pool_attaches_any_free_device_and_the_claim_moves_to_its_node_l
 
     with (
         ClaimHistory(api, namespace) as history,
-        InvariantWatcher(api, driver, fabric_names) as invariants,
-        CountedWatcher(api, driver, fabric_proc.url) as counted,
+        InvariantWatcher(api, driver, stack.fabric_names) as invariants,
+        CountedWatcher(api, driver, stack.fabric_url) as counted,
     ):
         objects.create(pinned_pod("node-2"), namespace)
         pod = bound_pod(cluster, namespace, "app")
@@ -128,28 +152,17 @@ def test_counted_pool_attaches_any_free_device_and_the_claim_moves_to_its_node_l
     assert counted.observations > 10 and not counted.violations, counted.violations
 
 
-def test_counted_attach_failure_on_a_node_fault_quarantines_the_device_it_hit(
-    cluster: Cluster,
-    objects: ObjectTracker,
-    namespace: str,
-    api: client.CustomObjectsApi,
-    driver: str,
-    fabric_proc: FabricProcess,
-    fabric_http: httpx.Client,
-    fabric_names: dict[str, str],
-    fabric_class: str,
-    start_controller: Callable[..., ControllerProcess],
-    start_node_driver: Callable[..., NodeDriverProcess],
-) -> None:
-    start_node_driver("--republish")
+def test_counted_attach_failure_on_a_node_fault_quarantines_the_device_it_hit(stack: Stack) -> None:
+    cluster, objects, namespace, api, driver = stack.cluster, stack.objects, stack.namespace, stack.api, stack.driver
+    fabric_http, start_controller = stack.http, stack.start_controller
     start_controller(*COUNTED, "--quarantine", "300")
     wait_pools(api, driver)
     body = {"mode": "fail", "node": "node-2", "reason": "FabricLinkDown", "message": "link 3 lost"}
     fault = fabric_http.post("/v1/faults", json=body).json()
     with (
         ClaimHistory(api, namespace) as history,
-        InvariantWatcher(api, driver, fabric_names) as invariants,
-        CountedWatcher(api, driver, fabric_proc.url) as counted,
+        InvariantWatcher(api, driver, stack.fabric_names) as invariants,
+        CountedWatcher(api, driver, stack.fabric_url) as counted,
     ):
         objects.create(pinned_pod("node-2"), namespace)
         bound_pod(cluster, namespace, "app", timeout=2 * BIND_S)
@@ -171,24 +184,13 @@ def test_counted_attach_failure_on_a_node_fault_quarantines_the_device_it_hit(
     assert not counted.violations, counted.violations
 
 
-def test_counted_controller_killed_mid_attach_goes_on_with_the_same_device(
-    cluster: Cluster,
-    objects: ObjectTracker,
-    namespace: str,
-    api: client.CustomObjectsApi,
-    driver: str,
-    fabric_proc: FabricProcess,
-    fabric_http: httpx.Client,
-    fabric_names: dict[str, str],
-    fabric_class: str,
-    start_controller: Callable[..., ControllerProcess],
-    start_node_driver: Callable[..., NodeDriverProcess],
-) -> None:
-    start_node_driver("--republish")
+def test_counted_controller_killed_mid_attach_goes_on_with_the_same_device(stack: Stack) -> None:
+    cluster, objects, namespace, api, driver = stack.cluster, stack.objects, stack.namespace, stack.api, stack.driver
+    fabric_http, start_controller = stack.http, stack.start_controller
     first = start_controller(*COUNTED)
     wait_pools(api, driver)
     fault = fabric_http.post("/v1/faults", json={"mode": "hang", "node": "node-2"}).json()
-    with ClaimHistory(api, namespace) as history, CountedWatcher(api, driver, fabric_proc.url) as counted:
+    with ClaimHistory(api, namespace) as history, CountedWatcher(api, driver, stack.fabric_url) as counted:
         objects.create(pinned_pod("node-2"), namespace)
         wait_for(
             lambda: fabric_http.get("/v1/faults").json()["hung"],

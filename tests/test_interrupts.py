@@ -16,7 +16,7 @@ from conformance.cluster import interrupts
 from conformance.cluster.waits import CANCELLED
 from conformance.implementation import harness
 from conformance.implementation.harness import Implementation
-from conformance.implementation.profile import load_profile
+from conformance.implementation.profile import API_VERSION, KIND, load_profile
 
 # A process that ignores SIGTERM (like a hung controller) and starts a child of its own.
 STUBBORN = (
@@ -77,7 +77,8 @@ def _profile(tmp_path: Path, *scripts: str) -> Path:
         for i, script in enumerate(scripts)
     )
     path = tmp_path / "profile.yaml"
-    path.write_text(f"name: t\nversion: '1'\ndriver: d.example.com\nprocesses:\n{processes}\n")
+    head = f"apiVersion: {API_VERSION}\nkind: {KIND}\nname: t\nversion: '1'\ndriver: d.example.com\n"
+    path.write_text(f"{head}processes:\n{processes}\n")
     return path
 
 

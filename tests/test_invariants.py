@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from conformance.observe.invariants import InvariantWatcher
-from conformance.observe.recorder import Recorder
+from conformance.observe.recorder import Recorder, Sample
 from conformance.observe.views import binding_state
 
 DRIVER = "gpu.example.com"
@@ -132,3 +132,34 @@ def test_only_the_newest_generation_of_a_pool_counts() -> None:
     w._suspects = {k: time.monotonic() - 5 for k in w._suspects}
     w._check_devices()
     assert not w.violations, "a device moving between the slices of a pool being rewritten is offered once"
+
+
+def _counted_watcher(entries: int, free: int) -> InvariantWatcher:
+    devs = [
+        {"name": f"gpu-{i}", "attributes": {"model": {"string": "gpu"}}, "bindingConditions": ["x/ready"]}
+        for i in range(entries)
+    ]
+    pool = {"name": "f0", "generation": 1, "resourceSliceCount": 1}
+    selector = {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}
+    spec = {"driver": DRIVER, "pool": pool, "nodeSelector": selector, "devices": devs}
+    w = _watcher([{"metadata": {"name": "s"}, "spec": spec}])
+    node = {"metadata": {"name": "n1"}, "spec": {}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    w.record.feed("node", "ADDED", node)
+    free_counts = ({"fabric": "f0", "model": "gpu", "free": free, "total": 4, "nodes": ["n1"]},)
+    w.record.add_sample(Sample(0.0, 0.01, {}, free_counts))  # the newest fabric probe answer
+    w.model_attribute = "model"
+    return w
+
+
+def test_count_entries_offered_above_the_fabrics_free_count_is_a_violation_when_it_persists() -> None:
+    w = _counted_watcher(entries=3, free=2)
+    w._check_devices()
+    assert not w.violations, "a first sight may be stream skew"
+    w._suspects = {k: v - 2 for k, v in w._suspects.items()}  # as if seen 2 s ago
+    w._check_devices()
+    assert [(v.what, v.identity) for v in w.violations] == [("offered-above-free", "f0/gpu")]
+    fine = _counted_watcher(entries=2, free=2)
+    fine._check_devices()
+    fine._suspects = {k: v - 2 for k, v in fine._suspects.items()}
+    fine._check_devices()
+    assert not fine.violations

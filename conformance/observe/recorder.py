@@ -269,6 +269,18 @@ class Recorder:
     def now(self) -> States:
         return self.after(time.time())
 
+    def latest(self) -> tuple[float, States, list[dict[str, Any]]] | None:
+        """The newest answer: (send time of the first answer of the run of equal ones it ends, attachments, free
+        counts); None before the first answer."""
+        with self._cond:
+            if not self._samples:
+                return None
+            last = self._samples[-1]
+            i = len(self._samples) - 1
+            while i > 0 and (self._samples[i - 1].states, self._samples[i - 1].free) == (last.states, last.free):
+                i -= 1
+            return self._samples[i].sent, last.states, list(last.free)
+
     def _answer_after(self, at: float, timeout: float) -> Sample:
         deadline = time.monotonic() + timeout
         with self._cond:

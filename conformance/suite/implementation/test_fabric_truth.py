@@ -5,8 +5,8 @@ attachment still held then is a failure.
 
 The other scenarios walk their own paths; this module adds one that walks the moments these rules are about, so
 they are judged in every run whichever scenarios are selected with it: pod A binds with a (slowed) attach and stays
-bound; pod B's claim goes away while its slowed attach is in flight (released before ready); the controller is
-restarted while A is bound (where the profile names its process); A is then watched for HOLD_S more.
+bound; the controller is restarted while A is bound (where the profile names its process) and A is watched for
+HOLD_S more; then pod B's claim goes away while its slowed attach is in flight (released before ready), and A goes.
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ from conformance.observe.slices import BIND_SLACK_S
 from conformance.suite.implementation.outcome import Outcome, bind_timeout, follow
 from conformance.suite.scenario import Context, ScenarioRunner, result_fixture, scenario
 
-SLOW_A_S = 2.0  # A's attach, slowed: a condition reported before the fabric finished has this long to show
-SLOW_B_S = 4.0  # B's attach, slowed: its claim is deleted while this attach is in flight
+# Attaches slowed by this much: a condition reported before the fabric finished has that long to show, and B's claim
+# is deleted while its attach is in flight.
+SLOW_S = 3.0
 HOLD_S = 3.0  # A stays bound this long after the restart (or B's release): what happens to its device meanwhile
 
 
@@ -62,47 +63,47 @@ def _delete(ctx: Context, ns: str, pod: str, claims: list[str]) -> None:
 def device_lifecycle(ctx: Context) -> Lifecycle:
     probe = ctx.probe
     assert probe is not None  # probe=True: skipped without one
-    node, lease_a, ns_a = ctx.remote_fabric()
-    lease_b = ctx.lease(1, "fabric", node)
+    # Two devices on a node without node-local ones (count-based: capacity for two, the node this scenario's alone,
+    # since the device an entry gets is known only once attached and faults select the attaches to the node).
+    node, lease, ns_a = ctx.remote_fabric(count=2, exclusive=ctx.counted)
     ns_b = ctx.namespace()
-    ctx.objects.create(claim_template("gpu", ctx.device_class(lease_b)), ns_b)
+    ctx.objects.create(claim_template("gpu", ctx.device_class(lease)), ns_b)
     seen = Lifecycle(node)
     injector = ctx.profile.fault_injector
     url = ctx.implementation.resolve(injector.url) if injector else None
-    counted = ctx.profile.fabric_entries == "counted"  # the device an entry gets is known once attached
-    faults = FaultInjector(url, frozenset(lease_a.identities + lease_b.identities), frozenset({node})) if url else None
+    scope = (frozenset(lease.identities), frozenset({node}) if ctx.counted else frozenset())
+    faults = FaultInjector(url, *scope) if url else None
     try:
-
-        def slow(identity: str, seconds: float) -> str | None:
-            if faults is None:  # no fault injector: the attaches go at the fabric's own pace
-                return None
-            where: dict[str, Any] = {"node": node} if counted else {"device": identity}
-            return faults.arm("slow", delaySeconds=seconds, **where)
-
-        slow(lease_a.identities[0], SLOW_A_S)
+        if faults is not None:  # both attaches slowed (which pod gets which device is the scheduler's choice)
+            targets: list[dict[str, Any]] = (
+                [{"node": node, "count": 2}] if ctx.counted else [{"device": i} for i in lease.identities]
+            )
+            for target in targets:
+                faults.arm("slow", delaySeconds=SLOW_S, **target)
         with ctx.history(ns_a) as history_a:
             ctx.objects.create(pinned_pod("a", "gpu", node), ns_a)
-            seen.a = follow(ctx, history_a, node, bind_timeout(ctx.profile, SLOW_A_S))
+            seen.a = follow(ctx, history_a, node, bind_timeout(ctx.profile, SLOW_S))
         used = {i for i in seen.a.final_identities() if i}
+        if ctx.profile.controller.process is not None:
+            ctx.implementation.restart(ctx.profile.controller.process)
+            seen.restarted = f"{ctx.profile.controller.process} while pod a was bound"
+        probe.after(time.time() + HOLD_S, timeout=HOLD_S + 10)  # A observed, bound, for HOLD_S more
 
-        fault_b = slow(lease_b.identities[0], SLOW_B_S)
         with ctx.history(ns_b) as history_b:
             ctx.objects.create(pinned_pod("b", "gpu", node), ns_b)
-            timeout = ctx.profile.promises.attach_s + BIND_SLACK_S
 
             def in_flight() -> tuple[str, tuple[str, str]] | None:
                 states = probe.now()
-                if not counted:
-                    state = states.get(lease_b.identities[0])
-                    return (lease_b.identities[0], state) if state else None
-                hit = [h["device"] for h in faults.hits(fault_b)] if faults and fault_b else []
-                found = hit or [i for i in states if i not in used and states[i][0] == node]
-                return (found[0], states[found[0]]) if found and found[0] in states else None
+                if ctx.counted:  # the one device on the scenario's own node that is not (yet) attached: B's
+                    found = sorted(i for i, s in states.items() if s[0] == node and s[1] != "attached")
+                else:
+                    found = [i for i in lease.identities if i not in used and i in states]
+                return (found[0], states[found[0]]) if found else None
 
             seen.b_device, seen.b_state = wait_for(
                 in_flight,
                 bool,
-                timeout=timeout,
+                timeout=ctx.profile.promises.attach_s + BIND_SLACK_S,
                 expected=f"the attach for pod {ns_b}/b to start (the probe to list its device on {node})",
                 interval=PROBE_PERIOD_S,
                 max_interval=PROBE_PERIOD_S,
@@ -111,10 +112,6 @@ def device_lifecycle(ctx: Context) -> Lifecycle:
     finally:
         if faults is not None:
             faults.close()
-    if ctx.profile.controller.process is not None:
-        ctx.implementation.restart(ctx.profile.controller.process)
-        seen.restarted = f"{ctx.profile.controller.process} while pod a was bound"
-    probe.after(time.time() + HOLD_S, timeout=HOLD_S + 10)  # A observed, bound, for HOLD_S more
     _delete(ctx, ns_a, "a", list(history_a.latest("claim")))
     return seen
 

@@ -151,6 +151,13 @@ class History:
                             current.failures.append({**c, "device": (r["pool"], r["device"]), "revision": e.revision})
         return out
 
+    def k8s_events(self) -> list[dict[str, Any]]:
+        """The namespace's Events (summaries: reason, message, type, count, object), each as last recorded."""
+        latest: dict[str, dict[str, Any]] = {}
+        for r in self._record.select(("event",), namespace=self.namespace):
+            latest[r.name] = r.obj
+        return list(latest.values())
+
     def in_place_rewrites(self) -> list[str]:
         """Allocations replaced by another with no clearing in between (API-6 forbids it, IMP-7 avoids it)."""
         claims = {e.name for e in self.events("claim")}

@@ -58,7 +58,7 @@ def binding_gate(ctx: ClusterContext) -> Gate:
             gate.allocation = history.wait(
                 lambda h: next(iter(h.allocations()), None), timeout=SCHEDULE_S, expected="the claim to be allocated"
             )
-            gate.pending = wait_pending(ctx.cluster, ns, ["app"])
+            gate.pending = wait_pending(ctx.history(ns), ["app"])
             claim = history.events("claim")[-1].name
             gate.first_write = driver.set_conditions(claim, gate.allocation.devices, [driver.attached])
             gate.early = hold(history)

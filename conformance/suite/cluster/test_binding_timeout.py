@@ -75,8 +75,8 @@ def binding_timeout(ctx: ClusterContext) -> Timeout:
         except AssertionError as exc:
             run.stopped = str(exc)
         run.allocations, run.pod_conditions = history.allocations(), history.pod_conditions()
-    events = ctx.cluster.core.list_namespaced_event(ns, field_selector="involvedObject.name=app").items
-    run.events = [{"type": e.type, "reason": e.reason, "message": e.message or ""} for e in events]
+    events = [e for e in ctx.history(ns).k8s_events() if e["object"]["name"] == "app"]
+    run.events = [{"type": e["type"], "reason": e["reason"], "message": e["message"] or ""} for e in events]
     return run
 
 

@@ -43,7 +43,7 @@ def multi_device_claim(ctx: ClusterContext) -> Multi:
             run.allocation = history.wait(
                 lambda h: next(iter(h.allocations()), None), timeout=SCHEDULE_S, expected="the claim to be allocated"
             )
-            wait_pending(ctx.cluster, ns, ["app"])
+            wait_pending(ctx.history(ns), ["app"])
             claim = history.events("claim")[-1].name
             first, *rest = run.allocation.devices
             run.first_write = driver.set_conditions(claim, [first], [driver.attached])

@@ -44,7 +44,7 @@ def node_local_preference(ctx: ClusterContext) -> Preference:
         history.wait(lambda h: h.binding(), timeout=SCHEDULE_S, expected="the pod to be bound")
         claim = history.events("claim")[-1].obj
         binding = history.binding()
-    waited = pending_events(ctx.cluster, ns).get("app", 0)
+    waited = pending_events(ctx.history(ns)).get("app", 0)
     return Preference(node, local, allocation_results(claim), binding.node if binding else None, waited)
 
 

@@ -55,7 +55,7 @@ def shared_claim(ctx: ClusterContext) -> Shared:
             allocation = history.wait(
                 lambda h: next(iter(h.allocations()), None), timeout=SCHEDULE_S, expected="the claim to be allocated"
             )
-            run.pending = wait_pending(ctx.cluster, ns, run.pods)
+            run.pending = wait_pending(ctx.history(ns), run.pods)
             run.early = hold(history)
             run.ready_write = driver.set_conditions("shared", allocation.devices, [driver.attached])
             history.wait(

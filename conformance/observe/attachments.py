@@ -4,8 +4,9 @@ Three rules (catalogue IMP-10..12), each compared moment by moment: the record k
 with the time its watch delivered it, and every probe answer with the time its request was sent and the time the
 answer came back, so an answer is the fabric's state at some moment inside [sent, received]:
 
-- IMP-10 attached while used: from the moment a pod is seen bound until it is seen deleted, every probe answer
-  that lies wholly inside that window says each device of the pod's claims is attached to the pod's node;
+- IMP-10 attached while used: from the moment a pod is seen bound until it is seen deleted (less one probe period,
+  for the watch's delivery lag), every probe answer that lies wholly inside that window says each device of the
+  pod's claims is attached to the pod's node;
 - IMP-11 no condition ahead of the fabric: while all binding conditions of an allocated device are seen True,
   every probe answer wholly inside that stretch (less one probe period at its end, for the watch's delivery lag)
   says the device is attached to the allocation's node;
@@ -228,8 +229,9 @@ class Judge:
                 if h.identity not in fabric:
                     continue
                 v.count(rule)
+                until = None if u.gone is None else u.gone - self.period  # the pod stream may lag the release
                 wrong = [
-                    s for s in _within(samples, u.bound, u.gone) if s.states.get(h.identity) != (u.node, "attached")
+                    s for s in _within(samples, u.bound, until) if s.states.get(h.identity) != (u.node, "attached")
                 ]
                 if wrong:
                     v.fail(

@@ -397,6 +397,10 @@ class ScenarioRunner:
                 f"scenario {sc.name}: invariants broken while it ran:\n" + "\n".join(f"  {v}" for v in broken) + then
             ) from failure
 
+    def say(self, message: str) -> None:
+        """A line of progress on the terminal (for what judges the scenarios after they ended)."""
+        self._say(message)
+
     def wait_all(self) -> list[str]:
         """Wait until every scenario has ended (its cleanup included); the names of those that ran."""
         wait(self._futures.values(), timeout=SCENARIO_DEADLINE_S)

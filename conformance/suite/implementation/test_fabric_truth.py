@@ -150,7 +150,13 @@ def truth(scenarios: ScenarioRunner, profile: LoadedProfile, recorder: Recorder)
     waited = time.monotonic() - began
     began = time.monotonic()
     verdicts = Judge(prof.driver, prof.identity_attribute, prof.promises.detach_s).judge(recorder)
-    return Truth(verdicts, round(time.monotonic() - began, 3), round(waited, 3), left)
+    truth = Truth(verdicts, round(time.monotonic() - began, 3), round(waited, 3), left)
+    judged = ", ".join(f"{rule} {n}" for rule, n in sorted(verdicts.checked.items()))
+    scenarios.say(
+        f"fabric truth: {len(recorder.samples())} probe answers (period {PROBE_PERIOD_S:g}s); judged {judged} in "
+        f"{truth.judged_s:.2f}s after waiting {truth.waited_s:.1f}s for the fabric to let go"
+    )
+    return truth
 
 
 def _verdict(truth: Truth, rule: str, record_property: Any) -> None:

@@ -119,6 +119,14 @@ def device_lifecycle(ctx: Context) -> Lifecycle:
 lifecycle = result_fixture("lifecycle", "device-lifecycle")
 
 
+NOTHING = {  # why a rule had nothing to judge, when no device was left unidentified
+    "IMP-10": "no pod of the run was bound with a device the fabric deals in",
+    "IMP-11": "no binding condition was True on an allocated device of the driver (reschedule-to-local: the pod binds "
+    "with the node-local copy, which has none)",
+    "IMP-12": "the fabric probe never listed a device attached during the run",
+}
+
+
 @dataclass
 class Truth:
     verdicts: Verdicts
@@ -169,7 +177,8 @@ def _verdict(truth: Truth, rule: str, record_property: Any) -> None:
     found = v.violations.get(rule, [])
     assert not found, f"{len(found)} violations (probe period {PROBE_PERIOD_S:g}s):\n  " + "\n  ".join(found[:20])
     if not v.checked.get(rule):
-        pytest.skip(f"{rule}: nothing could be judged: {v.unjudged.get(rule, ['no device was used'])[:3]}")
+        why = v.unjudged.get(rule) or [NOTHING[rule]]
+        pytest.skip(f"{rule}: nothing could be judged: {why[:3]}")
 
 
 @pytest.mark.requirement("IMP-10")

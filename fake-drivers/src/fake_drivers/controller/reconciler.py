@@ -161,6 +161,7 @@ class Reconciler:
                 dict(self._rescheduled),
                 self._forgotten,
                 dict(self._assigned),
+                fresh=first,
             )
         plan = decide(self.settings, snap, memory, now)
         if first and self.settings.broken_detach_all_on_restart:  # broken on purpose: in use or not

@@ -121,8 +121,7 @@ lifecycle = result_fixture("lifecycle", "device-lifecycle")
 
 NOTHING = {  # why a rule had nothing to judge, when no device was left unidentified
     "IMP-10": "no pod of the run was bound with a device the fabric deals in",
-    "IMP-11": "no binding condition was True on an allocated device of the driver (reschedule-to-local: the pod binds "
-    "with the node-local copy, which has none)",
+    "IMP-11": "no binding condition, and no condition meaning reschedule, was True on an allocated device",
     "IMP-12": "the fabric probe never listed a device attached during the run",
 }
 
@@ -157,7 +156,9 @@ def truth(scenarios: ScenarioRunner, profile: LoadedProfile, recorder: Recorder)
         left = {i: s for i, s in recorder.now().items() if i not in before}
     waited = time.monotonic() - began
     began = time.monotonic()
-    verdicts = Judge(prof.driver, prof.identity_attribute, prof.promises.detach_s).judge(recorder)
+    reschedule = frozenset(t for t, meaning in prof.failure_conditions.items() if meaning == "reschedule")
+    judge = Judge(prof.driver, prof.identity_attribute, prof.promises.detach_s, reschedule=reschedule)
+    verdicts = judge.judge(recorder)
     truth = Truth(verdicts, round(time.monotonic() - began, 3), round(waited, 3), left)
     judged = ", ".join(f"{rule} {n}" for rule, n in sorted(verdicts.checked.items()))
     scenarios.say(

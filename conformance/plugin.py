@@ -252,7 +252,7 @@ def scenarios(
     pool = DevicePool(
         prof.driver,
         prof.identity_attribute,
-        read_devices(driver_slices(cluster, prof.driver), prof.identity_attribute, nodes),
+        read_devices(_settled_slices(cluster, prof.driver), prof.identity_attribute, nodes),
     )
     kinds = [d.kind for d in pool.devices.values()]
     say(f"devices of {prof.driver}: {kinds.count('fabric')} fabric, {kinds.count('local')} node-local")

@@ -259,11 +259,13 @@ def _fabric(b: _Builder, records: list[Any], identities: set[str], until: float)
             decides = ("IMP-5",)
             if r.at > b.w.end:
                 after_end[r.name] = True
+        since = r.obj.get("previousSampleAt")
+        window = f"; happened after {since - b.w.start:.3f}s (the previous sample)" if since else ""
         b.moment(
             r.at,
             lane,
             f"fabric {state}",
-            f"{node} (was {'/'.join(r.obj['previous']) or 'free'})",
+            f"{node} (was {'/'.join(r.obj['previous']) or 'free'}{window})",
             decides=decides,
             fabric=True,
         )

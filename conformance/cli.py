@@ -26,7 +26,7 @@ version_option = click.option(
     default=DEFAULT_VERSION,
     show_default=True,
     callback=_version,
-    help="Kubernetes version (1.34.x to 1.37.x)",
+    help="Kubernetes version (1.34.x to 1.38.x, pre-releases like 1.38.0-beta.0 too)",
 )
 
 
@@ -119,11 +119,21 @@ def cluster_list() -> None:
 @click.option("--runs", default=5, show_default=True, type=click.IntRange(min=1))
 @click.option("--nodes", default=4, show_default=True, type=click.IntRange(min=1))
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="also write the figures as JSON")
-def bench(version: KubeVersion, runs: int, nodes: int, out: Path | None) -> None:
-    """Measure local cluster bring-up (to all nodes Ready), teardown and control-plane memory."""
+@click.option(
+    "--history",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="keep the figures in this folder and print what got slower since the previous bench",
+)
+def bench(version: KubeVersion, runs: int, nodes: int, out: Path | None, history: Path | None) -> None:
+    """Measure local cluster bring-up (to all nodes Ready, by phase), teardown, control-plane memory and CPU."""
     from conformance.cluster.bench import bench_local_cluster
+    from conformance.cluster.bench_history import cluster_figures, compare_and_record
 
-    bench_local_cluster(version, runs=runs, nodes=nodes, out=out)
+    figures = bench_local_cluster(version, runs=runs, nodes=nodes, out=out)
+    if history is not None:
+        for line in compare_and_record(history, "cluster", cluster_figures(figures)):
+            click.echo(line)
 
 
 @main.command("kind-config")
@@ -194,13 +204,123 @@ def validate_kind_config(configs: tuple[Path, ...], releases: list[KubeVersion])
         raise click.ClickException(f"kind rejected {', '.join(failed)}")
 
 
+@main.command("matrix")
+@click.option(
+    "--release",
+    "releases",
+    multiple=True,
+    callback=lambda ctx, param, values: [_version(ctx, param, v) for v in values],
+    help="a release to run (repeatable); default: the newest known version of every supported minor",
+)
+@click.option("--profile", default="fixtures/profiles/reference.yaml", show_default=True)
+@click.option(
+    "--out", type=click.Path(file_okay=False, path_type=Path), default=Path("reports/matrix"), show_default=True
+)
+@click.option("--report-only", is_flag=True, help="run nothing: build the matrix from the reports already in --out")
+@click.argument("pytest_args", nargs=-1)
+def matrix_command(
+    releases: list[KubeVersion], profile: str, out: Path, report_only: bool, pytest_args: tuple[str, ...]
+) -> None:
+    """The whole suite on every release, one at a time, and one matrix report (Markdown, HTML, YAML)."""
+    from conformance.matrix import run_matrix, supported_versions
+
+    matrix, paths = run_matrix(releases or supported_versions(), out, profile, pytest_args, report_only=report_only)
+    for run in matrix.runs:
+        totals = ", ".join(f"{n} {k}" for k, n in (run.report or {}).get("totals", {}).items())
+        seconds = f"{run.run_seconds:.0f}s" if run.run_seconds is not None else ""
+        click.echo(f"{run.version:16} {run.result:8} {seconds:>6}  {totals or run.note[:100]}")
+    click.echo(f"matrix: {matrix.result}; " + ", ".join(str(p) for p in paths.values()))
+    if matrix.result == "failure":
+        raise SystemExit(1)
+
+
 @main.command("figures")
 @click.argument("report", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-def figures_command(report: Path) -> None:
+@click.option(
+    "--history",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="keep the figures in this folder and print what got slower since the previous bench",
+)
+def figures_command(report: Path, history: Path | None) -> None:
     """Print the benchmark figures of a suite run from its conformance-report.yaml."""
+    import yaml
+
+    from conformance.cluster.bench_history import compare_and_record, suite_figures
     from conformance.report.figures import print_figures
 
     print_figures(report)
+    if history is not None:
+        for line in compare_and_record(history, "suite", suite_figures(yaml.safe_load(report.read_text()))):
+            click.echo(line)
+
+
+@main.group()
+def profile() -> None:
+    """Write, validate and explain implementation profiles (README "Certify your stack")."""
+
+
+@profile.command("init")
+@click.option(
+    "--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="file to write (default: stdout)"
+)
+@click.option("--force", is_flag=True, help="overwrite --out if it exists")
+def profile_init(out: Path | None, force: bool) -> None:
+    """A commented starting profile, valid as it is; edit it, then `profile check` it."""
+    from conformance.implementation.profile import TEMPLATE_FILE
+
+    text = TEMPLATE_FILE.read_text()
+    if out is None:
+        click.echo(text, nl=False)
+        return
+    if out.exists() and not force:
+        raise click.ClickException(f"{out} exists; pass --force to overwrite it")
+    out.write_text(text)
+    click.echo(f"wrote {out}; next: dra-conformance profile check {out}", err=True)
+
+
+@profile.command("schema")
+def profile_schema() -> None:
+    """Print the profile's JSON Schema (the published file is conformance/implementation/profile.schema.json)."""
+    import json
+
+    from conformance.implementation.profile import json_schema
+
+    click.echo(json.dumps(json_schema(), indent=2))
+
+
+@profile.command("check")
+@click.argument("file", type=click.Path(path_type=Path))
+def profile_check(file: Path) -> None:
+    """Validate FILE, check its placeholders and files, and say what each requirement will do with it.
+
+    Exit status: 0 usable, 1 problems found (listed), 2 bad usage.
+    """
+    from conformance.implementation.profile import ProfileError, load_profile
+    from conformance.suite.profilecheck import check
+
+    try:
+        loaded = load_profile(file)
+    except ProfileError as exc:
+        raise click.ClickException(str(exc)) from None
+    result = check(loaded)
+    prof = loaded.profile
+    click.echo(f"profile {prof.name} {prof.version} ({loaded.path})")
+    click.echo(f"  driver {prof.driver}, {prof.binding_model}, fabric entries {prof.fabric_entries}")
+    for warning in result.warnings:
+        click.echo(f"  warning: {warning}")
+    for error in result.errors:
+        click.echo(f"  error: {error}", err=True)
+    click.echo("requirements with this profile:")
+    for row in result.plan:
+        click.echo(f"  {row.requirement:8} {row.level:6} {row.action:11} {row.reason}")
+    runs = sum(r.action == "run" for r in result.plan)
+    click.echo(
+        f"{runs} of {len(result.plan)} requirements will run; a run may still skip one for what only the cluster "
+        "shows (its release, the devices actually published) and says why then"
+    )
+    if result.errors:
+        raise click.ClickException(f"{len(result.errors)} problem(s) in {file}")
 
 
 _results = click.argument("source", type=click.Path(exists=True, path_type=Path))

@@ -7,7 +7,6 @@ installed. Fixtures that need a cluster start it lazily: unit tests never bring 
 from __future__ import annotations
 
 import re
-import signal
 import sys
 import time
 import uuid
@@ -19,6 +18,7 @@ import allure
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from conformance.cluster import interrupts
 from conformance.cluster.client import USER_AGENT, Cluster
 from conformance.cluster.gates import parse_gate_overrides
 from conformance.cluster.objects import RUN_LABEL, ObjectTracker
@@ -26,13 +26,14 @@ from conformance.cluster.providers import PROVIDERS, ClusterInfo, ClusterSpec, P
 from conformance.cluster.providers.base import default_nodes
 from conformance.cluster.toolchain.gobuild import BuildError
 from conformance.cluster.versions import DEFAULT_VERSION, UnsupportedVersion, parse_version
-from conformance.cluster.waits import CANCELLED, wait_for
+from conformance.cluster.waits import CANCELLED, Cancelled, wait_for
 from conformance.implementation.harness import Implementation, ImplementationFailed
 from conformance.implementation.profile import LoadedProfile, ProfileError, load_profile
-from conformance.observe.devices import DevicePool, incomplete_pools, read_devices
+from conformance.observe.devices import DevicePool, read_devices
 from conformance.observe.invariants import InvariantWatcher
+from conformance.observe.probe import ProbeRecorder
+from conformance.observe.publishing import settled_slices
 from conformance.observe.recorder import Recorder
-from conformance.observe.slices import driver_slices
 from conformance.report.bundle import make_bundle
 from conformance.report.catalogue import CATALOGUE, KEP_URL
 from conformance.report.evidence import Evidence
@@ -69,8 +70,6 @@ DEFAULT_PROFILE = Path(__file__).resolve().parent.parent / "fixtures" / "profile
 NAMESPACE_GONE_S = 60.0
 NO_PROFILE = "none"
 NO_PROFILE_REASON = "no implementation profile (--profile none): this run certifies the cluster only"
-SETTLE_S = 2.0
-PUBLISH_TIMEOUT_S = 120.0
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -139,9 +138,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(RequirementReporter(config), "dra-conformance-requirements")
     config.addinivalue_line("markers", "requirement(id): the catalogue requirement a test checks, e.g. API-2")
-    # Turn SIGTERM into the KeyboardInterrupt path so fixture teardown (cluster deletion) still runs.
-    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
-        signal.signal(signal.SIGTERM, _interrupt)
+    # SIGINT and SIGTERM stop the run at once; the implementation's and the cluster's teardown still run (shielded).
+    interrupts.install()
     try:
         parse_version(config.getoption("--k8s-version"))
     except UnsupportedVersion as exc:
@@ -168,11 +166,6 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("--binding-timeout must be at least 1 second (the scheduler's minimum)")
 
 
-def _interrupt(signum: int, frame: Any) -> None:
-    CANCELLED.set()
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> None:
     """A test whose scenario failed fails here, in its call phase, with the scenario's error and evidence."""
@@ -181,9 +174,23 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> None:
             raise value.error
 
 
-def pytest_keyboard_interrupt() -> None:
-    """Ctrl-C: stop the scenario threads' waits, so teardown does not wait for their deadlines."""
+def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+    """Ctrl-C or SIGTERM: stop the scenario threads' waits, so teardown does not wait for their deadlines."""
+    if excinfo.type is not KeyboardInterrupt:  # pytest's own stops (collection errors, -x) come here too
+        return
     CANCELLED.set()
+    print(
+        f"[dra-conformance] interrupted ({interrupts.interrupted() or 'SIGINT'}): stopping the scenarios, "
+        "the implementation and the cluster; the reports will cover what ran",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish() -> None:
+    """Only teardown is left (the implementation, the cluster): a signal now must not cut it short."""
+    interrupts.shield_from_now_on()
 
 
 @pytest.fixture(scope="session")
@@ -238,6 +245,8 @@ def implementation(
     evidence.end()  # the objects as the run left them, before the implementation removes its own
     problems = impl.stop()
     evidence.gather_logs(workdir, "implementation", "implementation process logs")
+    if CANCELLED.is_set():  # interrupted: killing what did not stop in time is expected, not a finding
+        return
     assert not problems, "the implementation did not stop cleanly:\n" + "\n".join(problems)
 
 
@@ -248,15 +257,32 @@ def scenarios(
     """Every selected scenario, started side by side once the implementation is up; tests read their results."""
     prof = profile.profile
     say = _progress(pytestconfig)
-    nodes = list(cluster.info.nodes)
+    # The watcher first: devices are read with the nodes' labels as they are now (an implementation may label nodes
+    # when it starts), and once the implementation has finished publishing (observe/publishing.py): a half-written
+    # pool read here would make scenarios skip for want of devices that were still on their way.
+    watcher = InvariantWatcher(Cluster(cluster.info), prof.driver, prof.identity_attribute, run_id).start()
+    try:
+        slices = settled_slices(cluster, prof)
+    except AssertionError as exc:
+        watcher.stop()
+        pytest.exit(f"the implementation of profile {prof.name!r} did not finish publishing: {exc}", returncode=3)
     pool = DevicePool(
         prof.driver,
         prof.identity_attribute,
-        read_devices(_settled_slices(cluster, prof.driver), prof.identity_attribute, nodes),
+        read_devices(slices, prof.identity_attribute, []),
+        model_attribute=prof.model_attribute,
     )
+    pool.refresh(slices, watcher.live_nodes(), counted=prof.fabric_entries == "counted")
     kinds = [d.kind for d in pool.devices.values()]
-    say(f"devices of {prof.driver}: {kinds.count('fabric')} fabric, {kinds.count('local')} node-local")
-    watcher = InvariantWatcher(Cluster(cluster.info), prof.driver, prof.identity_attribute, run_id).start()
+    counted = ", ".join(f"{c.pool}/{c.model}: {c.entries}" for c in pool.counted.values())
+    say(
+        f"devices of {prof.driver}: {kinds.count('fabric')} fabric, {kinds.count('local')} node-local"
+        + (f"; count entries {counted}" if counted else "")
+    )
+    probe = ProbeRecorder(implementation.resolve(prof.fabric_probe.url)).start() if prof.fabric_probe else None
+    if prof.fabric_entries == "counted":  # offered count entries never above the fabric's free count
+        watcher.model_attribute, watcher.probe = prof.model_attribute, probe
+        watcher.counted_persist_s = prof.promises.attach_s
 
     evidence = pytestconfig.stash[_EVIDENCE_KEY]
 
@@ -275,11 +301,12 @@ def scenarios(
                 say=evidence.say_for(sc.name, say),
                 options=options,
                 invariants=watcher,
+                probe=probe,
             )
         )
 
     selected = [evidence.guard(sc) for sc in pytestconfig.stash.get(_SELECTED_KEY, []) if sc.implementation]
-    runner = ScenarioRunner(selected, context, watcher, say)
+    runner = ScenarioRunner(selected, context, watcher, say, concurrency=prof.fabric_concurrency)
     pytestconfig.stash[_RUNNER_KEY] = runner
     runner.start()
     try:
@@ -290,6 +317,8 @@ def scenarios(
         finally:
             watcher.stop()
             watcher.cluster.close()
+            if probe is not None:
+                probe.stop()
 
 
 @pytest.fixture(scope="session")
@@ -319,27 +348,6 @@ def cluster_scenarios(
         runner.join()
 
 
-def _settled_slices(cluster: Cluster, driver: str) -> list[dict[str, Any]]:
-    """The implementation's slices once it has finished publishing: every pool complete, and the same for
-    SETTLE_S (a controller may log "ready" before the last of a large pool's slices is written)."""
-    seen: list[tuple[Any, ...]] = []
-
-    def settled(slices: list[dict[str, Any]]) -> bool:
-        state = tuple(sorted((s["metadata"]["name"], s["metadata"]["resourceVersion"]) for s in slices))
-        seen.append((time.monotonic(), state))
-        stable = [t for t, st in seen if st == state]
-        return bool(slices) and not incomplete_pools(slices) and seen[-1][0] - min(stable) >= SETTLE_S
-
-    return wait_for(
-        lambda: driver_slices(cluster, driver),
-        settled,
-        timeout=PUBLISH_TIMEOUT_S,
-        expected=f"the slices of {driver} to be complete and unchanged for {SETTLE_S:g}s",
-        describe=lambda slices: f"{len(slices or [])} slices; incomplete pools {incomplete_pools(slices or [])}",
-        max_interval=0.5,
-    )
-
-
 @pytest.fixture(scope="session")
 def cluster(pytestconfig: pytest.Config, run_id: str) -> Iterator[Cluster]:
     """A running cluster for the whole session; torn down at the end unless --keep-cluster."""
@@ -367,8 +375,9 @@ def cluster(pytestconfig: pytest.Config, run_id: str) -> Iterator[Cluster]:
     handle = Cluster(info)
     try:
         yield handle
-        leaks = _leftover_namespaces(handle, run_id)
-        assert not leaks, f"namespaces of this run still present after the tests: {leaks}"
+        if not CANCELLED.is_set():  # an interrupted run deletes its objects but does not wait to check
+            leaks = _leftover_namespaces(handle, run_id)
+            assert not leaks, f"namespaces of this run still present after the tests: {leaks}"
     finally:
         handle.close()
         workdir = getattr(provider, "workdir", None)  # the local provider's components log there
@@ -414,6 +423,8 @@ def _leftover_namespaces(cluster: Cluster, run_id: str) -> list[str]:
         wait_for(names, lambda left: not left, timeout=NAMESPACE_GONE_S, expected="test namespaces to be deleted")
     except AssertionError:
         return names()
+    except Cancelled:  # interrupted meanwhile: not checked
+        return []
     return []
 
 
@@ -591,6 +602,8 @@ class RequirementReporter:
                 "file": str(loaded.path),
             }
         run["wallSeconds"] = round(time.monotonic() - self.started, 1)
+        if stopped_by := interrupts.interrupted():
+            run["interrupted"] = stopped_by
         if _CLUSTER_KEY in self.config.stash:
             info, timings = self.config.stash[_CLUSTER_KEY]
             run["cluster"] = {
@@ -684,6 +697,11 @@ class RequirementReporter:
                 write(f"  - {headline(reason, 400)}")
         status = self.config.getoption("--accept")
         write(f"result: {self.result}", bold=True)
+        if stopped_by := interrupts.interrupted():
+            write(
+                f"interrupted by {stopped_by} after {time.monotonic() - self.started:.0f}s: "
+                "requirements not reached are not-covered"
+            )
         if self.result == "partial":
             if "partial" in status:
                 write("partial result accepted (--accept partial): exit status 0", yellow=True, bold=True)

@@ -5,8 +5,10 @@ from pathlib import Path
 import pytest
 
 from conformance.implementation.harness import Implementation
-from conformance.implementation.profile import ProfileError, load_profile
+from conformance.implementation.profile import API_VERSION, KIND, ProfileError, load_profile
 from conformance.plugin import DEFAULT_PROFILE
+
+HEAD = f"apiVersion: {API_VERSION}\nkind: {KIND}\nname: x\nversion: '1'\n"
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -24,11 +26,11 @@ def test_reference_profile_loads() -> None:
 @pytest.mark.parametrize(
     ("text", "field"),
     [
-        ("name: x\nversion: '1'\n", "driver"),
-        ("name: x\nversion: '1'\ndriver: d\ncapabilitys: {}\n", "capabilitys"),
-        ("name: x\nversion: '1'\ndriver: d\nprocesses: [{name: a, command: [x], ready: {http: /h}}]\n", "portFile"),
-        ("name: x\nversion: '1'\ndriver: d\nprocesses: [{name: A_b, command: [x]}]\n", "processes.0.name"),
-        ("name: x\nversion: '1'\ndriver: d\nprocesses: [{name: a, command: [x]}, {name: a, command: [y]}]\n", "unique"),
+        (HEAD + "", "driver"),
+        (HEAD + "driver: d\ncapabilitys: {}\n", "capabilitys"),
+        (HEAD + "driver: d\nprocesses: [{name: a, command: [x], ready: {http: /h}}]\n", "portFile"),
+        (HEAD + "driver: d\nprocesses: [{name: A_b, command: [x]}]\n", "processes.0.name"),
+        (HEAD + "driver: d\nprocesses: [{name: a, command: [x]}, {name: a, command: [y]}]\n", "unique"),
         ("- just a list\n", "mapping"),
     ],
 )
@@ -44,7 +46,7 @@ def test_missing_profile_file(tmp_path: Path) -> None:
 
 
 def test_placeholders_resolve_and_unknown_ones_are_refused(tmp_path: Path) -> None:
-    loaded = load_profile(write(tmp_path, "name: x\nversion: '1'\ndriver: d\n"))
+    loaded = load_profile(write(tmp_path, HEAD + "driver: d\n"))
     impl = Implementation(loaded, tmp_path / "kubeconfig", tmp_path / "work")
     assert impl.resolve("{kubeconfig}:{profile_dir}") == f"{tmp_path / 'kubeconfig'}:{tmp_path}"
     with pytest.raises(ProfileError, match="unknown placeholder"):

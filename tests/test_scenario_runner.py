@@ -6,12 +6,14 @@ scenario's outcome into what its tests see.
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
-from conformance.implementation.profile import Profile
+from conformance.implementation.profile import API_VERSION, KIND, Profile
 from conformance.observe.devices import DevicePool
 from conformance.observe.invariants import Violation
 from conformance.report.figures import figures
@@ -43,10 +45,15 @@ class _Watcher:
         return [v for v in self.violations if v.namespaces & namespaces]
 
 
-PROFILE = Profile.model_validate({"name": "p", "version": "1", "driver": "d.example.com", "capabilities": {"a": True}})
+PROFILE = Profile.model_validate(
+    {"apiVersion": API_VERSION, "kind": KIND, "name": "p", "version": "1", "driver": "d.example.com"}
+    | {"capabilities": {"a": True}}
+)
 
 
-def _runner(scenarios: list[Scenario], watcher: _Watcher | None = None) -> tuple[ScenarioRunner, list[_Objects]]:
+def _runner(
+    scenarios: list[Scenario], watcher: _Watcher | None = None, concurrency: int | None = None
+) -> tuple[ScenarioRunner, list[_Objects]]:
     made: list[_Objects] = []
 
     def context(sc: Scenario) -> Context:
@@ -62,7 +69,8 @@ def _runner(scenarios: list[Scenario], watcher: _Watcher | None = None) -> tuple
             say=lambda _m: None,
         )
 
-    return ScenarioRunner(scenarios, context, watcher, lambda _m: None), made  # type: ignore[arg-type]
+    runner = ScenarioRunner(scenarios, context, watcher, lambda _m: None, concurrency)  # type: ignore[arg-type]
+    return runner, made
 
 
 def _scenario(name: str, run: Any, **kw: Any) -> Scenario:
@@ -113,3 +121,29 @@ def test_summarize_and_figures() -> None:
     text = "\n".join(figures(report))
     assert "suite wall time" in text and "80.0 s" in text
     assert "with conditions 2.00, without 4.00, ratio 0.50" in text
+
+
+def test_fabric_concurrency_bounds_implementation_scenarios_only() -> None:
+    """With fabricConcurrency 1 implementation scenarios run one after another; cluster scenarios are not held."""
+    lock = threading.Lock()
+    running: list[str] = []
+    peak: list[int] = []
+
+    def busy(ctx: Context) -> None:
+        with lock:
+            running.append(ctx.scenario.name)
+            peak.append(sum(1 for n in running if n.startswith("imp")))
+        time.sleep(0.2)  # stands for a scenario's work; the test checks overlap, not time
+        with lock:
+            running.remove(ctx.scenario.name)
+
+    names = ["imp-a", "imp-b", "imp-c"]
+    scenarios = [_scenario(n, busy) for n in names] + [_scenario("cluster-x", busy, implementation=False)]
+    runner, _ = _runner(scenarios, concurrency=1)
+    runner.start()
+    for n in [*names, "cluster-x"]:
+        runner.result(n)
+    runner.join()
+    assert max(peak) == 1
+    wall = runner.wall()
+    assert wall is not None and wall >= 0.6

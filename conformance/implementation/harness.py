@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import re
 import signal
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,12 +21,14 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
-from conformance.cluster.waits import wait_for
-from conformance.implementation.profile import LoadedProfile, Process, ProfileError
+from conformance.cluster.interrupts import shielded
+from conformance.cluster.waits import CANCELLED, wait_for
+from conformance.implementation import endpoints
+from conformance.implementation.profile import PLACEHOLDER, LoadedProfile, Process, ProfileError, Role
 from conformance.implementation.serviceaccount import service_account_kubeconfig
 
-_PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([a-z0-9./-]+))?\}")
 STOP_TIMEOUT_S = 15.0
+INTERRUPTED_STOP_TIMEOUT_S = 3.0  # an interrupted run ends in seconds: a process gets this long to exit cleanly
 T = TypeVar("T")
 
 
@@ -75,9 +80,13 @@ class Implementation:
                 return self.url(arg)
             if key == "sa_kubeconfig" and arg and arg.count("/") == 1:
                 return str(self._sa_kubeconfig(*arg.split("/")))
+            if key == "env" and arg:
+                if arg not in os.environ:
+                    raise ProfileError(f"profile {self.loaded.path}: {match[0]} in {text!r}: ${arg} is not set")
+                return os.environ[arg]
             raise ProfileError(f"profile {self.loaded.path}: unknown placeholder {match[0]!r} in {text!r}")
 
-        return _PLACEHOLDER.sub(fill, text)
+        return PLACEHOLDER.sub(fill, text)
 
     def url(self, name: str) -> str:
         for run in self.running:
@@ -99,6 +108,8 @@ class Implementation:
         return path
 
     def _apply_manifests(self) -> None:
+        if not self.loaded.profile.manifests:
+            return  # no API discovery for a profile without manifests
         dynamic = DynamicClient(self._api())
         for entry in self.loaded.profile.manifests:
             path = Path(self.resolve(entry))
@@ -158,17 +169,60 @@ class Implementation:
 
     def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
+        prof = self.loaded.profile
+        atexit.register(self._kill_all)
         try:
             self._apply_manifests()
-            for spec in self.loaded.profile.processes:
+            for hook in prof.hooks.setup:
+                self._run_once(hook.name, hook.command, hook.env, hook.timeout_s, "setup")
+            for spec in prof.processes:
                 self._start(spec)
+            for endpoint in (prof.fabric_probe, prof.fault_injector):
+                if endpoint is not None:
+                    endpoints.register(
+                        self.resolve(endpoint.url),
+                        self.resolve(endpoint.ca_file) if endpoint.ca_file else None,
+                        self.resolve(endpoint.token) if endpoint.token else None,
+                    )
         except BaseException:
             self.stop()
             raise
 
+    def _run_once(self, name: str, command: list[str], env: dict[str, str], timeout: float, phase: str) -> None:
+        """A hook or a restart command: run to completion, its output in the run's logs; fails on non-zero exit."""
+        argv = [self.resolve(arg) for arg in command]
+        full_env = dict(os.environ, KUBECONFIG=str(self.kubeconfig), **{k: self.resolve(v) for k, v in env.items()})
+        log = self.workdir / f"{phase}-{name}.log"
+        self.progress(f"{phase} {name}: {' '.join(argv)}")
+        with log.open("ab") as out:
+            try:
+                done = subprocess.run(argv, env=full_env, stdout=out, stderr=subprocess.STDOUT, timeout=timeout)
+            except OSError as exc:
+                raise ImplementationFailed(f"{phase} {name}: cannot run {argv[0]}: {exc.strerror}") from None
+            except subprocess.TimeoutExpired:
+                raise ImplementationFailed(f"{phase} {name}: still running after {timeout:g}s (see {log})") from None
+        if done.returncode != 0:
+            tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
+            raise ImplementationFailed(f"{phase} {name} exited with {done.returncode}; last lines of {log}:\n{tail}")
+
+    def restart_role(self, role: Role) -> str:
+        """Restart one role of the stack (IMP-8): its process, or its restart command. Says what was done."""
+        if role.process is not None:
+            return f"killed {role.process} and started it again (pid {self.restart(role.process)})"
+        assert role.command is not None
+        self._run_once(role.name, role.command, {}, role.timeout_s, "restart")
+        self.restarts += 1
+        return f"ran the restart command of {role.name}"
+
     def _start(self, spec: Process) -> None:
         command = [self.resolve(arg, spec) for arg in spec.command]
-        env = dict(os.environ, PYTHONUNBUFFERED="1", KUBECONFIG=str(self.kubeconfig))
+        kubeconfig = self.resolve(spec.kubeconfig, spec)
+        env = dict(os.environ, PYTHONUNBUFFERED="1", KUBECONFIG=kubeconfig)
+        if spec.home:  # for a process that reads only $HOME/.kube/config
+            home = self.workdir / f"home-{spec.name}"
+            (home / ".kube").mkdir(parents=True, exist_ok=True)
+            (home / ".kube" / "config").write_bytes(Path(kubeconfig).read_bytes())
+            env["HOME"] = str(home)
         env.update({key: self.resolve(value, spec) for key, value in spec.env.items()})
         log = self.workdir / f"{spec.name}.log"
         self._port_file(spec.name).unlink(missing_ok=True)
@@ -250,27 +304,67 @@ class Implementation:
         return started.proc.pid
 
     def stop(self) -> list[str]:
-        """Stop every process, newest first (SIGTERM, then SIGKILL after a grace); return what went wrong."""
+        """Stop every process at once (SIGTERM to each process group, SIGKILL to what is left after a grace: the
+        full one normally, a short one when the run was interrupted); return what went wrong.
+
+        Shielded from interrupts, and whatever happens meanwhile, no process of the implementation outlives it.
+        """
+        with shielded():
+            try:
+                return self._stop()
+            finally:
+                self._kill_all()
+
+    def _stop(self) -> list[str]:
         problems = []
-        while self.running:
-            run = self.running.pop()
-            if run.proc.poll() is None:
-                run.proc.send_signal(signal.SIGTERM)
-                try:
-                    run.proc.wait(STOP_TIMEOUT_S)
-                except subprocess.TimeoutExpired:
-                    os.killpg(run.proc.pid, signal.SIGKILL)
-                    run.proc.wait()
-                    problems.append(f"{run.spec.name} ignored SIGTERM for {STOP_TIMEOUT_S:g}s and was killed")
-                    continue
-                code = run.proc.returncode
-                if code not in (0, -signal.SIGTERM):
-                    problems.append(f"{run.spec.name} exited with {code} on SIGTERM; last lines:\n{run.tail()}")
-            else:
+        running = list(reversed(self.running))  # newest first, as they were started in order
+        exited = {id(run) for run in running if run.proc.poll() is not None}
+        for run in running:
+            if id(run) not in exited:
+                _signal_group(run.proc, signal.SIGTERM)
+        grace = INTERRUPTED_STOP_TIMEOUT_S if CANCELLED.is_set() else STOP_TIMEOUT_S
+        deadline = time.monotonic() + grace
+        for run in running:
+            if id(run) in exited:
                 problems.append(f"{run.spec.name} had exited before the end ({run.proc.returncode}):\n{run.tail()}")
+                continue
+            try:
+                run.proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                _signal_group(run.proc, signal.SIGKILL)
+                run.proc.wait()
+                problems.append(f"{run.spec.name} ignored SIGTERM for {grace:g}s and was killed")
+                continue
+            code = run.proc.returncode
+            if code not in (0, -signal.SIGTERM):
+                problems.append(f"{run.spec.name} exited with {code} on SIGTERM; last lines:\n{run.tail()}")
             self.progress(f"stopped {run.spec.name}")
+        for hook in self.loaded.profile.hooks.teardown:
+            try:
+                self._run_once(hook.name, hook.command, hook.env, hook.timeout_s, "teardown")
+            except (ImplementationFailed, ProfileError) as exc:
+                problems.append(str(exc))
         problems += self._delete_manifests()
+        for endpoint in (self.loaded.profile.fabric_probe, self.loaded.profile.fault_injector):
+            if endpoint is not None and "{url:" not in endpoint.url:
+                endpoints.unregister(endpoint.url)
         if self._client is not None:
             self._client.close()
             self._client = None
         return problems
+
+    def _kill_all(self) -> None:
+        """SIGKILL every process group still alive (also at interpreter exit: nothing outlives the run). Every
+        group is signalled before any is waited for, so an interrupt while waiting cannot spare one."""
+        alive = [run for run in self.running if run.proc.poll() is None]
+        self.running = []
+        for run in alive:
+            _signal_group(run.proc, signal.SIGKILL)
+        for run in alive:
+            run.proc.wait()
+
+
+def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+    """Signal the process and its children (each process runs in a session of its own)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, sig)

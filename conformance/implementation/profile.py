@@ -16,6 +16,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 _PROCESS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# {key} or {key:arg} in commands, env, manifests and endpoint URLs (see Process for the keys)
+PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([A-Za-z0-9_./-]+))?\}")
 
 
 class ProfileError(ValueError):
@@ -48,7 +50,8 @@ class Process(_Strict):
     Placeholders in command and env: {kubeconfig}, {workdir}, {bin} (the folder of the running Python's
     console scripts), {profile_dir}, {port_file} (this process's, if portFile), {url:NAME} (http://127.0.0.1:PORT
     of an earlier process with portFile), {sa_kubeconfig:NAMESPACE/NAME} (a kubeconfig with a bound token of
-    that ServiceAccount, e.g. one the profile's manifests create: the process runs with its own RBAC).
+    that ServiceAccount, e.g. one the profile's manifests create: the process runs with its own RBAC),
+    {env:NAME} (a variable of the suite's environment; unset is an error).
     """
 
     name: str
@@ -56,6 +59,10 @@ class Process(_Strict):
     env: dict[str, str] = Field(default_factory=dict)
     port_file: Annotated[bool, Field(alias="portFile")] = False
     ready: Readiness | None = None
+    # The kubeconfig the process gets as $KUBECONFIG (placeholders allowed, e.g. {sa_kubeconfig:ns/name}).
+    kubeconfig: str = "{kubeconfig}"
+    # A private $HOME whose .kube/config is that kubeconfig, for processes that read only $HOME/.kube/config.
+    home: bool = False
 
     @field_validator("name")
     @classmethod
@@ -72,9 +79,54 @@ class Process(_Strict):
 
 
 class Endpoint(_Strict):
-    """An HTTP endpoint of the implementation, e.g. {url:fabric-manager}/v1/attachments."""
+    """An HTTP(S) endpoint of the implementation, e.g. {url:fabric-manager}/v1/attachments or
+    https://fabric.example.com:8443/v1/attachments with its own CA and a bearer token ({env:NAME} keeps the
+    token out of the file)."""
 
     url: str
+    ca_file: Annotated[str | None, Field(alias="caFile")] = None
+    token: str | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _scheme(cls, value: str) -> str:
+        if not (value.startswith(("http://", "https://")) or value.startswith("{url:")):
+            raise ValueError(f"url {value!r} must start with http://, https:// or {{url:PROCESS}}")
+        return value
+
+
+class Hook(_Strict):
+    """A one-shot command (same placeholders as a process) run to completion; its output goes to the run's logs."""
+
+    name: str
+    command: list[str] = Field(min_length=1)
+    env: dict[str, str] = Field(default_factory=dict)
+    timeout_s: Annotated[float, Field(alias="timeoutSeconds", gt=0, le=3600)] = 300.0
+
+
+class Hooks(_Strict):
+    """setup: after the cluster is up and the manifests are applied, before the processes start (e.g. node fields
+    the stack needs); teardown: after the processes stopped, before the manifests are deleted."""
+
+    setup: list[Hook] = Field(default_factory=list)
+    teardown: list[Hook] = Field(default_factory=list)
+
+
+class Role(_Strict):
+    """A part of the stack the suite may restart mid-attach (IMP-8 restarts each role in turn): a process the
+    suite started (killed with SIGKILL and started again) or, for an implementation running in the cluster, a
+    restart command (e.g. kubectl delete pod -l app=attacher) run to completion."""
+
+    name: str  # e.g. pool-publisher, attacher, condition-writer
+    process: str | None = None
+    command: list[str] | None = None
+    timeout_s: Annotated[float, Field(alias="timeoutSeconds", gt=0, le=600)] = 120.0
+
+    @model_validator(mode="after")
+    def _one(self) -> Role:
+        if (self.process is None) == (self.command is None):
+            raise ValueError("give exactly one of 'process' (one of processes) or 'command' (a restart command)")
+        return self
 
 
 class Controller(_Strict):
@@ -106,7 +158,31 @@ FABRIC_ENTRIES: dict[str, str] = {
 }
 
 
+# The profile schema's version. A profile names it so that a later incompatible schema is refused with a clear
+# message instead of being misread; the JSON Schema of this version is profile.schema.json (next to this module).
+API_VERSION = "dra-conformance.example.com/v1alpha1"
+KIND = "ImplementationProfile"
+SCHEMA_FILE = Path(__file__).with_name("profile.schema.json")
+TEMPLATE_FILE = Path(__file__).with_name("profile-template.yaml")  # `dra-conformance profile init`
+
+
+class Published(_Strict):
+    """Readiness on what matters: the state the implementation's slices reach once it has published (besides its
+    processes' readiness). The run's device read waits for it; not reached within timeoutSeconds stops the run."""
+
+    fabric_devices: Annotated[int, Field(alias="fabricDevices", ge=0)] = 1  # fabric devices or entries in total
+    per_model: Annotated[dict[str, int], Field(alias="perModel")] = Field(default_factory=dict)  # modelAttribute
+    settle_s: Annotated[float, Field(alias="settleSeconds", gt=0, le=600)] = 2.0  # unchanged this long
+    timeout_s: Annotated[float, Field(alias="timeoutSeconds", gt=0, le=3600)] = 120.0
+
+    @property
+    def declared(self) -> bool:
+        return "fabric_devices" in self.model_fields_set or bool(self.per_model)
+
+
 class Profile(_Strict):
+    api_version: Annotated[Literal["dra-conformance.example.com/v1alpha1"], Field(alias="apiVersion")]
+    kind: Literal["ImplementationProfile"]
     name: str
     version: str
     url: str | None = None
@@ -130,6 +206,13 @@ class Profile(_Strict):
     fabric_probe: Annotated[Endpoint | None, Field(alias="fabricProbe")] = None
     fault_injector: Annotated[Endpoint | None, Field(alias="faultInjector")] = None
     controller: Controller = Field(default_factory=Controller)
+    hooks: Hooks = Field(default_factory=Hooks)
+    published: Published = Field(default_factory=Published)
+    # At most this many implementation scenarios at once (1: one after another), for a stack that handles a
+    # bounded number of fabric operations at a time; the run reports the resulting wall time. None: no bound.
+    fabric_concurrency: Annotated[int | None, Field(alias="fabricConcurrency", ge=1)] = None
+    # Restartable roles; empty: the one role "controller" = controller.process, if set.
+    roles: list[Role] = Field(default_factory=list)
     promises: Promises = Field(default_factory=Promises)
     capabilities: dict[str, bool] = Field(default_factory=dict)
 
@@ -152,6 +235,22 @@ class Profile(_Strict):
         if self.controller.process is not None and self.controller.process not in names:
             raise ValueError(f"controller.process {self.controller.process!r} is not one of the processes {names}")
         return self
+
+    @model_validator(mode="after")
+    def _roles_name_processes(self) -> Profile:
+        names = [p.name for p in self.processes]
+        for role in self.roles:
+            if role.process is not None and role.process not in names:
+                raise ValueError(f"roles: {role.name!r} names process {role.process!r}, not one of {names}")
+        if len({r.name for r in self.roles}) != len(self.roles):
+            raise ValueError(f"role names must be unique: {[r.name for r in self.roles]}")
+        return self
+
+    def restartable(self) -> list[Role]:
+        """The roles IMP-8 restarts: the declared ones, or the controller process as the one role."""
+        if self.roles:
+            return list(self.roles)
+        return [Role(name="controller", process=self.controller.process)] if self.controller.process else []
 
     @field_validator("processes")
     @classmethod
@@ -180,9 +279,26 @@ def load_profile(path: str | Path) -> LoadedProfile:
         raise ProfileError(f"profile {path}: not valid YAML: {exc}") from None
     if not isinstance(raw, dict):
         raise ProfileError(f"profile {path}: expected a mapping at the top")
+    if "apiVersion" not in raw or "kind" not in raw:
+        raise ProfileError(
+            f"profile {path}: apiVersion/kind missing: profiles are versioned; start it with "
+            f"'apiVersion: {API_VERSION}' and 'kind: {KIND}' (schema: {SCHEMA_FILE.name}; "
+            "`dra-conformance profile init` writes a commented starting profile)"
+        )
     try:
         profile = Profile.model_validate(raw)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or '<top>'}: {err['msg']}" for err in exc.errors())
         raise ProfileError(f"profile {path}: {problems}") from None
     return LoadedProfile(path=path.resolve(), profile=profile)
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of this profile version (published as profile.schema.json; editors and CI can use it)."""
+    schema = Profile.model_json_schema(by_alias=True, mode="validation")
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"https://{API_VERSION.split('/')[0]}/schemas/{API_VERSION.split('/')[1]}/{KIND}.json",
+        **schema,
+        "title": f"{KIND} ({API_VERSION})",
+    }

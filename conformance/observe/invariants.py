@@ -22,7 +22,14 @@ from typing import Any
 
 from conformance.cluster.client import Cluster
 from conformance.cluster.objects import RUN_LABEL
-from conformance.observe.slices import allocation_results, device_conditions, tainted_by_rule
+from conformance.cluster.providers.base import NodeSpec
+from conformance.observe.slices import (
+    allocation_results,
+    device_conditions,
+    device_identity,
+    reaches,
+    tainted_by_rule,
+)
 from conformance.observe.watchcache import WatchCache
 
 PERSIST_S = 1.0
@@ -88,9 +95,18 @@ class InvariantWatcher:
     driver: str
     attribute: str  # the profile's identityAttribute
     run_id: str
+    # Count-based fabric entries (fabricEntries: counted): the model attribute, and the run's probe sampler, whose
+    # free counts the offered entries must never exceed.
+    model_attribute: str | None = None
+    # How long offered entries may exceed the fabric's free count before it counts: the scheduler clears a
+    # rescheduled entry before the implementation can rewrite its pool, so a pool lags the fabric for as long as
+    # the implementation takes to react (plugin.py: the profile's attachSeconds).
+    counted_persist_s: float = PERSIST_S
+    probe: Any = None  # conformance.observe.probe.ProbeRecorder (typed loosely: observe/probe imports slices only)
     violations: list[Violation] = field(default_factory=list)
     evaluations: int = 0
     _identity: dict[tuple[str, str], str] = field(default_factory=dict)  # (pool, device) -> identity, cumulative
+    _node_of: dict[tuple[str, str], str] = field(default_factory=dict)  # (pool, device) -> nodeName or "", cumulative
     _claim_history: dict[str, list[tuple[int, str]]] = field(default_factory=dict)  # claim -> [(revision, state)]
     _binds: list[_Bind] = field(default_factory=list)
     _bound: set[str] = field(default_factory=set)
@@ -105,10 +121,12 @@ class InvariantWatcher:
         rules = self.cluster.dynamic.resources.search(group="resource.k8s.io", kind="DeviceTaintRule")
         rule_version = rules[0].api_version if rules else None
         self.claims = WatchCache(api, "resourceclaims", "resource.k8s.io", "v1", on_event=self._on_claim)
-        self.slices = WatchCache(api, "resourceslices", "resource.k8s.io", "v1")
+        self.slices = WatchCache(api, "resourceslices", "resource.k8s.io", "v1", on_event=self._on_slice)
+        self.nodes = WatchCache(api, "nodes")
         self.pods = WatchCache(api, "pods", label_selector=f"{RUN_LABEL}={self.run_id}", on_event=self._on_pod)
         self.rules = WatchCache(api, "devicetaintrules", "resource.k8s.io", rule_version) if rule_version else None
-        self._caches = [c.start() for c in (self.claims, self.slices, self.pods, self.rules) if c is not None]
+        caches = (self.claims, self.slices, self.nodes, self.pods, self.rules)
+        self._caches = [c.start() for c in caches if c is not None]
         threading.Thread(target=self._loop, daemon=True, name="invariants").start()
         return self
 
@@ -127,6 +145,49 @@ class InvariantWatcher:
             history = self._claim_history.setdefault(name, [])
             if not history or history[-1][1] != state:
                 history.append((revision, state))
+
+    def _on_slice(self, kind: str, slice_: dict[str, Any]) -> None:
+        """Every copy ever published keeps its identity and node: a device a pool has dropped since (attached,
+        failed, detaching) is still recognised in the allocations that name it."""
+        if kind != "DELETED":
+            self._remember(slice_)
+
+    def _remember(self, slice_: dict[str, Any]) -> None:
+        spec = slice_["spec"]
+        if spec.get("driver") != self.driver:
+            return
+        pool = spec["pool"]["name"]
+        with self._lock:
+            for d in spec.get("devices") or []:
+                self._node_of[(pool, d["name"])] = spec.get("nodeName") or ""
+                if ident := device_identity(d, self.attribute, self.driver):
+                    self._identity[(pool, d["name"])] = ident
+
+    def identity_of(self, pool: str, device: str) -> str | None:
+        """The physical identity of a published copy, as last seen in any slice of the run (None: never shown)."""
+        with self._lock:
+            return self._identity.get((pool, device))
+
+    def node_of(self, pool: str, device: str) -> str | None:
+        """The node of the node-local slice that published this copy; "" for a pool without nodeName."""
+        with self._lock:
+            return self._node_of.get((pool, device))
+
+    def live_nodes(self) -> list[NodeSpec]:
+        """Nodes a pod can be scheduled to right now, with their current labels (an implementation may label
+        nodes at run time): Ready, schedulable, without NoSchedule/NoExecute taints."""
+        out = []
+        for node in self.nodes.items():
+            spec, status = node.get("spec") or {}, node.get("status") or {}
+            ready = any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions") or [])
+            tainted = any(t.get("effect") in ("NoSchedule", "NoExecute") for t in spec.get("taints") or [])
+            if ready and not tainted and not spec.get("unschedulable"):
+                out.append(NodeSpec(node["metadata"]["name"], dict(node["metadata"].get("labels") or {})))
+        return sorted(out, key=lambda n: n.name)
+
+    def driver_slices(self) -> list[dict[str, Any]]:
+        """The driver's slices as the scheduler reads them now (each pool's newest generation)."""
+        return newest_generation(s for s in self.slices.items() if s["spec"]["driver"] == self.driver)
 
     def _on_pod(self, kind: str, pod: dict[str, Any]) -> None:
         name = _name(pod)
@@ -159,14 +220,9 @@ class InvariantWatcher:
         self.violations.append(Violation(time.time(), what, identity, tuple(sorted(objects)), namespaces))
 
     def _check_devices(self) -> None:
-        domain, _, attr = self.attribute.rpartition("/")
-        slices = newest_generation(s for s in self.slices.items() if s["spec"]["driver"] == self.driver)
-        for s in slices:
-            for d in s["spec"].get("devices") or []:
-                attrs = d.get("attributes") or {}
-                value = attrs.get(self.attribute) or (attrs.get(attr) if domain in ("", self.driver) else None)
-                if value:
-                    self._identity[(s["spec"]["pool"]["name"], d["name"])] = str(next(iter(value.values())))
+        slices = self.driver_slices()
+        for s in slices:  # the events recorded them already; a cache filled otherwise (tests) is read here
+            self._remember(s)
         held: dict[str, list[str]] = {}
         allocated: set[tuple[str, str]] = set()
         for c in self.claims.items():
@@ -174,12 +230,16 @@ class InvariantWatcher:
                 if r["driver"] != self.driver:
                     continue
                 allocated.add((r["pool"], r["device"]))
-                ident = self._identity.get((r["pool"], r["device"]))
+                ident = self.identity_of(r["pool"], r["device"])
                 if ident and binding_state(c) != "failed":
                     held.setdefault(ident, []).append(_name(c))
         offered = self._offered(slices, allocated)
         now = time.monotonic()
         current = set()
+        for ident, objects in self._above_free(slices, allocated).items():
+            current.add(("offered-above-free", ident))
+            first = self._suspects.setdefault(("offered-above-free", ident), now)
+            self._record("offered-above-free", ident, objects, persisted=now - first >= self.counted_persist_s)
         for ident, holders in held.items():
             if len(holders) > 1:
                 self._record("held-twice", ident, holders)
@@ -200,7 +260,7 @@ class InvariantWatcher:
         for s in slices:
             pool = s["spec"]["pool"]["name"]
             for d in s["spec"].get("devices") or []:
-                ident = self._identity.get((pool, d["name"]))
+                ident = self.identity_of(pool, d["name"])
                 if (
                     not ident
                     or (pool, d["name"]) in allocated
@@ -210,6 +270,67 @@ class InvariantWatcher:
                     continue
                 offered.setdefault(ident, []).append(f"{s['metadata']['name']}:{d['name']}")
         return offered
+
+    def counted_offered(
+        self, slices: list[dict[str, Any]] | None = None, allocated: set[tuple[str, str]] | None = None
+    ) -> dict[tuple[str, str], list[str]]:
+        """(pool, model) -> "slice:device" of every count-based entry offered free (not allocated, not tainted)."""
+        if not self.model_attribute:
+            return {}
+        slices = self.driver_slices() if slices is None else slices
+        if allocated is None:
+            allocated = {(r["pool"], r["device"]) for c in self.claims.items() for r in allocation_results(c)}
+        rules = self.rules.items() if self.rules else []
+        out: dict[tuple[str, str], list[str]] = {}
+        for s in slices:
+            pool = s["spec"]["pool"]["name"]
+            if s["spec"].get("nodeName"):
+                continue
+            for d in s["spec"].get("devices") or []:
+                model = device_identity(d, self.model_attribute, self.driver)
+                if not model or device_identity(d, self.attribute, self.driver) or not d.get("bindingConditions"):
+                    continue
+                if (pool, d["name"]) in allocated or d.get("taints"):
+                    continue
+                if tainted_by_rule(rules, self.driver, pool, d["name"]):
+                    continue
+                out.setdefault((pool, model), []).append(f"{s['metadata']['name']}:{d['name']}")
+        return out
+
+    def fabric_free(self, pool_nodes: frozenset[str], model: str) -> int | None:
+        """The probe's newest free count of `model` on the fabric whose nodes are those a pool reaches; None when
+        the probe reports no such count."""
+        latest = self.probe.latest() if self.probe is not None else None
+        if not latest:
+            return None
+        counts = [f for f in latest[2] if f.get("model") == model and frozenset(f.get("nodes") or ()) == pool_nodes]
+        return int(counts[0]["free"]) if len(counts) == 1 else None
+
+    def pool_nodes(self, pool: str) -> frozenset[str]:
+        """The live nodes a pool's slices reach."""
+        nodes = self.live_nodes()
+        reached: set[str] = set()
+        for s in self.driver_slices():
+            if s["spec"]["pool"]["name"] == pool:
+                reached |= {n.name for n in nodes if reaches(s, n.name, n.labels)}
+        return frozenset(reached)
+
+    def _above_free(self, slices: list[dict[str, Any]], allocated: set[tuple[str, str]]) -> dict[str, list[str]]:
+        """Count-based pools: "pool/model offered N > free F" for every pool offering more entries than the fabric
+        it reaches has free devices of that model (the probe's free counts; pools mapped to fabrics by the nodes
+        they reach). Offered = listed, not allocated, not tainted."""
+        out: dict[str, list[str]] = {}
+        for (pool, model), entries in self.counted_offered(slices, allocated).items():
+            free = self.fabric_free(self.pool_nodes(pool), model)
+            if free is not None and len(entries) > free:
+                out[f"{pool}/{model}"] = [f"offered {len(entries)} > free {free} in the fabric", *entries[:3]]
+        return out
+
+    def offered_copies_on(self, node: str) -> list[str]:
+        """Node-local copies of the driver offered free on `node` right now (e.g. an attached device nobody uses)."""
+        slices = [s for s in self.driver_slices() if s["spec"].get("nodeName") == node]
+        allocated = {(r["pool"], r["device"]) for c in self.claims.items() for r in allocation_results(c)}
+        return [e for entries in self._offered(slices, allocated).values() for e in entries]
 
     def free_entries(self, identity: str) -> list[str]:
         """The entries that offer this physical device free right now, as the watcher sees the cluster."""

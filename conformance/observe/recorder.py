@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +20,7 @@ from kubernetes import client
 
 from conformance.cluster.client import Cluster
 from conformance.cluster.objects import RUN_LABEL
+from conformance.implementation import endpoints
 from conformance.observe.watchcache import WatchCache
 
 PROBE_PERIOD_S = 0.1  # the fabric probe's sampling period (the issue asks for at most 0.2 s)
@@ -197,7 +197,7 @@ class Recorder:
         while not self._stop.is_set():
             now = time.time()
             try:
-                with urllib.request.urlopen(self.probe_url, timeout=PROBE_TIMEOUT_S) as response:
+                with endpoints.urlopen(self.probe_url, timeout=PROBE_TIMEOUT_S) as response:
                     body = json.load(response)
                 state = {a["device"]: (a["node"], a.get("state", "attached")) for a in body.get("attachments", [])}
             except (OSError, ValueError, KeyError) as exc:

@@ -22,11 +22,13 @@ import pytest
 from conformance.cluster.client import USER_AGENT, Cluster
 from conformance.cluster.manifests import RESOURCE_API, claim_template
 from conformance.cluster.objects import ObjectTracker
+from conformance.cluster.providers.base import NodeSpec
 from conformance.cluster.waits import wait_for
 from conformance.implementation.harness import Implementation
 from conformance.implementation.profile import Profile
-from conformance.observe.devices import DevicePool, Kind, Lease, fabric_only_node
+from conformance.observe.devices import DevicePool, Kind, Lease, fabric_only_nodes
 from conformance.observe.invariants import InvariantWatcher
+from conformance.observe.probe import ProbeRecorder
 
 T = TypeVar("T")
 SCENARIO_DEADLINE_S = 900.0
@@ -45,6 +47,7 @@ class Scenario:
     faults: bool = False  # needs the profile's faultInjector
     # False: certifies the cluster with suite-owned drivers (runs with --profile none; gets a ClusterContext)
     implementation: bool = True
+    controller: tuple[str, ...] = ()  # controller fields of the profile it needs ("process", "serviceAccount")
 
 
 REGISTRY: dict[str, Scenario] = {}
@@ -59,6 +62,7 @@ def scenario(
     probe: bool = False,
     faults: bool = False,
     implementation: bool = True,
+    controller: tuple[str, ...] = (),
 ) -> Callable[[Callable[[Any], T]], Callable[[Any], T]]:
     """Register a scenario function; the module's tests read its result with `result_fixture`. A scenario with
     implementation=False gets a ClusterContext (no profile, no implementation, no leased devices)."""
@@ -67,11 +71,28 @@ def scenario(
         if name in REGISTRY and REGISTRY[name].module != fn.__module__:
             raise ValueError(f"scenario {name!r} is defined twice ({REGISTRY[name].module}, {fn.__module__})")
         REGISTRY[name] = Scenario(
-            name, description, requirements, fn, fn.__module__, capabilities, probe, faults, implementation
+            name, description, requirements, fn, fn.__module__, capabilities, probe, faults, implementation, controller
         )
         return fn
 
     return register
+
+
+def profile_gap(sc: Scenario, profile: Profile) -> str | None:
+    """Why an implementation scenario cannot run with this profile (its skip reason), or None. Shared by the runner
+    and `dra-conformance profile check`, so the check predicts exactly what a run will skip."""
+    missing = [c for c in sc.capabilities if not profile.capabilities.get(c)]
+    if missing:
+        return f"the profile does not claim the capabilities {missing}"
+    if sc.probe and profile.fabric_probe is None:
+        return "the profile declares no fabricProbe: attachments cannot be observed"
+    if sc.faults and profile.fault_injector is None:
+        return "the profile declares no faultInjector: failures cannot be caused"
+    if "process" in sc.controller and not profile.restartable():
+        return "the profile names no restartable role (roles, or controller.process): the suite cannot restart any"
+    if "serviceAccount" in sc.controller and profile.controller.service_account is None:
+        return "the profile names no controller.serviceAccount: the controller's privileges are unknown"
+    return None
 
 
 @dataclass(frozen=True)
@@ -156,18 +177,73 @@ class Context(ClusterContext):
     leases: list[Lease] = field(default_factory=list)
     # The session's invariant watcher, for scenarios that check it observed their critical window (IMP-6).
     invariants: InvariantWatcher | None = None
+    probe: ProbeRecorder | None = None  # the run's fabric probe samples (None: the profile declares no probe)
     _classes: int = 0
 
-    def lease(self, count: int, kind: Kind = "fabric", node: str | None = None) -> Lease:
-        lease = self.pool.lease(self.scenario.name, count, kind, node)
+    def nodes(self) -> list[NodeSpec]:
+        """Schedulable nodes with their labels as they are now (watched), not as the cluster created them."""
+        return self.invariants.live_nodes() if self.invariants else list(self.cluster.info.nodes)
+
+    @property
+    def counted(self) -> bool:
+        """The implementation's fabric entries are count-based (capacity per model, no physical identity)."""
+        return self.profile.fabric_entries == "counted"
+
+    def refresh(self) -> None:
+        """Re-read the devices' reach from the slices and nodes as they are now."""
+        if self.invariants is not None:
+            self.pool.refresh(self.invariants.driver_slices(), self.nodes(), counted=self.counted)
+
+    def lease(
+        self, count: int, kind: Kind = "fabric", node: str | list[str] | None = None, *, exclusive: bool = False
+    ) -> Lease:
+        """`count` devices of `kind` reaching `node`. Count-based fabric pools are leased by capacity (pool, model,
+        count) on `node` or the first of a list of nodes with room; `exclusive` then keeps the node to this
+        scenario (faults selected by node)."""
+        self.refresh()
+        if kind == "fabric" and self.counted:
+            nodes = (
+                [node]
+                if isinstance(node, str)
+                else node or sorted({n for c in self.pool.counted.values() for n in c.nodes})
+            )
+            lease = self.pool.lease_counted(self.scenario.name, count, nodes, exclusive=exclusive)
+            if exclusive and self.invariants is not None and lease.node:
+                self.leases.append(lease)  # released with the scenario even if the wait below fails
+                # A class of the model also matches an attached copy left idle on the node by an earlier scenario:
+                # the pod would take it and no attach (hence no fault) would happen. Wait until none is offered.
+                watcher, where = self.invariants, lease.node
+                wait_for(
+                    lambda: watcher.offered_copies_on(where),
+                    lambda offered: not offered,
+                    timeout=self.profile.promises.detach_s + NAMESPACE_READY_S,
+                    expected=f"no idle node-local copy offered on {where} (the scenario needs an attach there)",
+                )
+                return lease
+        else:
+            lease = self.pool.lease(self.scenario.name, count, kind, node[0] if isinstance(node, list) else node)
         self.leases.append(lease)
         return lease
+
+    def identity(self, pool: str, device: str) -> str | None:
+        """The physical device behind a published copy: from the leases, else from any slice of the run."""
+        for lease in self.leases:
+            for d in lease.devices:
+                if (pool, device) in d.copies:
+                    return d.identity
+        return self.invariants.identity_of(pool, device) if self.invariants else None
 
     def device_class(self, *leases: Lease) -> str:
         """A DeviceClass matching exactly the leased physical devices (every copy of them)."""
         self._classes += 1
         name = f"{self.scenario.name}-{self.objects.run_id}-{self._classes}"
-        selector = self.pool.selector([i for lease in leases for i in lease.identities])
+        models = {lease.counted.model for lease in leases if lease.counted}
+        if models and len(models) == len(leases) == 1:
+            selector = self.pool.model_selector(models.pop())
+        elif models:
+            raise ValueError(f"a device class takes one count-based lease, got {len(leases)} of models {models}")
+        else:
+            selector = self.pool.selector([i for lease in leases for i in lease.identities])
         self.objects.create(
             {
                 "apiVersion": RESOURCE_API,
@@ -178,27 +254,24 @@ class Context(ClusterContext):
         )
         return name
 
-    def remote_fabric(self, count: int = 1, template: str = "gpu") -> tuple[str, Lease, str]:
+    def remote_fabric(
+        self, count: int = 1, template: str = "gpu", *, exclusive: bool = False
+    ) -> tuple[str, Lease, str]:
         """The usual start of a fabric scenario: a node without node-local devices (skip if there is none), a lease
-        of `count` fabric devices reaching it, and a fresh namespace with a claim template for exactly those."""
-        node = fabric_only_node(self.pool, self.cluster.info.nodes, count)
-        if node is None:
+        of `count` fabric devices reaching it, and a fresh namespace with a claim template for exactly those.
+        Count-based pools: capacity on one of those nodes (`exclusive`: the node is this scenario's alone)."""
+        self.refresh()
+        nodes = fabric_only_nodes(self.pool, self.nodes(), count)
+        if not nodes:
             pytest.skip(f"no node without node-local {self.profile.driver} devices is reached by a fabric pool")
-        lease = self.lease(count, "fabric", node)
+        lease = self.lease(count, "fabric", nodes if self.counted else nodes[0], exclusive=exclusive)
+        node = lease.node or nodes[0]
         ns = self.namespace()
         self.objects.create(claim_template(template, self.device_class(lease)), ns)
         return node, lease, ns
 
     def requirements_missing(self) -> str | None:
-        sc, profile = self.scenario, self.profile
-        missing = [c for c in sc.capabilities if not profile.capabilities.get(c)]
-        if missing:
-            return f"the profile does not claim the capabilities {missing}"
-        if sc.probe and profile.fabric_probe is None:
-            return "the profile declares no fabricProbe: attachments cannot be observed"
-        if sc.faults and profile.fault_injector is None:
-            return "the profile declares no faultInjector: failures cannot be caused"
-        return None
+        return profile_gap(self.scenario, self.profile)
 
     def release(self) -> None:
         for lease in self.leases:
@@ -206,7 +279,9 @@ class Context(ClusterContext):
 
     @property
     def identities(self) -> set[str]:
-        return {i for lease in self.leases for i in lease.identities}
+        """Leased physical devices, and "pool/model" of count-based leases (the watcher's offered-above-free)."""
+        counted = {f"{lease.counted.pool}/{lease.counted.model}" for lease in self.leases if lease.counted}
+        return {i for lease in self.leases for i in lease.identities} | counted
 
 
 @dataclass
@@ -225,8 +300,13 @@ class ScenarioRunner:
         make_context: Callable[[Scenario], ClusterContext],
         invariants: InvariantWatcher | None,
         say: Callable[[str], None],
+        concurrency: int | None = None,
     ) -> None:
         self.scenarios = {s.name: s for s in scenarios}
+        # The profile's fabricConcurrency: at most this many implementation scenarios at once (a stack that
+        # attaches one device at a time would otherwise stall every scenario behind one hung attach).
+        self.concurrency = concurrency
+        self._slots = threading.BoundedSemaphore(concurrency) if concurrency else None
         self._make_context = make_context
         self._invariants = invariants
         self._say = say
@@ -238,7 +318,8 @@ class ScenarioRunner:
 
     def start(self) -> None:
         if self.scenarios:
-            self._say(f"starting {len(self.scenarios)} scenarios side by side: {', '.join(self.scenarios)}")
+            bound = f" (at most {self.concurrency} at once: the profile's fabricConcurrency)" if self._slots else ""
+            self._say(f"starting {len(self.scenarios)} scenarios side by side{bound}: {', '.join(self.scenarios)}")
         for sc in self.scenarios.values():
             self._futures[sc.name] = self._executor.submit(self._run, sc)
 
@@ -249,6 +330,19 @@ class ScenarioRunner:
         return self._futures[name].result(timeout=SCENARIO_DEADLINE_S)
 
     def _run(self, sc: Scenario) -> Any:
+        if self._slots is None or not sc.implementation:
+            return self._run_now(sc)
+        with self._slots:
+            return self._run_now(sc)
+
+    def wall(self) -> float | None:
+        """Seconds from the first scenario's start to the last one's end (None before all ended)."""
+        ends = [t.end for t in self.timings.values()]
+        if not ends or None in ends:
+            return None
+        return max(e for e in ends if e is not None) - min(t.start for t in self.timings.values())
+
+    def _run_now(self, sc: Scenario) -> Any:
         timing = self.timings[sc.name] = Timing(time.time())
         ctx = self._make_context(sc)
         ctx.cluster.user_agent = f"{USER_AGENT}/{sc.name}"
@@ -300,6 +394,8 @@ class ScenarioRunner:
             stuck = [name for name, f in self._futures.items() if f in running]
             raise AssertionError(f"scenarios still running after {SCENARIO_DEADLINE_S:g}s: {stuck}")
         self._executor.shutdown(wait=True)
+        if (wall := self.wall()) is not None and self._slots:
+            self._say(f"{len(self.timings)} scenarios took {wall:.1f}s at most {self.concurrency} at once")
 
 
 def summarize(values: list[float]) -> dict[str, float]:

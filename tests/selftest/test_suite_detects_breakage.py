@@ -10,12 +10,14 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from conformance.cli import main
 from selftest.suite_runner import profile_variant, run_suite
 
 
+@pytest.mark.usefixtures("gate_can_be_off")
 def test_api_checks_fail_with_the_binding_conditions_gate_off(tmp_path: Path) -> None:
     code, out, outcomes = run_suite(
         tmp_path / "junit.xml",
@@ -62,7 +64,7 @@ def test_attach_before_bind_catches_conditions_reported_before_the_attach(tmp_pa
         "FAILED conformance/suite/implementation/test_attach_before_bind.py::test_conditions_true_only_after_the_attach"
         in out
     )
-    message = "True while the fabric says attached to None"
+    message = "True while the fabric says"
     assert message in out
     case = next(
         c
@@ -101,7 +103,7 @@ def test_attach_failure_catches_a_failed_device_offered_again(tmp_path: Path) ->
 
 
 def test_attach_failure_catches_a_missing_failure_condition(tmp_path: Path) -> None:
-    """The controller never sets a failure condition when the attach fails: SCH-5 fails."""
-    test = "test_failure_condition_deallocates_and_reschedules_elsewhere"
+    """The controller never sets a failure condition when the attach fails: IMP-4 fails."""
+    test = "test_attach_failure_is_reported_and_the_device_not_offered_again"
     out = _attach_failure_fails(tmp_path, "--broken-no-failure-condition", test)
     assert "no allocation showed a failure condition True" in out, out[-3000:]

@@ -1,0 +1,187 @@
+"""`dra-conformance profile check`: what a run would do with a profile, said before any cluster work.
+
+Three parts: the schema (load_profile), the placeholders and files the profile refers to (resolved statically:
+the values a run fills in — ports, kubeconfigs — do not exist yet, their form is checked), and the plan: for each
+requirement of the catalogue, whether its scenarios run or are skipped with this profile, and why. The plan uses the
+runner's own skip rule (conformance.suite.scenario.profile_gap), so it predicts what a run skips for the profile;
+a run may still skip a scenario for what only the cluster shows (its release, the devices actually published), and
+says why then.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+
+import yaml
+
+from conformance.implementation.profile import PLACEHOLDER, LoadedProfile, Process, Profile
+from conformance.report.catalogue import REQUIREMENTS
+from conformance.suite.scenario import REGISTRY, profile_gap
+
+SUITE_PACKAGES = ("conformance.suite.cluster", "conformance.suite.implementation")
+NO_PROFILE = "no implementation profile: the run certifies the cluster only"
+_PLAIN = {"kubeconfig", "workdir", "bin", "profile_dir"}
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    requirement: str
+    level: str
+    action: str  # run | skip | not-covered
+    reason: str
+
+
+@dataclass
+class CheckResult:
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    plan: list[PlanRow] = field(default_factory=list)
+
+
+def _placeholder_errors(text: str, where: str, process: Process | None, profile: Profile, before: int) -> list[str]:
+    """Problems of the placeholders in one profile string; `before`: how many processes start before this one."""
+    errors: list[str] = []
+    with_port = {p.name for p in profile.processes[:before] if p.port_file}
+    for match in PLACEHOLDER.finditer(text):
+        key, arg = match[1], match[2]
+        if key in _PLAIN and arg is None:
+            continue
+        if key == "env" and arg:
+            if arg not in os.environ:
+                errors.append(f"{where}: {{env:{arg}}}: ${arg} is not set in this environment")
+            continue
+        if key == "port_file" and arg is None:
+            if process is None or not process.port_file:
+                errors.append(f"{where}: {{port_file}} only in a process with portFile: true")
+        elif key == "url" and arg:
+            if arg not in with_port:
+                errors.append(f"{where}: {{url:{arg}}} needs an earlier process {arg!r} with portFile: true")
+        elif key == "sa_kubeconfig" and arg and arg.count("/") == 1:
+            continue
+        else:
+            errors.append(f"{where}: unknown placeholder {match[0]!r}")
+    return errors
+
+
+def _resolve_static(text: str, loaded: LoadedProfile) -> str:
+    """{profile_dir} and {bin} have their run-time values already; the others are left as they are."""
+    return text.replace("{profile_dir}", str(loaded.path.parent)).replace("{bin}", str(Path(sys.executable).parent))
+
+
+def _check_files(loaded: LoadedProfile, result: CheckResult) -> None:
+    prof = loaded.profile
+    for i, manifest in enumerate(prof.manifests):
+        result.errors += _placeholder_errors(manifest, f"manifests.{i}", None, prof, 0)
+        path = Path(_resolve_static(manifest, loaded))
+        if "{" in str(path):
+            continue
+        try:
+            docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+        except OSError as exc:
+            result.errors.append(f"manifests.{i}: cannot read {path}: {exc.strerror}")
+            continue
+        except yaml.YAMLError as exc:
+            result.errors.append(f"manifests.{i}: {path} is not valid YAML: {exc}")
+            continue
+        bad = [n for n, d in enumerate(docs) if not (isinstance(d, dict) and d.get("apiVersion") and d.get("kind"))]
+        if bad:
+            result.errors.append(f"manifests.{i}: documents {bad} of {path} have no apiVersion/kind")
+    for n, proc in enumerate(prof.processes):
+        where = f"processes.{n} ({proc.name})"
+        for j, arg in enumerate(proc.command):
+            result.errors += _placeholder_errors(arg, f"{where}.command.{j}", proc, prof, n)
+        for key, value in proc.env.items():
+            result.errors += _placeholder_errors(value, f"{where}.env.{key}", proc, prof, n)
+        exe = _resolve_static(proc.command[0], loaded)
+        if "{" not in exe and not (Path(exe).is_file() or shutil.which(exe)):
+            result.warnings.append(f"{where}: {exe!r} is neither a file nor on PATH here")
+        result.errors += _placeholder_errors(proc.kubeconfig, f"{where}.kubeconfig", proc, prof, n)
+    everyone = len(prof.processes)
+    for name, endpoint in (("fabricProbe", prof.fabric_probe), ("faultInjector", prof.fault_injector)):
+        if endpoint is None:
+            continue
+        for attr, text in (("url", endpoint.url), ("caFile", endpoint.ca_file), ("token", endpoint.token)):
+            if text is not None:
+                result.errors += _placeholder_errors(text, f"{name}.{attr}", None, prof, everyone)
+        ca = _resolve_static(endpoint.ca_file or "", loaded)
+        if ca and "{" not in ca and not Path(ca).is_file():
+            result.errors.append(f"{name}.caFile: {ca} is not a file")
+        if endpoint.ca_file and endpoint.url.startswith("http://"):
+            result.errors.append(f"{name}: caFile is given for a plain http:// URL")
+    hooks = [("hooks.setup", h, 0) for h in prof.hooks.setup] + [("hooks.teardown", h, 0) for h in prof.hooks.teardown]
+    for where, hook, before in hooks:
+        for j, arg in enumerate(hook.command):
+            result.errors += _placeholder_errors(arg, f"{where}.{hook.name}.command.{j}", None, prof, before)
+        for key, value in hook.env.items():
+            result.errors += _placeholder_errors(value, f"{where}.{hook.name}.env.{key}", None, prof, before)
+    for role in prof.roles:
+        for j, arg in enumerate(role.command or []):
+            result.errors += _placeholder_errors(arg, f"roles.{role.name}.command.{j}", None, prof, everyone)
+
+
+def _check_names(prof: Profile, result: CheckResult) -> None:
+    for condition in prof.failure_conditions:
+        if "/" not in condition:
+            result.errors.append(f"failureConditions: {condition!r} is not a qualified name (<domain>/<name>)")
+
+
+def _suite_modules() -> list[ModuleType]:
+    """Every module of the suite (importing them also registers their scenarios)."""
+    modules = []
+    for package in SUITE_PACKAGES:
+        pkg = importlib.import_module(package)
+        modules += [importlib.import_module(f"{package}.{i.name}") for i in pkgutil.iter_modules(pkg.__path__)]
+    return modules
+
+
+def _direct_tests() -> dict[str, set[str]]:
+    """Requirement -> packages ("cluster", "implementation") of tests marked with it; tests that are not fed by a
+    scenario (e.g. the API checks) run as they are."""
+    found: dict[str, set[str]] = {}
+    for module in _suite_modules():
+        where = module.__name__.split(".")[2]
+        for name, fn in vars(module).items():
+            for mark in getattr(fn, "pytestmark", []) if name.startswith("test") else []:
+                if mark.name == "requirement":
+                    for req in mark.args:
+                        found.setdefault(req, set()).add(where)
+    return found
+
+
+def plan(prof: Profile | None) -> list[PlanRow]:
+    """Per requirement: run, skip (why) or not covered, for this profile (None: a cluster-only run)."""
+    direct = _direct_tests()
+    registered = list(REGISTRY.values())
+    rows: list[PlanRow] = []
+    for req in REQUIREMENTS:
+        covering = [s for s in registered if req.id in s.requirements]
+        cluster = [s.name for s in covering if not s.implementation]
+        runs, skips = [], []
+        for sc in (s for s in covering if s.implementation):
+            gap = NO_PROFILE if prof is None else profile_gap(sc, prof)
+            (skips.append(f"{sc.name}: {gap}") if gap else runs.append(sc.name))
+        if cluster or (not covering and "cluster" in direct.get(req.id, ())):
+            what = ", ".join(cluster) or "tests of the API"
+            rows.append(PlanRow(req.id, req.level, "run", f"{what} (suite-owned objects: certifies the cluster)"))
+        elif runs or (not covering and prof is not None and req.id in direct):
+            rows.append(PlanRow(req.id, req.level, "run", ", ".join(runs) or "tests of the implementation"))
+        elif skips or req.id in direct:
+            rows.append(PlanRow(req.id, req.level, "skip", "; ".join(skips) or NO_PROFILE))
+        else:
+            rows.append(PlanRow(req.id, req.level, "not-covered", "no scenario checks it yet"))
+    return rows
+
+
+def check(loaded: LoadedProfile) -> CheckResult:
+    result = CheckResult()
+    _check_files(loaded, result)
+    _check_names(loaded.profile, result)
+    result.plan = plan(loaded.profile)
+    return result

@@ -1,0 +1,186 @@
+"""Harness parts a real stack needs (issue 12): setup/teardown hooks, restart roles, a private $HOME with the
+kubeconfig, {env:NAME}, and HTTPS endpoints with their own CA and a bearer token. Real subprocesses and a real TLS
+server on 127.0.0.1; no cluster (the profiles here apply no manifests)."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import ssl
+import subprocess
+import sys
+import threading
+import urllib.error
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conformance.implementation import endpoints
+from conformance.implementation.harness import Implementation, ImplementationFailed
+from conformance.implementation.profile import API_VERSION, KIND, ProfileError, load_profile
+
+PY = sys.executable
+SLEEP = "import time; time.sleep(60)"  # a long-running process of the stack
+
+
+def _impl(tmp_path: Path, **fields: object) -> Implementation:
+    doc = {"apiVersion": API_VERSION, "kind": KIND, "name": "t", "version": "1", "driver": "d.example.com", **fields}
+    path = tmp_path / "profile.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
+    return Implementation(load_profile(path), kubeconfig, tmp_path / "work")
+
+
+def _write(path: str, text: str) -> list[str]:
+    return [PY, "-c", f"import pathlib; pathlib.Path({path!r}).write_text({text!r})"]
+
+
+def test_hooks_run_around_the_processes_in_order(tmp_path: Path) -> None:
+    trail = tmp_path / "trail"
+    append = "import sys, pathlib; p = pathlib.Path(sys.argv[1]); p.write_text(p.read_text() + sys.argv[2] + ' ')"
+    trail.write_text("")
+    impl = _impl(
+        tmp_path,
+        hooks={
+            "setup": [{"name": "label-nodes", "command": [PY, "-c", append, str(trail), "setup"]}],
+            "teardown": [{"name": "unlabel", "command": [PY, "-c", append, str(trail), "teardown"]}],
+        },
+        processes=[
+            {
+                "name": "p",
+                "command": [PY, "-c", f"{append}; print('ready', flush=True); {SLEEP}", str(trail), "process"],
+                "ready": {"log": "ready"},
+            }
+        ],
+    )
+    impl.start()
+    assert trail.read_text() == "setup process "
+    assert impl.stop() == []
+    assert trail.read_text() == "setup process teardown "
+    assert (impl.workdir / "setup-label-nodes.log").exists()
+
+
+def test_a_failing_setup_hook_stops_the_start_with_its_output(tmp_path: Path) -> None:
+    impl = _impl(tmp_path, hooks={"setup": [{"name": "bad", "command": [PY, "-c", "print('no fabric'); exit(3)"]}]})
+    with pytest.raises(ImplementationFailed, match=r"setup bad exited with 3(.|\n)*no fabric"):
+        impl.start()
+
+
+def test_private_home_holds_the_processes_kubeconfig_and_env_placeholders_resolve(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STACK_TOKEN", "s3cret")
+    out = tmp_path / "seen"
+    script = (
+        "import os, pathlib; pathlib.Path(os.environ['OUT']).write_text("
+        "pathlib.Path(os.environ['HOME'], '.kube', 'config').read_text() + os.environ['TOKEN'])"
+    )
+    impl = _impl(
+        tmp_path,
+        processes=[
+            {"name": "p", "command": [PY, "-c", script], "home": True}
+            | {"env": {"OUT": str(out), "TOKEN": "{env:STACK_TOKEN}"}}
+        ],
+    )
+    impl.start()
+    try:
+        proc = impl.running[0].proc
+        proc.wait(10)
+        assert out.read_text() == "apiVersion: v1\nkind: Config\ns3cret"
+    finally:
+        impl.stop()
+    monkeypatch.delenv("STACK_TOKEN")
+    with pytest.raises(ProfileError, match=r"\$STACK_TOKEN is not set"):
+        impl.resolve("{env:STACK_TOKEN}")
+
+
+def test_roles_restart_a_process_or_run_a_restart_command(tmp_path: Path) -> None:
+    marker = tmp_path / "restarted"
+    impl = _impl(
+        tmp_path,
+        processes=[{"name": "ctl", "command": [PY, "-c", f"print('up', flush=True); {SLEEP}"], "ready": {"log": "up"}}],
+        roles=[
+            {"name": "condition-writer", "process": "ctl"},
+            {"name": "attacher", "command": _write(str(marker), "yes")},
+        ],
+    )
+    impl.start()
+    try:
+        first = impl.running[0].proc.pid
+        roles = impl.loaded.profile.restartable()
+        assert [r.name for r in roles] == ["condition-writer", "attacher"]
+        said = impl.restart_role(roles[0])
+        assert impl.running[0].proc.pid != first and "killed ctl" in said
+        impl.restart_role(roles[1])
+        assert marker.read_text() == "yes"
+    finally:
+        assert impl.stop() == []
+
+
+@pytest.fixture
+def tls_server(tmp_path: Path) -> Iterator[tuple[str, Path, list[str]]]:
+    """An HTTPS server with a self-signed certificate for 127.0.0.1 (openssl); records Authorization headers."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    seen: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.headers.get("Authorization", ""))
+            body = json.dumps({"attachments": []}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"https://127.0.0.1:{server.server_address[1]}", cert, seen
+    server.shutdown()
+
+
+def test_https_endpoint_with_its_own_ca_and_token(tls_server: tuple[str, Path, list[str]], tmp_path: Path) -> None:
+    base, cert, seen = tls_server
+    url = f"{base}/v1/attachments"
+    with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
+        endpoints.urlopen(url, timeout=5)
+    impl = _impl(tmp_path, fabricProbe={"url": url, "caFile": str(cert), "token": "t0k"})
+    impl.start()
+    try:
+        with endpoints.urlopen(url, timeout=5) as response:
+            assert json.load(response) == {"attachments": []}
+        assert seen == ["Bearer t0k"]
+    finally:
+        impl.stop()
+    with pytest.raises(urllib.error.URLError):
+        endpoints.urlopen(url, timeout=5)  # unregistered at stop

@@ -1,0 +1,87 @@
+"""`dra-conformance profile check` and `profile init`: problems found before any cluster work, and a plan that
+says per requirement what a run will do with the profile (no cluster is used here)."""
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from conformance.cli import main
+from conformance.implementation.profile import SCHEMA_FILE, TEMPLATE_FILE, ProfileError, json_schema, load_profile
+from conformance.report.catalogue import REQUIREMENTS
+from conformance.suite.profilecheck import check, plan
+
+PROFILES = sorted((Path(__file__).resolve().parent.parent / "fixtures" / "profiles").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", PROFILES, ids=lambda p: p.name)
+def test_every_reference_profile_checks_clean(path: Path) -> None:
+    result = check(load_profile(path))
+    assert result.errors == []
+    assert [r.requirement for r in result.plan] == [r.id for r in REQUIREMENTS]
+
+
+def test_the_published_schema_is_the_schema_of_the_code() -> None:
+    assert json.loads(SCHEMA_FILE.read_text()) == json_schema(), (
+        f"regenerate it: dra-conformance profile schema > {SCHEMA_FILE}"
+    )
+
+
+def test_a_profile_without_apiversion_is_refused_with_what_to_write(tmp_path: Path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text("name: x\nversion: '1'\ndriver: d\n")
+    with pytest.raises(ProfileError, match=r"apiVersion: dra-conformance\.example\.com/v1alpha1"):
+        load_profile(path)
+
+
+def test_init_writes_a_template_that_loads_and_refuses_to_overwrite(tmp_path: Path) -> None:
+    out = tmp_path / "mine.yaml"
+    runner = CliRunner()
+    assert runner.invoke(main, ["profile", "init", "--out", str(out)]).exit_code == 0
+    assert out.read_text() == TEMPLATE_FILE.read_text()
+    assert check(load_profile(out)).errors == []
+    again = runner.invoke(main, ["profile", "init", "--out", str(out)])
+    assert again.exit_code == 1 and "--force" in again.output
+
+
+def _variant(tmp_path: Path, **changes: object) -> Path:
+    doc = yaml.safe_load(TEMPLATE_FILE.read_text())
+    doc.update(changes)
+    path = tmp_path / "variant.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_check_finds_placeholders_files_and_names(tmp_path: Path) -> None:
+    path = _variant(
+        tmp_path,
+        manifests=["{profile_dir}/missing.yaml"],
+        processes=[
+            {"name": "ctl", "command": ["x", "{url:fm}", "{nope}"]},
+            {"name": "fm", "command": ["y", "--port-file", "{port_file}"], "portFile": True},
+        ],
+        failureConditions={"unqualified": "failure"},
+    )
+    errors = check(load_profile(path)).errors
+    text = "\n".join(errors)
+    assert "missing.yaml" in text
+    assert "{url:fm} needs an earlier process 'fm'" in text
+    assert "unknown placeholder '{nope}'" in text
+    assert "'unqualified' is not a qualified name" in text
+    result = CliRunner().invoke(main, ["profile", "check", str(path)])
+    assert result.exit_code == 1 and "problem(s)" in result.output
+
+
+def test_plan_says_why_a_requirement_is_skipped(tmp_path: Path) -> None:
+    prof = load_profile(_variant(tmp_path)).profile  # the template: no probe, no fault injector, no capabilities
+    rows = {r.requirement: r for r in plan(prof)}
+    assert rows["SCH-3"].action == "run" and "certifies the cluster" in rows["SCH-3"].reason
+    skipped = {r.requirement: r.reason for r in rows.values() if r.action == "skip"}
+    assert any("fabricProbe" in reason for reason in skipped.values()), skipped
+    assert any("capabilities" in reason for reason in skipped.values()), skipped
+    cluster_only = {r.requirement: r for r in plan(None)}
+    assert cluster_only["IMP-2"].action == "skip" and "no implementation profile" in cluster_only["IMP-2"].reason
+    assert cluster_only["SCH-1"].action == "run"
+    assert "controller.serviceAccount" in skipped["IMP-9"]

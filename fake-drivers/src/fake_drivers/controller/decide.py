@@ -359,32 +359,24 @@ def _assign(
 def _counted_pools(
     settings: Settings, plan: Plan, snap: Snapshot, free: dict[tuple[str, str], list[FabricDevice]]
 ) -> None:
-    """counted: per fabric and model, the entries live claims hold plus one more per device still available.
+    """counted: per fabric and model, the entries claims hold plus one more per device still available.
 
-    Live allocated entries stay listed (the pool does not change when the scheduler takes an entry: the assignment
-    moves a device from "available" to "held" at the same time). An entry whose failure condition is True, or is
-    set by this plan, is dropped first (the pool is written before the conditions): the scheduler is about to
-    deallocate it, and listed it would then be offered free with no free device behind it. New entries take the
-    lowest indices no allocation uses.
+    Allocated entries stay listed (the pool does not change when the scheduler takes an entry: the assignment
+    moves a device from "available" to "held" at the same time), and new entries take the lowest free indices.
     """
-    failing = {(w.claim.uid, w.result.key) for w in plan.conditions if w.type in settings.failure_conditions}
     for fabric in plan.pools:
-        in_use: dict[str, set[int]] = defaultdict(set)  # every allocated entry: its name is not handed out again
-        listed: dict[str, set[int]] = defaultdict(set)  # the live ones: still listed
+        in_use: dict[str, set[int]] = defaultdict(set)
         for claim in snap.claims:
             for result in claim.results:
                 parsed = entry_model(result.device) if result.driver == settings.driver else None
-                if result.pool != fabric or not parsed:
-                    continue
-                in_use[parsed[0]].add(parsed[1])
-                if not Holding(claim, result, via_fabric=True).failed() and (claim.uid, result.key) not in failing:
-                    listed[parsed[0]].add(parsed[1])
+                if result.pool == fabric and parsed:
+                    in_use[parsed[0]].add(parsed[1])
         models = {d.model: d.attributes for d in sorted(snap.devices, key=lambda d: d.name) if d.fabric == fabric}
         entries: list[FabricDevice | CountedEntry] = []
         for model, attributes in sorted(models.items()):
-            count, indices, i = len(free[(fabric, model)]), set(listed[model]), 0
+            count, indices, i = len(free[(fabric, model)]), set(in_use[model]), 0
             while count:
-                if i not in in_use[model]:
+                if i not in indices:
                     indices.add(i)
                     count -= 1
                 i += 1

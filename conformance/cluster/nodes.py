@@ -1,11 +1,14 @@
-"""Test nodes: create them (kwok plays their kubelet) and wait until every one reports Ready."""
+"""Test nodes: create them (kwok plays their kubelet) and follow them until every one reports Ready."""
 
 from __future__ import annotations
+
+import threading
+from typing import Any
 
 from kubernetes import client
 
 from conformance.cluster.providers.base import NodeSpec
-from conformance.cluster.waits import wait_for
+from conformance.cluster.readiness import watch_until
 
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 
@@ -32,21 +35,31 @@ def create_nodes(core: client.CoreV1Api, nodes: list[NodeSpec]) -> None:
         core.create_node(fake_node(spec))
 
 
+# Put on every new Node by kube-apiserver (admission TaintNodesByCondition), taken off by kube-controller-manager's
+# node lifecycle controller once the node is Ready: until then no test pod can land there.
+CONDITION_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+
+
 def _ready(node: client.V1Node) -> bool:
-    return any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
+    """Ready, and the controller manager has taken the condition taints off (pods can be scheduled there)."""
+    ready = any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
+    return ready and not any(t.key in CONDITION_TAINTS for t in (node.spec.taints or []))
 
 
-def wait_nodes_ready(core: client.CoreV1Api, names: list[str], timeout: float) -> None:
+def wait_nodes_ready(
+    core: client.CoreV1Api, names: list[str], timeout: float, stop: threading.Event | None = None
+) -> None:
+    """Follow the nodes by watch (no polling) until every one of `names` is Ready and schedulable."""
     wanted = set(names)
 
-    def not_ready(nodes: list[client.V1Node]) -> list[str]:
-        ready = {n.metadata.name for n in nodes if _ready(n)}
-        return sorted(wanted - ready)
+    def not_ready(nodes: dict[str, Any]) -> list[str]:
+        return sorted(wanted - {name for name, node in nodes.items() if _ready(node)})
 
-    wait_for(
-        lambda: core.list_node().items,
+    watch_until(
+        core.list_node,
         lambda nodes: not not_ready(nodes),
         timeout=timeout,
-        expected=f"nodes {sorted(wanted)} to be Ready",
-        describe=lambda nodes: f"not Ready: {not_ready(nodes or [])}",
+        expected=f"nodes {sorted(wanted)} to be Ready, without the {' and '.join(CONDITION_TAINTS)} taints",
+        describe=lambda nodes: f"not Ready: {not_ready(nodes)}",
+        stop=stop,
     )

@@ -234,9 +234,14 @@ def _release_rows(matrix: Matrix) -> list[tuple[str, list[str]]]:
     ]
 
 
-def _cell_text(cell: dict[str, str]) -> str:
+def _cell_text(cell: dict[str, str], limit: int | None = None) -> str:
+    """Symbol, outcome and reason; with `limit`, only the reason's first line, cut there (the YAML has all of it)."""
     text = f"{SYMBOL.get(cell['outcome'], '?')} {cell['outcome']}"
-    return f"{text}: {cell['reason']}" if cell["reason"] else text
+    reason = cell["reason"]
+    if limit is not None and reason:
+        first = reason.strip().splitlines()[0]
+        reason = first if len(first) <= limit else first[:limit] + " …"
+    return f"{text}: {reason}" if reason else text
 
 
 def markdown(matrix: Matrix) -> str:
@@ -253,7 +258,7 @@ def markdown(matrix: Matrix) -> str:
     lines += [f"| {name} | " + " | ".join(esc(v) for v in values) + " |" for name, values in _release_rows(matrix)]
     lines += ["", "| requirement | " + " | ".join(versions) + " |", "|---|" + "---|" * len(versions)]
     for req in REQUIREMENTS:
-        cells = [esc(_cell_text(run.cell(req.id))) for run in matrix.runs]
+        cells = [esc(_cell_text(run.cell(req.id), limit=240)) for run in matrix.runs]
         lines.append(f"| **{req.id}** ({req.level}) {esc(req.title)} | " + " | ".join(cells) + " |")
     if unexplained := matrix.unexplained():
         lines += ["", "Skipped without a reason: " + ", ".join(unexplained)]

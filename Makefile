@@ -20,7 +20,7 @@ SUITE_ARGS := --provider $(PROVIDER) --k8s-version $(K8S_VERSION) --profile $(PR
 	$(if $(filter existing,$(PROVIDER)),--kubeconfig $(KUBECONFIG))
 
 .PHONY: all conformance test unit drivers selftest suite lint binaries venv bench bench-cluster clusters-down clean
-.PHONY: validate image kind-config matrix conformance-extra chromium html-check
+.PHONY: validate image kind-config matrix conformance-extra conformance-all chromium html-check
 
 all: test
 
@@ -59,7 +59,16 @@ suite: conformance
 # CI: everything on the default release (1.37.2), then the whole suite on the newest release too (binding conditions
 # GA there); 1.34-1.36 run only in `make matrix` (README "Kubernetes versions": times per release).
 TEST_EXTRA_RELEASES ?= 1.38.0-beta.0
-test: lint unit html-check validate drivers selftest conformance conformance-extra
+test: lint unit html-check validate drivers selftest conformance-all conformance-extra
+
+# The whole suite against each reference profile: one per binding model and fabric-entry kind (README "Binding
+# models"); reports in $(REPORTS)/<profile>/. Every run is tried; the target fails if any did.
+REFERENCE_PROFILES ?= fixtures/profiles/reference.yaml fixtures/profiles/reference-reschedule.yaml \
+	fixtures/profiles/reference-counted.yaml
+conformance-all: binaries
+	rc=0; for p in $(REFERENCE_PROFILES); do \
+		$(MAKE) --no-print-directory conformance PROFILE=$$p REPORTS=$(REPORTS)/$$(basename $$p .yaml) || rc=1; \
+	done; exit $$rc
 
 # Debian's chromium, headless, checks the HTML report (browser builds that download themselves cannot be fetched).
 chromium:
@@ -77,7 +86,7 @@ conformance-extra: venv
 # each release's own reports in $(REPORTS)/matrix/<profile>/<version>/. MATRIX_RELEASES="1.37.2 1.38" narrows it;
 # `dra-conformance matrix --report-only --out ...` rebuilds a table from the reports already there.
 MATRIX_RELEASES ?=
-MATRIX_PROFILES ?= fixtures/profiles/reference.yaml fixtures/profiles/reference-reschedule.yaml
+MATRIX_PROFILES ?= $(REFERENCE_PROFILES)
 matrix: venv
 	rc=0; for p in $(MATRIX_PROFILES); do \
 		$(BIN)/dra-conformance matrix --profile $$p --out $(REPORTS)/matrix/$$(basename $$p .yaml) \

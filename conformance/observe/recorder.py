@@ -162,11 +162,21 @@ class Recorder:
                 body = obj
             self._append(kind, event, ns, name, revision, body)
 
-    def _append(self, kind: str, event: str, ns: str, name: str, revision: int | None, body: dict[str, Any]) -> None:
+    def _append(
+        self,
+        kind: str,
+        event: str,
+        ns: str,
+        name: str,
+        revision: int | None,
+        body: dict[str, Any],
+        at: float | None = None,
+    ) -> None:
         if len(self.records) >= MAX_RECORDS:
             self.dropped += 1
             return
-        self.records.append(Record(len(self.records), time.time(), kind, event, ns, name, revision, body))
+        when = time.time() if at is None else at  # a probe change is dated by its sample, not by the bookkeeping
+        self.records.append(Record(len(self.records), when, kind, event, ns, name, revision, body))
 
     def _sample_loop(self) -> None:
         slots = threading.BoundedSemaphore(PROBE_IN_FLIGHT)
@@ -201,16 +211,24 @@ class Recorder:
         sent before it (the timelines show them)."""
         with self._cond:
             i = bisect.bisect_right(self._samples, sample.sent, key=lambda s: s.sent)
-            before = self._samples[i - 1].states if i else {}
+            previous = self._samples[i - 1] if i else None
             self._samples.insert(i, sample)
             self._cond.notify_all()
+        before = previous.states if previous else {}
         with self._lock:
             for device in sorted(set(sample.states) | set(before)):
                 old, new = before.get(device), sample.states.get(device)
                 if old != new:
                     node, st = new or ((old or ("", ""))[0], "free")
-                    body = {"device": device, "node": node, "state": st, "previous": list(old or ())}
-                    self._append("probe", "CHANGED", "", device, None, body)
+                    body = {
+                        "device": device,
+                        "node": node,
+                        "state": st,
+                        "previous": list(old or ()),
+                        # The change happened between the previous answer and this one: both moments are kept.
+                        "previousSampleAt": previous.sent if previous else None,
+                    }
+                    self._append("probe", "CHANGED", "", device, None, body, at=sample.sent)
 
     # -- reading: the API's side -----------------------------------------------------------------------------
     def select(

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from conformance.observe.slices import allocation_results
-from conformance.observe.views import SCHEDULE_S
+from conformance.observe.views import SCHEDULE_S, History
 from conformance.suite.cluster.owned import pending_events, start
 from conformance.suite.scenario import ClusterContext, result_fixture, scenario
 
@@ -25,6 +25,10 @@ class Preference:
     results: list[dict[str, Any]]
     bound_to: str | None
     pending_events: int
+
+
+def _allocated(history: History) -> list[dict[str, Any]]:
+    return [e.obj for e in history.events("claim") if allocation_results(e.obj)]
 
 
 @scenario(
@@ -41,8 +45,13 @@ def node_local_preference(ctx: ClusterContext) -> Preference:
     driver.pod("app", driver.claim_template(), node)
     ns = driver.namespace
     with ctx.history(ns) as history:
-        history.wait(lambda h: h.binding(), timeout=SCHEDULE_S, expected="the pod to be bound")
-        claim = history.events("claim")[-1].obj
+        # The pod's and the claim's watch streams are separate: the binding can arrive before the allocation does.
+        history.wait(
+            lambda h: h.binding() and _allocated(h),
+            timeout=SCHEDULE_S,
+            expected="the pod to be bound and its claim seen allocated",
+        )
+        claim = _allocated(history)[-1]
         binding = history.binding()
     waited = pending_events(ctx.history(ns)).get("app", 0)
     return Preference(node, local, allocation_results(claim), binding.node if binding else None, waited)

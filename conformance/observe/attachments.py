@@ -326,12 +326,15 @@ class Judge:
         if not any(not r.obj.get("nodeName") and any("identity" in d for d in r.obj["devices"]) for r in entries):
             v.skip(rule, f"{identity}: the fabric pools name no device (counted entries): offered again not judged")
             return
-        if _offered(entries, identity, due):
+        # Any moment up to the due time will do: a pool being rewritten shows two generations for a moment, and an
+        # entry of the older one does not count then (persistence is IMP-5's question).
+        moments = [r.at for r in entries if last <= r.at <= due] + [due]
+        if any(_offered(entries, identity, at) for at in moments):
             return
         v.fail(
             rule,
-            f"{identity}: released at {stamp(last)}, not offered by any fabric entry at {stamp(due)} "
-            f"(detachSeconds {self.detach_s:g} later)",
+            f"{identity}: released at {stamp(last)}, offered by no fabric entry (of its pool's newest generation, "
+            f"untainted) from then until {stamp(due)} (detachSeconds {self.detach_s:g} later)",
         )
 
 

@@ -307,6 +307,9 @@ def profile_check(file: Path) -> None:
     prof = loaded.profile
     click.echo(f"profile {prof.name} {prof.version} ({loaded.path})")
     click.echo(f"  driver {prof.driver}, {prof.binding_model}, fabric entries {prof.fabric_entries}")
+    click.echo(
+        f"  bindingTimeout of a cluster the suite starts: {prof.binding_timeout_s()}s (--binding-timeout overrides)"
+    )
     for warning in result.warnings:
         click.echo(f"  warning: {warning}")
     for error in result.errors:

@@ -11,10 +11,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_suite(
-    junit: Path, *args: str, target: str = "conformance/suite", accept_partial: bool = True
+    junit: Path,
+    *args: str,
+    target: str = "conformance/suite",
+    accept_partial: bool = True,
+    env: dict[str, str] | None = None,
 ) -> tuple[int, str, dict[str, str]]:
     """Exit code, combined output and the outcome of each test case (from the JUnit XML). Selftests run a file or
-    a broken variant, which knowingly covers a subset: `--accept partial` unless accept_partial=False."""
+    a broken variant, which knowingly covers a subset: `--accept partial` unless accept_partial=False. `env`: the
+    suite's environment (default: this one)."""
     accept = ["--accept", "partial"] if accept_partial else []
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", target, "-p", "no:cacheprovider", f"--junitxml={junit}", "-q", *accept, *args],
@@ -22,6 +27,7 @@ def run_suite(
         capture_output=True,
         text=True,
         timeout=600,
+        env=env,
     )
     outcomes = {}
     if junit.exists():

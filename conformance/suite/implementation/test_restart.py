@@ -67,8 +67,9 @@ def _delete_fault(url: str) -> None:
     controller=("process",),
 )
 def controller_restart(ctx: Context) -> Restart:
-    process = ctx.profile.controller.process
-    assert process is not None  # controller=("process",): skipped without one
+    # The first restartable role (controller.process, or roles[0]: a process the suite started or a restart command
+    # for an implementation it did not start); controller=("process",) skips a profile without one.
+    role = ctx.profile.restartable()[0]
     node, lease, ns = ctx.remote_fabric()
     [identity] = lease.identities
     probe = ctx.implementation.resolve(ctx.profile.fabric_probe.url)
@@ -93,7 +94,7 @@ def controller_restart(ctx: Context) -> Restart:
                 for t, s in device_conditions(claim, r).items()
             }
             killed = time.monotonic()
-            ctx.implementation.restart(process)
+            ctx.say(f"IMP-8: restarting role {role.name}: {ctx.implementation.restart_role(role)}")
             seen = Restart(node, identity, at_kill, conditions_at_kill, round(time.monotonic() - killed, 3))
             ctx.measure("controller_restart_seconds", seen.restart_s)
             pod = bound_pod(ctx.cluster, ns, "app", bind_s)

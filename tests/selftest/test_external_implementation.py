@@ -126,7 +126,8 @@ def test_suite_passes_on_an_implementation_it_does_not_start(kept_cluster: Path,
             impl.send_signal(signal.SIGTERM)
         impl.wait(timeout=60)
     timings["total_s"] = time.monotonic() - started
-    print(f"timings: {', '.join(f'{k} {v:.1f}' for k, v in timings.items())}")
+    counts = {o: list(outcomes.values()).count(o) for o in sorted(set(outcomes.values()))}
+    print(f"outcomes {counts}; timings: {', '.join(f'{k} {v:.1f}s' for k, v in timings.items())}")
     assert impl.returncode == 0, log.read_text()[-3000:]
     assert "stopped cleanly" in log.read_text()
     running = {name: pid for name, pid in {**pids, "controller": controller}.items() if _alive(pid)}

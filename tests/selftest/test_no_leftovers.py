@@ -43,7 +43,9 @@ def test_a_run_on_an_existing_cluster_leaves_no_object_behind(cluster: Cluster, 
         )
     except WaitTimeout as exc:
         raise AssertionError(f"the run left objects behind (or changed them):\n{exc}") from None
+    counts = {o: list(outcomes.values()).count(o) for o in sorted(set(outcomes.values()))}
     print(
-        f"{len(before)} objects of {len(resources)} resources unchanged ({len(CHURNED)} churned resources left out); "
+        f"outcomes {counts}; {len(before)} objects of {len(resources)} resources unchanged "
+        f"({len(CHURNED)} churned resources left out); "
         f"run {run_s:.1f}s, settled {time.monotonic() - started - run_s:.1f}s later"
     )

@@ -29,10 +29,14 @@ from conformance.cluster.versions import DEFAULT_VERSION, UnsupportedVersion, pa
 from conformance.cluster.waits import CANCELLED, wait_for
 from conformance.implementation.harness import Implementation, ImplementationFailed
 from conformance.implementation.profile import LoadedProfile, ProfileError, load_profile
-from conformance.observe.devices import DevicePool, incomplete_pools, read_devices
+from conformance.observe.devices import DevicePool, read_devices
 from conformance.observe.invariants import InvariantWatcher
-from conformance.observe.slices import driver_slices, fabric_slices
+from conformance.observe.probe import ProbeRecorder
+from conformance.observe.publishing import settled_slices
+from conformance.observe.recorder import Recorder
 from conformance.report.catalogue import CATALOGUE, KEP_URL
+from conformance.report.evidence import Evidence
+from conformance.report.gather import FILE_LIMIT, TOTAL_LIMIT
 from conformance.report.outcomes import (
     Outcomes,
     RunResult,
@@ -58,14 +62,12 @@ _CLUSTER_KEY = pytest.StashKey[tuple[ClusterInfo, dict[str, float]]]()
 _SELECTED_KEY = pytest.StashKey[list[Scenario]]()
 _RUNNER_KEY = pytest.StashKey[ScenarioRunner]()
 _CLUSTER_RUNNER_KEY = pytest.StashKey[ScenarioRunner]()
+_EVIDENCE_KEY = pytest.StashKey[Evidence]()
 NAMESPACE_READY_S = 30.0
 DEFAULT_PROFILE = Path(__file__).resolve().parent.parent / "fixtures" / "profiles" / "reference.yaml"
 NAMESPACE_GONE_S = 60.0
 NO_PROFILE = "none"
 NO_PROFILE_REASON = "no implementation profile (--profile none): this run certifies the cluster only"
-SETTLE_S = 2.0
-FABRIC_GRACE_S = 30.0
-PUBLISH_TIMEOUT_S = 120.0
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -146,6 +148,11 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[_PROFILE_KEY] = None if chosen == NO_PROFILE else load_profile(chosen)
     except ProfileError as exc:
         raise pytest.UsageError(str(exc)) from None
+    reports = config.getoption("--reports-dir")
+    loaded = config.stash[_PROFILE_KEY]
+    config.stash[_EVIDENCE_KEY] = Evidence(
+        Path(reports) if reports else None, driver=loaded.profile.driver if loaded else None
+    )
     try:
         parse_gate_overrides(config.getoption("--feature-gates"))
     except ValueError as exc:
@@ -193,19 +200,41 @@ def profile(pytestconfig: pytest.Config) -> LoadedProfile:
 
 
 @pytest.fixture(scope="session")
+def recorder(cluster: Cluster, run_id: str, pytestconfig: pytest.Config) -> Iterator[Recorder]:
+    """The run-wide record (claims, the run's pods, slices, nodes, events, taint rules; the fabric probe once the
+    implementation is up): timelines, failure snapshots and gathered objects are read from it."""
+    loaded = pytestconfig.stash[_PROFILE_KEY]
+    rec = Recorder(Cluster(cluster.info), run_id, loaded.profile.identity_attribute if loaded else None).start()
+    pytestconfig.stash[_EVIDENCE_KEY].recorder = rec
+    yield rec
+    pytestconfig.stash[_EVIDENCE_KEY].end()
+    rec.stop()
+    rec.cluster.close()
+
+
+@pytest.fixture(scope="session")
 def implementation(
-    cluster: Cluster, profile: LoadedProfile, pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory
+    cluster: Cluster,
+    profile: LoadedProfile,
+    recorder: Recorder,
+    pytestconfig: pytest.Config,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Implementation]:
     """The implementation under test, started from its profile against the session's cluster."""
-    impl = Implementation(
-        profile, cluster.info.kubeconfig, tmp_path_factory.mktemp("implementation"), progress=_progress(pytestconfig)
-    )
+    workdir = tmp_path_factory.mktemp("implementation")
+    impl = Implementation(profile, cluster.info.kubeconfig, workdir, progress=_progress(pytestconfig))
+    evidence = pytestconfig.stash[_EVIDENCE_KEY]
     try:
         impl.start()
     except (ImplementationFailed, ProfileError) as exc:
+        evidence.gather_logs(workdir, "implementation", "implementation process logs")
         pytest.exit(f"cannot start the implementation of profile {profile.profile.name!r}: {exc}", returncode=3)
+    if profile.profile.fabric_probe is not None:
+        recorder.probe(impl.resolve(profile.profile.fabric_probe.url))
     yield impl
+    evidence.end()  # the objects as the run left them, before the implementation removes its own
     problems = impl.stop()
+    evidence.gather_logs(workdir, "implementation", "implementation process logs")
     assert not problems, "the implementation did not stop cleanly:\n" + "\n".join(problems)
 
 
@@ -216,32 +245,43 @@ def scenarios(
     """Every selected scenario, started side by side once the implementation is up; tests read their results."""
     prof = profile.profile
     say = _progress(pytestconfig)
-    nodes = list(cluster.info.nodes)
-    # Read once the implementation has finished publishing: a half-written pool read here would make scenarios skip
-    # for want of devices that were still on their way.
-    slices = _settled_slices(cluster, prof.driver)
-    pool = DevicePool(prof.driver, prof.identity_attribute, read_devices(slices, prof.identity_attribute, nodes))
+    # The watcher first: devices are read with the nodes' labels as they are now (an implementation may label nodes
+    # when it starts), and once the implementation has finished publishing (observe/publishing.py): a half-written
+    # pool read here would make scenarios skip for want of devices that were still on their way.
+    watcher = InvariantWatcher(Cluster(cluster.info), prof.driver, prof.identity_attribute, run_id).start()
+    try:
+        slices = settled_slices(cluster, prof)
+    except AssertionError as exc:
+        watcher.stop()
+        pytest.exit(f"the implementation of profile {prof.name!r} did not finish publishing: {exc}", returncode=3)
+    pool = DevicePool(prof.driver, prof.identity_attribute, read_devices(slices, prof.identity_attribute, []))
+    pool.refresh(slices, watcher.live_nodes())
     kinds = [d.kind for d in pool.devices.values()]
     say(f"devices of {prof.driver}: {kinds.count('fabric')} fabric, {kinds.count('local')} node-local")
-    watcher = InvariantWatcher(Cluster(cluster.info), prof.driver, prof.identity_attribute, run_id).start()
+    probe = ProbeRecorder(implementation.resolve(prof.fabric_probe.url)).start() if prof.fabric_probe else None
+
+    evidence = pytestconfig.stash[_EVIDENCE_KEY]
 
     def context(sc: Scenario) -> Context:
         handle = Cluster(cluster.info)
         options = {"scale_pods": pytestconfig.getoption("--scale-pods")}
         tracker = ObjectTracker(handle, run_id)
-        return Context(
-            scenario=sc,
-            cluster=handle,
-            implementation=implementation,
-            profile=prof,
-            pool=pool,
-            objects=tracker,
-            say=say,
-            options=options,
-            invariants=watcher,
+        return evidence.remember(
+            Context(
+                scenario=sc,
+                cluster=handle,
+                implementation=implementation,
+                profile=prof,
+                pool=pool,
+                objects=tracker,
+                say=say,
+                options=options,
+                invariants=watcher,
+                probe=probe,
+            )
         )
 
-    selected = [sc for sc in pytestconfig.stash.get(_SELECTED_KEY, []) if sc.implementation]
+    selected = [evidence.guard(sc) for sc in pytestconfig.stash.get(_SELECTED_KEY, []) if sc.implementation]
     runner = ScenarioRunner(selected, context, watcher, say, concurrency=prof.fabric_concurrency)
     pytestconfig.stash[_RUNNER_KEY] = runner
     runner.start()
@@ -253,19 +293,26 @@ def scenarios(
         finally:
             watcher.stop()
             watcher.cluster.close()
+            if probe is not None:
+                probe.stop()
 
 
 @pytest.fixture(scope="session")
-def cluster_scenarios(cluster: Cluster, run_id: str, pytestconfig: pytest.Config) -> Iterator[ScenarioRunner]:
+def cluster_scenarios(
+    cluster: Cluster, recorder: Recorder, run_id: str, pytestconfig: pytest.Config
+) -> Iterator[ScenarioRunner]:
     """The selected cluster scenarios (SCH-*: suite-owned drivers, no implementation), started side by side as soon
     as the cluster is up."""
     say = _progress(pytestconfig)
+    evidence = pytestconfig.stash[_EVIDENCE_KEY]
 
     def context(sc: Scenario) -> ClusterContext:
         handle = Cluster(cluster.info)
-        return ClusterContext(scenario=sc, cluster=handle, objects=ObjectTracker(handle, run_id), say=say)
+        return evidence.remember(
+            ClusterContext(scenario=sc, cluster=handle, objects=ObjectTracker(handle, run_id), say=say)
+        )
 
-    selected = [sc for sc in pytestconfig.stash.get(_SELECTED_KEY, []) if not sc.implementation]
+    selected = [evidence.guard(sc) for sc in pytestconfig.stash.get(_SELECTED_KEY, []) if not sc.implementation]
     runner = ScenarioRunner(selected, context, None, say)
     pytestconfig.stash[_CLUSTER_RUNNER_KEY] = runner
     runner.start()
@@ -273,41 +320,6 @@ def cluster_scenarios(cluster: Cluster, run_id: str, pytestconfig: pytest.Config
         yield runner
     finally:
         runner.join()
-
-
-def _settled_slices(cluster: Cluster, driver: str) -> list[dict[str, Any]]:
-    """The implementation's slices once it has finished publishing: every pool complete (resourceSliceCount), fabric
-    pools present, and the same for SETTLE_S (a controller may log "ready" before the last of a large pool's slices
-    is written, or before its fabric pool is written at all). An implementation that publishes no fabric pool within
-    FABRIC_GRACE_S is read as it is (IMP-1 then says what is missing)."""
-    started = time.monotonic()
-    seen: list[tuple[float, tuple[Any, ...]]] = []
-
-    def settled(slices: list[dict[str, Any]]) -> bool:
-        state = tuple(sorted((s["metadata"]["name"], s["metadata"]["resourceVersion"]) for s in slices))
-        now = time.monotonic()
-        if not seen or seen[-1][1] != state:
-            seen.append((now, state))
-        fabric = bool(fabric_slices(slices)) or now - started >= FABRIC_GRACE_S
-        return bool(slices) and fabric and not incomplete_pools(slices) and now - seen[-1][0] >= SETTLE_S
-
-    def describe(slices: list[dict[str, Any]] | None) -> str:
-        slices = slices or []
-        return (
-            f"{len(slices)} slices, {len(fabric_slices(slices))} of fabric pools; incomplete pools "
-            f"{incomplete_pools(slices)}; last change {time.monotonic() - seen[-1][0]:.1f}s ago"
-            if seen
-            else "no list yet"
-        )
-
-    return wait_for(
-        lambda: driver_slices(cluster, driver),
-        settled,
-        timeout=PUBLISH_TIMEOUT_S,
-        expected=f"the slices of {driver} to be complete, with fabric pools, and unchanged for {SETTLE_S:g}s",
-        describe=describe,
-        max_interval=0.5,
-    )
 
 
 @pytest.fixture(scope="session")
@@ -341,6 +353,9 @@ def cluster(pytestconfig: pytest.Config, run_id: str) -> Iterator[Cluster]:
         assert not leaks, f"namespaces of this run still present after the tests: {leaks}"
     finally:
         handle.close()
+        workdir = getattr(provider, "workdir", None)  # the local provider's components log there
+        if isinstance(workdir, Path):
+            pytestconfig.stash[_EVIDENCE_KEY].gather_logs(workdir, "control-plane", "control-plane component logs")
         provider.stop()
 
 
@@ -436,6 +451,8 @@ def _requirement_property(request: pytest.FixtureRequest, record_property: Any) 
     # The first suite test starts every scenario, so they overlap the rest: the cluster's first (they need no
     # implementation), then the implementation's (starting the implementation meanwhile).
     selected = request.config.stash.get(_SELECTED_KEY, [])
+    if selected or "cluster" in request.fixturenames:  # first: the record covers every scenario from its start
+        request.getfixturevalue("recorder")
     if any(not sc.implementation for sc in selected):
         request.getfixturevalue("cluster_scenarios")
     if any(sc.implementation for sc in selected) and request.config.stash[_PROFILE_KEY] is not None:
@@ -460,6 +477,8 @@ class RequirementReporter:
         self.requirement_of: dict[str, str] = {}
         self.outcomes = Outcomes()
         self.reasons: dict[tuple[str, str], str] = {}  # (nodeid, phase) -> the exception's message and evidence
+        self.module_of: dict[str, str] = {}
+        self.summary: dict[str, dict[str, Any]] = {}
         self.verdicts: dict[str, Verdict] = {}
         self.result: str | None = None
 
@@ -474,6 +493,7 @@ class RequirementReporter:
                     f"{item.nodeid}: requirement {marker.args!r} is not in conformance/catalogue.py"
                 )
             self.requirement_of[item.nodeid] = marker.args[0]
+            self.module_of[item.nodeid] = getattr(getattr(item, "module", None), "__name__", "")
         modules = {item.module.__name__ for item in items if isinstance(item, pytest.Function)}
         self.config.stash[_SELECTED_KEY] = [sc for sc in REGISTRY.values() if sc.module in modules]
 
@@ -494,6 +514,9 @@ class RequirementReporter:
             reason = report_reason(report, call.excinfo)
             self.reasons[(item.nodeid, report.when)] = reason
             item.user_properties.append(("failure_reason", reason))  # pytest's JUnit carries it too
+            namespace = getattr(item, "funcargs", {}).get("namespace")
+            if isinstance(namespace, str):  # an API test: its objects, before its namespace is deleted
+                self.config.stash[_EVIDENCE_KEY].failed(item.nodeid, {namespace})
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         requirement = self.requirement_of.get(report.nodeid)
@@ -510,8 +533,8 @@ class RequirementReporter:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if not self.requirement_of and not self.outcomes.deselected:
             return
-        summary = self.outcomes.summary()
         loaded = self.config.stash[_PROFILE_KEY]
+        self.summary = summary = self.outcomes.summary(not_certified=NO_PROFILE_REASON if loaded is None else None)
         self.verdicts = verdicts(summary, no_implementation=NO_PROFILE_REASON if loaded is None else None)
         self.result = overall(self.verdicts)
         session.exitstatus = exit_status(self.result, int(exitstatus), set(self.config.getoption("--accept")))
@@ -555,14 +578,48 @@ class RequirementReporter:
                 for name, t in sorted(timings.items())
             }
             run["measurements"] = {key: summarize(v) for key, v in sorted(measured.items()) if v}
+            evidence = self.config.stash[_EVIDENCE_KEY]
+            run["record"] = evidence.write(timings)
+            self._attach_evidence(summary, evidence)
+        if (artefacts := self.config.stash[_EVIDENCE_KEY].artefacts) is not None:
+            artefacts.write_index()
+            run["artefacts"] = {
+                "index": "artefacts/index.json",
+                "keptBytes": artefacts.kept,
+                "fileLimitBytes": FILE_LIMIT,
+                "totalLimitBytes": TOTAL_LIMIT,
+                "gatherSeconds": round(artefacts.seconds, 2),
+            }
         write_conformance_report(out / "conformance-report.yaml", summary, run, self.verdicts)
         title = f"KEP-5007 conformance: {loaded.profile.name if loaded else 'cluster only'}"
         write_certification_junit(out / "certification-junit.xml", summary, title)
 
+    def _attach_evidence(self, summary: dict[str, dict[str, Any]], evidence: Evidence) -> None:
+        """Each requirement links the timelines (and failure snapshots) of its scenarios; a failed one also carries
+        the scenario's decisive moments in words, so the certification JUnit shows the broken moment."""
+        by_module: dict[str, list[str]] = {}
+        for sc in REGISTRY.values():
+            by_module.setdefault(sc.module, []).append(sc.name)
+        for entry in summary.values():
+            names = [n for t in entry.get("tests", []) for n in by_module.get(self.module_of.get(t, ""), [])]
+            names = [n for n in dict.fromkeys(names) if n in evidence.timelines]
+            links = [p for n in names for p in [*evidence.timeline_paths(n), evidence.failures.get(n)] if p]
+            links += [evidence.failures[t] for t in entry.get("tests", []) if t in evidence.failures]
+            if links:
+                entry["evidence"] = list(dict.fromkeys([*entry.get("evidence", []), *links]))
+            if entry["outcome"] == "failed":
+                for name in names:
+                    moments = evidence.decisive(name)
+                    if moments:
+                        entry["reason"] += (
+                            f"\ntimeline of scenario {name} (seconds from its start; [ids]: what a moment decides):\n"
+                            + "\n".join(moments)
+                        )
+
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int) -> None:
         if self.result is None:
             return
-        summary = self.outcomes.summary()
+        summary = self.summary
         write = terminalreporter.write_line
         terminalreporter.section("KEP-5007 requirements")
         for line in table(summary):

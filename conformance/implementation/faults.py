@@ -11,10 +11,17 @@ JSON with camelCase keys, errors answer non-2xx with `{"error": ..., "message": 
   `attach` (default) or `detach`. `device`: the physical identity of the device (the profile's
   identityAttribute value; the fabric uuid in the reference). `count`: how many matching operations the fault
   applies to; a fault is gone once used up.
+- Selectors, for count-based fabric pools where the suite cannot know the physical device in advance: instead of
+  (or besides) `device`, `node` (attaches to that node), `model`, `fabric`; the fault applies to an operation
+  that matches every selector given. The armed fault echoes them.
+- `GET {url}/{id}` -> the fault, armed or not any more (used up or disarmed), with `hits: [{operationId, device,
+  name, fabric, model, node, at}]`: the operations it applied to, so the suite learns which physical device a
+  selector-armed fault hit. 404 when the injector does not know the id.
 - `GET {url}` -> `{faults: [...], hung: [{id, operation, device, node, startedAt, fault}]}`.
 - `DELETE {url}/{id}` -> 200 and the disarmed fault; 404 when it is not armed (any more: used up).
-- `POST {url}/release` `{device, outcome: complete|fail, reason, message}` -> `{released: [hung operations]}`:
-  hung operations (of that device) go on and complete or fail.
+- `POST {url}/release` `{device, fault, outcome: complete|fail, reason, message}` -> `{released: [hung
+  operations]}`: hung operations (of that device, and/or that the fault with id `fault` made hang) go on and
+  complete or fail.
 - `DELETE {url}` disarms every fault. The suite never calls it: scenarios run side by side, and each one touches
   only the faults it armed (deleted by id) and the devices it leased.
 """
@@ -41,20 +48,56 @@ class FaultInjectorError(RuntimeError):
 
 @dataclass
 class FaultInjector:
-    """Faults of one scenario, on its leased devices only; `close` disarms them and lets its hung operations go."""
+    """Faults of one scenario, on its leased devices or nodes only; `close` disarms them and lets its hung
+    operations go."""
 
     url: str  # the profile's faultInjector.url, placeholders resolved
     devices: frozenset[str]  # physical identities leased by the scenario
+    # Nodes the scenario has to itself: a fault may select attaches to one of them when the physical device is
+    # not known in advance (count-based pools), without touching another scenario's attaches.
+    nodes: frozenset[str] = frozenset()
     armed: dict[str, dict[str, Any]] = field(default_factory=dict)  # fault id -> fault as armed
+    selected: set[str] = field(default_factory=set)  # ids of faults armed by selectors, armed or not any more
 
-    def arm(self, mode: Mode, device: str, operation: Operation = "attach", count: int = 1, **extra: Any) -> str:
-        """Arm a fault on a leased device; returns its id. `extra`: reason, message, delaySeconds."""
-        if device not in self.devices:
+    def arm(
+        self,
+        mode: Mode,
+        device: str | None = None,
+        operation: Operation = "attach",
+        count: int = 1,
+        *,
+        node: str | None = None,
+        model: str | None = None,
+        fabric: str | None = None,
+        **extra: Any,
+    ) -> str:
+        """Arm a fault on a leased device, or on the attaches to a node of the scenario (narrowed by model or
+        fabric if given); returns its id. `extra`: reason, message, delaySeconds."""
+        if device is not None and device not in self.devices:
             raise ValueError(f"device {device!r} is not leased by this scenario (leased: {sorted(self.devices)})")
+        if device is None and node not in self.nodes:
+            raise ValueError(f"a fault without a leased device needs a node of the scenario {sorted(self.nodes)}")
+        selectors = {"node": node, "model": model, "fabric": fabric}
         body = {"mode": mode, "operation": operation, "device": device, "count": count, **extra}
+        body |= {key: value for key, value in selectors.items() if value is not None}
         fault = self._call("POST", self.url, body)
         self.armed[fault["id"]] = fault
+        if device is None:
+            self.selected.add(str(fault["id"]))
         return str(fault["id"])
+
+    def fault(self, fault_id: str) -> dict[str, Any]:
+        """One of this scenario's faults as the injector knows it now, with `hits` (the operations it hit)."""
+        return dict(self._call("GET", f"{self.url}/{fault_id}"))
+
+    def hits(self, fault_id: str) -> list[dict[str, Any]]:
+        """The operations a fault applied to, oldest first: `device` is the physical device it hit."""
+        return list(self.fault(fault_id).get("hits") or [])
+
+    def release_fault(self, fault_id: str, outcome: Literal["complete", "fail"] = "complete") -> list[dict[str, Any]]:
+        """Let the operations one of this scenario's faults made hang go on; returns them."""
+        body = {"fault": fault_id, "outcome": outcome}
+        return list(self._call("POST", f"{self.url}/release", body)["released"])
 
     def disarm(self, fault_id: str) -> dict[str, Any] | None:
         """Disarm one of this scenario's faults; the fault as it was, or None if it was used up already."""
@@ -73,14 +116,22 @@ class FaultInjector:
         return list(self._call("POST", f"{self.url}/release", {"device": device, "outcome": outcome})["released"])
 
     def hung(self) -> list[dict[str, Any]]:
-        """Operations hung on this scenario's devices."""
-        return [op for op in self._call("GET", self.url)["hung"] if op["device"] in self.devices]
+        """Operations hung on this scenario's devices or by its selector faults."""
+        return [
+            op
+            for op in self._call("GET", self.url)["hung"]
+            if op["device"] in self.devices or op.get("fault") in self.selected
+        ]
 
     def close(self) -> None:
         for fault_id in list(self.armed):
             self.disarm(fault_id)
-        for device in sorted({op["device"] for op in self.hung()}):
-            self.release(device)  # a hung attach left behind would block the device for the next scenario
+        hung = self.hung()
+        # A hung attach left behind would block the device for the next scenario.
+        for fault_id in sorted({op["fault"] for op in hung if op.get("fault") in self.selected}):
+            self.release_fault(fault_id)
+        for device in sorted({op["device"] for op in hung if op["device"] in self.devices}):
+            self.release(device)
 
     def __enter__(self) -> FaultInjector:
         return self

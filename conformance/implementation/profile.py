@@ -167,6 +167,20 @@ SCHEMA_FILE = Path(__file__).with_name("profile.schema.json")
 TEMPLATE_FILE = Path(__file__).with_name("profile-template.yaml")  # `dra-conformance profile init`
 
 
+class Published(_Strict):
+    """Readiness on what matters: the state the implementation's slices reach once it has published (besides its
+    processes' readiness). The run's device read waits for it; not reached within timeoutSeconds stops the run."""
+
+    fabric_devices: Annotated[int, Field(alias="fabricDevices", ge=0)] = 1  # fabric devices or entries in total
+    per_model: Annotated[dict[str, int], Field(alias="perModel")] = Field(default_factory=dict)  # modelAttribute
+    settle_s: Annotated[float, Field(alias="settleSeconds", gt=0, le=600)] = 2.0  # unchanged this long
+    timeout_s: Annotated[float, Field(alias="timeoutSeconds", gt=0, le=3600)] = 120.0
+
+    @property
+    def declared(self) -> bool:
+        return "fabric_devices" in self.model_fields_set or bool(self.per_model)
+
+
 class Profile(_Strict):
     api_version: Annotated[Literal["dra-conformance.example.com/v1alpha1"], Field(alias="apiVersion")]
     kind: Literal["ImplementationProfile"]
@@ -194,6 +208,7 @@ class Profile(_Strict):
     fault_injector: Annotated[Endpoint | None, Field(alias="faultInjector")] = None
     controller: Controller = Field(default_factory=Controller)
     hooks: Hooks = Field(default_factory=Hooks)
+    published: Published = Field(default_factory=Published)
     # At most this many implementation scenarios at once (1: one after another), for a stack that handles a
     # bounded number of fabric operations at a time; the run reports the resulting wall time. None: no bound.
     fabric_concurrency: Annotated[int | None, Field(alias="fabricConcurrency", ge=1)] = None

@@ -123,6 +123,20 @@ class DevicePool:
             raise ValueError(f"no CEL selector under {MAX_CEL_BYTES} bytes picks {len(chosen)} of {len(self.devices)}")
         return expression
 
+    def refresh(self, slices: list[dict[str, Any]], nodes: list[NodeSpec]) -> None:
+        """Re-read reach and devices from the slices and nodes as they are now (an implementation may label nodes
+        or publish pools at run time). A device known as fabric stays fabric while only its node-local copy is
+        published (attached, under reschedule-to-local); one no longer published is kept (it may be in use)."""
+        current = read_devices(slices, self.attribute, nodes)
+        with self._cond:
+            merged = dict(self.devices)  # replaced whole: other threads iterate the old one meanwhile
+            for ident, device in current.items():
+                known = merged.get(ident)
+                if not (known is not None and known.kind == "fabric" and device.kind == "local"):
+                    merged[ident] = device
+            self.devices = merged
+            self._cond.notify_all()
+
     def count(self, kind: Kind, node: str | None = None) -> int:
         return len(self._matching(kind, node))
 

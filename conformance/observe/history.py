@@ -47,6 +47,9 @@ class Allocation:
     failures: list[dict[str, Any]] = field(default_factory=list)  # failure conditions seen True, with the device
     cleared_revision: int | None = None
     cleared_at: float | None = None
+    rewritten: bool = False  # replaced by another allocation with no clearing in between (edited in place)
+    # (pool, device, condition type) -> (revision, delivery time) of the first event that showed it True
+    true_at: dict[tuple[str, str, str], tuple[int, float]] = field(default_factory=dict)
 
     @property
     def results(self) -> list[dict[str, Any]]:
@@ -132,6 +135,7 @@ class History:
             allocation = None if e.deleted else (e.obj.get("status") or {}).get("allocation")
             if current and (allocation is None or _identity(allocation) != _identity(current.allocation)):
                 current.cleared_revision, current.cleared_at = e.revision, e.at
+                current.rewritten = allocation is not None
                 current = None
             if allocation and current is None:
                 current = Allocation(e.revision, e.at, allocation)
@@ -139,6 +143,8 @@ class History:
             if current is not None:
                 for r in current.results:
                     for c in device_conditions(e.obj, r):
+                        if c["status"] == "True":
+                            current.true_at.setdefault((r["pool"], r["device"], c["type"]), (e.revision, e.at))
                         failing = c["type"] in (r.get("bindingFailureConditions") or []) and c["status"] == "True"
                         if failing and c["type"] not in {f["type"] for f in current.failures}:
                             current.failures.append({**c, "device": (r["pool"], r["device"]), "revision": e.revision})

@@ -22,7 +22,8 @@ from typing import Any
 
 from conformance.cluster.client import Cluster
 from conformance.cluster.objects import RUN_LABEL
-from conformance.observe.slices import allocation_results, device_conditions, tainted_by_rule
+from conformance.cluster.providers.base import NodeSpec
+from conformance.observe.slices import allocation_results, device_conditions, device_identity, tainted_by_rule
 from conformance.observe.watchcache import WatchCache
 
 PERSIST_S = 1.0
@@ -91,6 +92,7 @@ class InvariantWatcher:
     violations: list[Violation] = field(default_factory=list)
     evaluations: int = 0
     _identity: dict[tuple[str, str], str] = field(default_factory=dict)  # (pool, device) -> identity, cumulative
+    _node_of: dict[tuple[str, str], str] = field(default_factory=dict)  # (pool, device) -> nodeName or "", cumulative
     _claim_history: dict[str, list[tuple[int, str]]] = field(default_factory=dict)  # claim -> [(revision, state)]
     _binds: list[_Bind] = field(default_factory=list)
     _bound: set[str] = field(default_factory=set)
@@ -105,10 +107,12 @@ class InvariantWatcher:
         rules = self.cluster.dynamic.resources.search(group="resource.k8s.io", kind="DeviceTaintRule")
         rule_version = rules[0].api_version if rules else None
         self.claims = WatchCache(api, "resourceclaims", "resource.k8s.io", "v1", on_event=self._on_claim)
-        self.slices = WatchCache(api, "resourceslices", "resource.k8s.io", "v1")
+        self.slices = WatchCache(api, "resourceslices", "resource.k8s.io", "v1", on_event=self._on_slice)
+        self.nodes = WatchCache(api, "nodes")
         self.pods = WatchCache(api, "pods", label_selector=f"{RUN_LABEL}={self.run_id}", on_event=self._on_pod)
         self.rules = WatchCache(api, "devicetaintrules", "resource.k8s.io", rule_version) if rule_version else None
-        self._caches = [c.start() for c in (self.claims, self.slices, self.pods, self.rules) if c is not None]
+        caches = (self.claims, self.slices, self.nodes, self.pods, self.rules)
+        self._caches = [c.start() for c in caches if c is not None]
         threading.Thread(target=self._loop, daemon=True, name="invariants").start()
         return self
 
@@ -127,6 +131,49 @@ class InvariantWatcher:
             history = self._claim_history.setdefault(name, [])
             if not history or history[-1][1] != state:
                 history.append((revision, state))
+
+    def _on_slice(self, kind: str, slice_: dict[str, Any]) -> None:
+        """Every copy ever published keeps its identity and node: a device a pool has dropped since (attached,
+        failed, detaching) is still recognised in the allocations that name it."""
+        if kind != "DELETED":
+            self._remember(slice_)
+
+    def _remember(self, slice_: dict[str, Any]) -> None:
+        spec = slice_["spec"]
+        if spec.get("driver") != self.driver:
+            return
+        pool = spec["pool"]["name"]
+        with self._lock:
+            for d in spec.get("devices") or []:
+                self._node_of[(pool, d["name"])] = spec.get("nodeName") or ""
+                if ident := device_identity(d, self.attribute, self.driver):
+                    self._identity[(pool, d["name"])] = ident
+
+    def identity_of(self, pool: str, device: str) -> str | None:
+        """The physical identity of a published copy, as last seen in any slice of the run (None: never shown)."""
+        with self._lock:
+            return self._identity.get((pool, device))
+
+    def node_of(self, pool: str, device: str) -> str | None:
+        """The node of the node-local slice that published this copy; "" for a pool without nodeName."""
+        with self._lock:
+            return self._node_of.get((pool, device))
+
+    def live_nodes(self) -> list[NodeSpec]:
+        """Nodes a pod can be scheduled to right now, with their current labels (an implementation may label
+        nodes at run time): Ready, schedulable, without NoSchedule/NoExecute taints."""
+        out = []
+        for node in self.nodes.items():
+            spec, status = node.get("spec") or {}, node.get("status") or {}
+            ready = any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions") or [])
+            tainted = any(t.get("effect") in ("NoSchedule", "NoExecute") for t in spec.get("taints") or [])
+            if ready and not tainted and not spec.get("unschedulable"):
+                out.append(NodeSpec(node["metadata"]["name"], dict(node["metadata"].get("labels") or {})))
+        return sorted(out, key=lambda n: n.name)
+
+    def driver_slices(self) -> list[dict[str, Any]]:
+        """The driver's slices as the scheduler reads them now (each pool's newest generation)."""
+        return newest_generation(s for s in self.slices.items() if s["spec"]["driver"] == self.driver)
 
     def _on_pod(self, kind: str, pod: dict[str, Any]) -> None:
         name = _name(pod)
@@ -159,14 +206,9 @@ class InvariantWatcher:
         self.violations.append(Violation(time.time(), what, identity, tuple(sorted(objects)), namespaces))
 
     def _check_devices(self) -> None:
-        domain, _, attr = self.attribute.rpartition("/")
-        slices = newest_generation(s for s in self.slices.items() if s["spec"]["driver"] == self.driver)
-        for s in slices:
-            for d in s["spec"].get("devices") or []:
-                attrs = d.get("attributes") or {}
-                value = attrs.get(self.attribute) or (attrs.get(attr) if domain in ("", self.driver) else None)
-                if value:
-                    self._identity[(s["spec"]["pool"]["name"], d["name"])] = str(next(iter(value.values())))
+        slices = self.driver_slices()
+        for s in slices:  # the events recorded them already; a cache filled otherwise (tests) is read here
+            self._remember(s)
         held: dict[str, list[str]] = {}
         allocated: set[tuple[str, str]] = set()
         for c in self.claims.items():
@@ -174,7 +216,7 @@ class InvariantWatcher:
                 if r["driver"] != self.driver:
                     continue
                 allocated.add((r["pool"], r["device"]))
-                ident = self._identity.get((r["pool"], r["device"]))
+                ident = self.identity_of(r["pool"], r["device"])
                 if ident and binding_state(c) != "failed":
                     held.setdefault(ident, []).append(_name(c))
         offered = self._offered(slices, allocated)
@@ -200,7 +242,7 @@ class InvariantWatcher:
         for s in slices:
             pool = s["spec"]["pool"]["name"]
             for d in s["spec"].get("devices") or []:
-                ident = self._identity.get((pool, d["name"]))
+                ident = self.identity_of(pool, d["name"])
                 if (
                     not ident
                     or (pool, d["name"]) in allocated

@@ -60,6 +60,66 @@ def reaches(slice_: dict[str, Any], node: str, labels: dict[str, str]) -> bool:
     return False
 
 
+def device_identity(device: dict[str, Any], attribute: str, driver: str) -> str | None:
+    """The value of the identity attribute of one published device (qualified, or unqualified in the driver's own
+    domain), as a string; None when the device does not carry it (e.g. a counted fabric entry)."""
+    domain, _, name = attribute.rpartition("/")
+    attrs = device.get("attributes") or {}
+    value = attrs.get(attribute) or (attrs.get(name) if domain in ("", driver) else None)
+    return str(next(iter(value.values()))) if value else None
+
+
+def model_disagreements(
+    slices: list[dict[str, Any]],
+    *,
+    binding_model: str,
+    fabric_entries: str,
+    identity_attribute: str,
+    model_attribute: str,
+    failure_conditions: dict[str, str],
+) -> list[str]:
+    """Where a profile's declared binding model, fabric entries and failure-condition meanings disagree with what
+    the driver's slices publish (condition names come from the slices: a declared one they never use is a typo or
+    a wrong profile)."""
+    fabric = [(s, d) for s in fabric_slices(slices) for d in s["spec"].get("devices") or []]
+    if not fabric:
+        return ["no fabric pool is published (no slice without nodeName has devices with binding conditions)"]
+    driver = fabric[0][0]["spec"]["driver"]
+    out = []
+    published = {t for _, d in fabric for t in d.get("bindingFailureConditions") or []}
+    for ctype, meaning in sorted(failure_conditions.items()):
+        if ctype not in published:
+            out.append(f"failureConditions names {ctype} ({meaning}); the fabric devices' are {sorted(published)}")
+    if binding_model == "reschedule-to-local":
+        lacking = [
+            d["name"]
+            for _, d in fabric
+            if not {t for t, m in failure_conditions.items() if m == "reschedule"}
+            & set(d.get("bindingFailureConditions") or [])
+        ]
+        if lacking:
+            out.append(
+                f"bindingModel reschedule-to-local, but {len(lacking)} fabric devices (e.g. {lacking[0]}) "
+                "publish no failure condition that the profile declares to mean reschedule"
+            )
+    with_identity = [d["name"] for _, d in fabric if device_identity(d, identity_attribute, driver)]
+    if fabric_entries == "identified" and len(with_identity) < len(fabric):
+        out.append(
+            f"fabricEntries identified, but {len(fabric) - len(with_identity)} of {len(fabric)} fabric devices "
+            f"carry no {identity_attribute}"
+        )
+    if fabric_entries == "counted":
+        if with_identity:
+            out.append(f"fabricEntries counted, but fabric devices carry {identity_attribute}: {with_identity[:3]}")
+        no_model = [d["name"] for _, d in fabric if not device_identity(d, model_attribute, driver)]
+        if no_model:
+            out.append(
+                f"fabricEntries counted, but {len(no_model)} fabric devices (e.g. {no_model[0]}) carry no "
+                f"{model_attribute} (modelAttribute)"
+            )
+    return out
+
+
 def identity_of(slices: list[dict[str, Any]], attribute: str) -> dict[tuple[str, str], str]:
     """(pool, device) -> physical identity, read from the identity attribute of every published device."""
     out = {}
@@ -71,10 +131,16 @@ def identity_of(slices: list[dict[str, Any]], attribute: str) -> dict[tuple[str,
     return out
 
 
+def probe_body(url: str) -> dict[str, Any]:
+    """One answer of the fabric probe: `attachments` (every device not free) and, where the probe reports them, the
+    free counts per model (`free`)."""
+    with endpoints.urlopen(url, timeout=5) as response:
+        return json.load(response)
+
+
 def probe_attachments(url: str) -> dict[str, str]:
     """The fabric probe: physical identity -> node, for devices the fabric reports attached (done)."""
-    with endpoints.urlopen(url, timeout=5) as response:
-        body = json.load(response)
+    body = probe_body(url)
     return {a["device"]: a["node"] for a in body.get("attachments", []) if a.get("state", "attached") == "attached"}
 
 
@@ -120,9 +186,7 @@ def free_copies(cluster: Cluster, driver: str, attribute: str, identity: str) ->
 
 def probe_states(url: str) -> dict[str, tuple[str, str]]:
     """The fabric probe with operations in flight: physical identity -> (node, state), every device not free."""
-    with endpoints.urlopen(url, timeout=5) as response:
-        body = json.load(response)
-    return {a["device"]: (a["node"], a.get("state", "attached")) for a in body.get("attachments", [])}
+    return {a["device"]: (a["node"], a.get("state", "attached")) for a in probe_body(url).get("attachments", [])}
 
 
 def post_json(url: str, body: dict[str, Any]) -> dict[str, Any]:

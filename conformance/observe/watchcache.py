@@ -23,7 +23,7 @@ WATCH_WINDOW_S = 60
 class WatchCache:
     """Objects of one resource by namespace/name, kept current by a watch in a daemon thread.
 
-    `plural` "pods" means core/v1 pods; anything else is a cluster-wide list of group/version/plural.
+    `plural` "pods" and "nodes" are the core/v1 resources; anything else a cluster-wide list of group/version/plural.
     """
 
     def __init__(
@@ -36,9 +36,11 @@ class WatchCache:
         label_selector: str = "",
         on_event: Listener | None = None,
     ) -> None:
+        self._args: tuple[str, ...] = ()
         if plural == "pods":
             self._func: Callable[..., Any] = client.CoreV1Api(api).list_pod_for_all_namespaces
-            self._args: tuple[str, ...] = ()
+        elif plural == "nodes":
+            self._func = client.CoreV1Api(api).list_node
         else:
             self._func = client.CustomObjectsApi(api).list_cluster_custom_object
             self._args = (group, version, plural)

@@ -16,7 +16,7 @@ from junit_xml import TestCase, TestSuite, to_xml_report_string
 
 from conformance.report.catalogue import CATALOGUE, KEP_URL, REQUIREMENTS
 from conformance.report.reasons import headline
-from conformance.report.verdict import Verdict, overall
+from conformance.report.verdict import IMPLEMENTATION_AREAS, Verdict, overall
 
 # Worst first: a requirement takes the worst outcome of its tests.
 _RANK = {"failed": 0, "passed": 1, "skipped": 2}
@@ -53,15 +53,17 @@ class Outcomes:
                 return
         results.append(result)
 
-    def summary(self) -> dict[str, dict[str, Any]]:
+    def summary(self, not_certified: str | None = None) -> dict[str, dict[str, Any]]:
         """Every catalogue requirement with its outcome: passed, failed, skipped, partial (some of its tests passed,
         others were skipped: not everything it names was shown) or not-covered."""
-        out = {}
+        out: dict[str, dict[str, Any]] = {}
         for req in REQUIREMENTS:
             results = self.by_requirement.get(req.id, [])
             if not results:
                 left_out = self.deselected.get(req.id)
                 reason = f"not selected in this run ({len(left_out)} tests deselected)" if left_out else NOT_RUN
+                if not_certified and req.area in IMPLEMENTATION_AREAS:
+                    reason = not_certified
                 entry: dict[str, Any] = {"outcome": "not-covered", "reason": reason}
             else:
                 worst = min(results, key=lambda r: _RANK[r.outcome])

@@ -22,11 +22,13 @@ import pytest
 from conformance.cluster.client import USER_AGENT, Cluster
 from conformance.cluster.manifests import RESOURCE_API, claim_template
 from conformance.cluster.objects import ObjectTracker
+from conformance.cluster.providers.base import NodeSpec
 from conformance.cluster.waits import wait_for
 from conformance.implementation.harness import Implementation
 from conformance.implementation.profile import Profile
 from conformance.observe.devices import DevicePool, Kind, Lease, fabric_only_node
 from conformance.observe.invariants import InvariantWatcher
+from conformance.observe.probe import ProbeRecorder
 
 T = TypeVar("T")
 SCENARIO_DEADLINE_S = 900.0
@@ -175,12 +177,27 @@ class Context(ClusterContext):
     leases: list[Lease] = field(default_factory=list)
     # The session's invariant watcher, for scenarios that check it observed their critical window (IMP-6).
     invariants: InvariantWatcher | None = None
+    probe: ProbeRecorder | None = None  # the run's fabric probe samples (None: the profile declares no probe)
     _classes: int = 0
 
+    def nodes(self) -> list[NodeSpec]:
+        """Schedulable nodes with their labels as they are now (watched), not as the cluster created them."""
+        return self.invariants.live_nodes() if self.invariants else list(self.cluster.info.nodes)
+
     def lease(self, count: int, kind: Kind = "fabric", node: str | None = None) -> Lease:
+        if self.invariants is not None:
+            self.pool.refresh(self.invariants.driver_slices(), self.nodes())
         lease = self.pool.lease(self.scenario.name, count, kind, node)
         self.leases.append(lease)
         return lease
+
+    def identity(self, pool: str, device: str) -> str | None:
+        """The physical device behind a published copy: from the leases, else from any slice of the run."""
+        for lease in self.leases:
+            for d in lease.devices:
+                if (pool, device) in d.copies:
+                    return d.identity
+        return self.invariants.identity_of(pool, device) if self.invariants else None
 
     def device_class(self, *leases: Lease) -> str:
         """A DeviceClass matching exactly the leased physical devices (every copy of them)."""
@@ -200,7 +217,9 @@ class Context(ClusterContext):
     def remote_fabric(self, count: int = 1, template: str = "gpu") -> tuple[str, Lease, str]:
         """The usual start of a fabric scenario: a node without node-local devices (skip if there is none), a lease
         of `count` fabric devices reaching it, and a fresh namespace with a claim template for exactly those."""
-        node = fabric_only_node(self.pool, self.cluster.info.nodes, count)
+        if self.invariants is not None:
+            self.pool.refresh(self.invariants.driver_slices(), self.nodes())
+        node = fabric_only_node(self.pool, self.nodes(), count)
         if node is None:
             pytest.skip(f"no node without node-local {self.profile.driver} devices is reached by a fabric pool")
         lease = self.lease(count, "fabric", node)

@@ -1,48 +1,24 @@
-"""Headline scenario: attach before bind (IMP-1, IMP-2, IMP-3).
+"""Headline scenario: attach before bind (IMP-1, IMP-2, IMP-3), judged by outcome under either binding model.
 
 One pod, pinned to a node that has no node-local device of the implementation's driver but is reached by a fabric
-pool, asks for one device. A watcher follows the claim, the pod and (if the profile has one) the fabric probe from
-creation to binding; each test below asserts one requirement on what was observed. Condition names are read from
-the published slices and the allocation, never assumed.
+pool, asks for one device. Its claim and pod are watched from creation to binding and the fabric probe is read at
+the moments that matter (see outcome.py): the pod must end bound on that node with a device the fabric says is
+attached there, through its fabric allocation (keep-in-pool) or through a reschedule onto the node-local copy of
+that device (reschedule-to-local). Condition names are read from the published slices and the allocation.
 """
 
 from __future__ import annotations
-
-import time
-from dataclasses import dataclass, field
-from typing import Any
 
 import pytest
 
 from conformance.cluster.client import Cluster
 from conformance.cluster.manifests import pinned_pod
-from conformance.cluster.waits import check_cancelled
 from conformance.implementation.harness import Implementation
 from conformance.implementation.profile import LoadedProfile
-from conformance.observe.slices import (
-    device_conditions,
-    driver_slices,
-    fabric_slices,
-    identity_of,
-    probe_attachments,
-)
+from conformance.observe.history import History
+from conformance.observe.slices import device_identity, driver_slices, fabric_slices, model_disagreements
+from conformance.suite.implementation.outcome import Outcome, follow
 from conformance.suite.scenario import Context, result_fixture, scenario
-
-BIND_DEADLINE_S = 90.0
-POLL_S = 0.1
-
-
-@dataclass
-class Flow:
-    node: str
-    slices: list[dict[str, Any]]
-    claim: dict[str, Any] | None = None  # the allocated claim as last seen before/at binding
-    first_allocation: dict[str, Any] | None = None
-    bound_to: str | None = None
-    attached_at_bind: dict[str, str] = field(default_factory=dict)
-    true_before_attach: list[str] = field(default_factory=list)  # "condition True while the fabric said not attached"
-    probe: bool = False
-    bound_after_s: float | None = None  # claim first seen allocated -> pod seen bound (sampled every POLL_S)
 
 
 @scenario(
@@ -50,98 +26,71 @@ class Flow:
     "one pod on a node without local devices gets a fabric device; followed from creation to binding",
     ("IMP-1", "IMP-2", "IMP-3"),
 )
-def attach_before_bind(ctx: Context) -> Flow:
+def attach_before_bind(ctx: Context) -> Outcome:
     node, _, ns = ctx.remote_fabric()
-    slices = driver_slices(ctx.cluster, ctx.profile.driver)
-    probe_url = ctx.implementation.resolve(ctx.profile.fabric_probe.url) if ctx.profile.fabric_probe else None
-    ctx.objects.create(pinned_pod("app", "gpu", node), ns)
-    flow = _watch(ctx.cluster, ns, node, slices, probe_url, identity_of(slices, ctx.profile.identity_attribute))
-    if flow.bound_after_s is not None:
-        ctx.measure("attach_to_bind_seconds", flow.bound_after_s)
-    return flow
-
-
-flow = result_fixture("flow", "attach-before-bind")
-
-
-def _watch(
-    cluster: Cluster,
-    ns: str,
-    node: str,
-    slices: list[dict[str, Any]],
-    probe_url: str | None,
-    identities: dict[tuple[str, str], str],
-) -> Flow:
-    claims = cluster.kind("resource.k8s.io/v1", "ResourceClaim")
-    seen = Flow(node=node, slices=slices, probe=probe_url is not None)
-    deadline = time.monotonic() + BIND_DEADLINE_S
-    allocated_at = time.time()
-    while time.monotonic() < deadline:
-        pod = cluster.core.read_namespaced_pod("app", ns)
-        items = claims.get(namespace=ns).to_dict()["items"]
-        claim = items[0] if items else None
-        allocation = (claim or {}).get("status", {}).get("allocation")
-        if allocation:
-            seen.claim = claim
-            if seen.first_allocation is None:
-                seen.first_allocation, allocated_at = allocation, time.time()
-            results = allocation["devices"]["results"]
-            attached = probe_attachments(probe_url) if probe_url else {}
-            for r in results:
-                true = [
-                    t
-                    for t, s in device_conditions(claim, r).items()
-                    if s == "True" and t in r.get("bindingConditions", [])
-                ]
-                ident = identities.get((r["pool"], r["device"]))
-                note = f"{r['device']}: {true} True while the fabric says attached to {attached.get(ident)}"
-                if true and probe_url and attached.get(ident) != node and note not in seen.true_before_attach:
-                    seen.true_before_attach.append(note)
-            if pod.spec.node_name:
-                seen.bound_to = pod.spec.node_name
-                seen.attached_at_bind = attached
-                seen.bound_after_s = round(time.time() - allocated_at, 3)
-                break
-        check_cancelled()
-        time.sleep(POLL_S)  # the observation's sampling period, not a wait for the cluster
+    with History(ctx.cluster, ns, ctx.objects.run_id) as history:
+        ctx.objects.create(pinned_pod("app", "gpu", node), ns)
+        seen = follow(ctx, history, node)
+    if seen.binding and seen.allocations:
+        ctx.measure("attach_to_bind_seconds", round(seen.binding.at - seen.allocations[0].at, 3))
     return seen
 
 
-def _fabric_results(flow: Flow) -> list[dict[str, Any]]:
-    assert flow.first_allocation, f"the claim was never allocated within {BIND_DEADLINE_S:g}s"
-    return [r for r in flow.first_allocation["devices"]["results"] if r.get("bindingConditions")]
+flow = result_fixture("flow", "attach-before-bind")
 
 
 @pytest.mark.requirement("IMP-1")
 def test_fabric_devices_are_published_with_binding_fields(
     cluster: Cluster, implementation: Implementation, profile: LoadedProfile
 ) -> None:
-    pools = fabric_slices(driver_slices(cluster, profile.profile.driver))
-    assert pools, f"no slice of {profile.profile.driver} without nodeName offers devices with binding conditions"
+    prof = profile.profile
+    pools = fabric_slices(driver_slices(cluster, prof.driver))
+    assert pools, f"no slice of {prof.driver} without nodeName offers devices with binding conditions"
+    # Identified entries name their physical device; counted entries name their model (capacity of that model).
+    label = prof.identity_attribute if prof.fabric_entries == "identified" else prof.model_attribute
     for s in pools:
         assert s["spec"].get("nodeSelector") or s["spec"].get("allNodes"), f"{s['metadata']['name']}: no reach"
         for d in s["spec"]["devices"]:
             assert d.get("bindsToNode") is True, f"{d['name']}: bindsToNode is not true"
             assert d.get("bindingConditions") and d.get("bindingFailureConditions"), f"{d['name']}: {d}"
-            assert d.get("attributes", {}).get(profile.profile.identity_attribute), f"{d['name']}: no identity"
+            assert device_identity(d, label, prof.driver), f"{d['name']}: no {label} ({prof.fabric_entries} entries)"
+
+
+@pytest.mark.requirement("IMP-1")
+def test_the_declared_binding_model_is_what_the_slices_publish(
+    flow: Outcome, cluster: Cluster, profile: LoadedProfile
+) -> None:
+    prof = profile.profile
+    slices = driver_slices(cluster, prof.driver)
+    problems = model_disagreements(
+        slices,
+        binding_model=prof.binding_model,
+        fabric_entries=prof.fabric_entries,
+        identity_attribute=prof.identity_attribute,
+        model_attribute=prof.model_attribute,
+        failure_conditions=dict(prof.failure_conditions),
+    )
+    # What the headline pod went through says which model the stack runs.
+    expected = "fabric" if prof.binding_model == "keep-in-pool" else "local"
+    if flow.path != "none" and flow.path != expected:
+        problems.append(
+            f"the profile declares bindingModel {prof.binding_model}, but the pod bound through the "
+            f"{'fabric allocation' if flow.path == 'fabric' else 'node-local copy'}:\n  {flow.describe()}"
+        )
+    assert not problems, "the profile disagrees with the implementation:\n" + "\n".join(problems)
 
 
 @pytest.mark.requirement("IMP-2")
-def test_device_is_attached_to_the_node_when_the_pod_binds(flow: Flow, profile: LoadedProfile) -> None:
-    if not flow.probe:
+def test_the_pod_binds_where_the_fabric_says_its_device_is_attached(flow: Outcome) -> None:
+    if not flow.probed:
         pytest.skip("the profile declares no fabricProbe: attachment cannot be observed")
-    assert flow.bound_to, "the pod was not bound"
-    identities = identity_of(flow.slices, profile.profile.identity_attribute)
-    for r in _fabric_results(flow):
-        ident = identities[(r["pool"], r["device"])]
-        assert flow.attached_at_bind.get(ident) == flow.node, (
-            f"{r['device']} ({ident}) at bind time: fabric says {flow.attached_at_bind.get(ident)}, pod on {flow.node}"
-        )
+    problems = flow.binding_problems()
+    assert not problems, "\n".join(problems) + f"\n  {flow.describe()}"
 
 
 @pytest.mark.requirement("IMP-3")
-def test_conditions_true_only_after_the_attach(flow: Flow) -> None:
-    if not flow.probe:
+def test_conditions_true_only_after_the_attach(flow: Outcome) -> None:
+    if not flow.probed:
         pytest.skip("the profile declares no fabricProbe: the attach cannot be observed")
-    _fabric_results(flow)
-    assert not flow.true_before_attach, flow.true_before_attach
+    assert not flow.early, "\n".join(flow.early)
+    assert not flow.unidentified, f"the fabric entries {flow.unidentified} could not be tied to a physical device"

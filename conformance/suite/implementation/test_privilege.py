@@ -6,7 +6,9 @@ The suite authenticates as that ServiceAccount (a bound token from the TokenRequ
 itself, on claims the admin client allocated in the scheduler's place: one to a suite-owned driver
 (manifests.unique_driver), one to the profile's driver but to a pool and device that do not exist, without
 binding conditions, so the controller under test has nothing to do for it. What the ServiceAccount may do in
-general is asked with SelfSubjectAccessReviews made with its own token.
+general is asked with SelfSubjectAccessReviews made with its own token. The writes are made with every verb the
+ServiceAccount may use on resourceclaims/status (update: PUT; patch: a merge PATCH, as real stacks write status):
+the refusal on another driver's claim must hold for each.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ BROAD: tuple[tuple[str, str, str, str, str], ...] = (
 )
 
 
+STATUS_VERBS = ("update", "patch")
 GRANULAR_STATUS_AUTHORIZATION = 36  # the minor release from which resourceclaims/driver is checked
 
 
@@ -53,10 +56,13 @@ class Privilege:
     account: str
     own_driver: str
     other_driver: str
-    own_write: str = ""  # "allowed" or "<status> <message>"
-    other_write: tuple[int, str] = (0, "")  # (status, message) of the refused write; (200, "") if allowed
-    own_rule: bool = False  # resourceclaims/driver arbitrary-node:update for its own driver
-    other_rule: bool = True  # the same for another driver
+    # Per verb the controller's RBAC grants on resourceclaims/status (update: PUT, patch: PATCH): a controller may
+    # write status either way, and the refusal on another driver's claim must hold for each.
+    verbs: list[str] = field(default_factory=list)
+    own_write: dict[str, str] = field(default_factory=dict)  # verb -> "allowed" or "<status> <message>"
+    other_write: dict[str, tuple[int, str]] = field(default_factory=dict)  # verb -> (status, message); 200 allowed
+    own_rule: dict[str, bool] = field(default_factory=dict)  # verb -> resourceclaims/driver arbitrary-node:<verb>
+    other_rule: dict[str, bool] = field(default_factory=dict)  # the same for another driver
     broad: dict[str, bool] = field(default_factory=dict)  # "verb group/resource[/sub]" -> allowed
     version: str = ""  # Kubernetes version of the cluster
 
@@ -79,8 +85,9 @@ def _allocate(ctx: Context, ns: str, driver: str, pool: str, device: str) -> dic
     return api.replace_namespaced_custom_object_status(G, V, ns, "resourceclaims", claim["metadata"]["name"], claim)
 
 
-def _write_condition(api: client.CustomObjectsApi, claim: dict[str, Any]) -> tuple[int, str]:
-    """Write one device condition as the ServiceAccount: (200, "") or the refusal (status, message)."""
+def _write_condition(api: client.CustomObjectsApi, claim: dict[str, Any], verb: str) -> tuple[int, str]:
+    """Write one device condition as the ServiceAccount, by PUT (update) or merge PATCH (patch): (200, "") or the
+    refusal (status, message)."""
     [result] = claim["status"]["allocation"]["devices"]["results"]
     condition = {
         "type": f"{result['driver']}/conformance-check",
@@ -96,7 +103,11 @@ def _write_condition(api: client.CustomObjectsApi, claim: dict[str, Any]) -> tup
     ]
     meta = claim["metadata"]
     try:
-        api.replace_namespaced_custom_object_status(G, V, meta["namespace"], "resourceclaims", meta["name"], body)
+        if verb == "patch":
+            patch = {"status": {"devices": body["status"]["devices"]}}
+            api.patch_namespaced_custom_object_status(G, V, meta["namespace"], "resourceclaims", meta["name"], patch)
+        else:
+            api.replace_namespaced_custom_object_status(G, V, meta["namespace"], "resourceclaims", meta["name"], body)
     except ApiException as exc:
         return exc.status, str(exc.body)
     return 200, ""
@@ -121,6 +132,13 @@ def _allowed(api: client.ApiClient, group: str, resource: str, sub: str, verb: s
     return bool(review.status.allowed)
 
 
+def _reread(ctx: Context, claim: dict[str, Any]) -> dict[str, Any]:
+    meta = claim["metadata"]
+    return client.CustomObjectsApi(ctx.cluster.api).get_namespaced_custom_object(
+        G, V, meta["namespace"], "resourceclaims", meta["name"]
+    )
+
+
 @scenario(
     "least-privilege",
     "the controller's ServiceAccount writes conditions for its own driver only and has no broad rights",
@@ -142,12 +160,16 @@ def least_privilege(ctx: Context) -> Privilege:
         sa_api = config.new_client_from_config(config_file=str(kubeconfig))
     try:
         custom = client.CustomObjectsApi(sa_api)
-        status, message = _write_condition(custom, own)
-        seen.own_write = "allowed" if status == 200 else f"{status} {message}"
-        seen.other_write = _write_condition(custom, other)
-        ctx.say(f"least-privilege: write on a claim of another driver answered {seen.other_write}")
-        seen.own_rule = _allowed(sa_api, G, "resourceclaims", "driver", "arbitrary-node:update", seen.own_driver)
-        seen.other_rule = _allowed(sa_api, G, "resourceclaims", "driver", "arbitrary-node:update", seen.other_driver)
+        seen.verbs = [v for v in STATUS_VERBS if _allowed(sa_api, G, "resourceclaims", "status", v, "")]
+        for verb in seen.verbs:
+            status, message = _write_condition(custom, own, verb)
+            seen.own_write[verb] = "allowed" if status == 200 else f"{status} {message}"
+            own = _reread(ctx, own)  # the next write starts from the claim as it is now (PUT needs its version)
+            seen.other_write[verb] = _write_condition(custom, other, verb)
+            ctx.say(f"least-privilege: {verb} on a claim of another driver answered {seen.other_write[verb][0]}")
+            rule = f"arbitrary-node:{verb}"
+            seen.own_rule[verb] = _allowed(sa_api, G, "resourceclaims", "driver", rule, seen.own_driver)
+            seen.other_rule[verb] = _allowed(sa_api, G, "resourceclaims", "driver", rule, seen.other_driver)
         for group, resource, sub, verb, name in BROAD:
             key = f"{verb} {group or 'core'}/{resource}{'/' + sub if sub else ''}"
             seen.broad[key] = _allowed(sa_api, group, resource, sub, verb, name)
@@ -161,23 +183,29 @@ privilege = result_fixture("privilege", "least-privilege")
 
 @pytest.mark.requirement("IMP-9")
 def test_condition_write_on_another_drivers_claim_is_refused(privilege: Privilege) -> None:
-    status, message = privilege.other_write
-    if status == 200 and parse_version(privilege.version).minor < GRANULAR_STATUS_AUTHORIZATION:
+    assert privilege.verbs, f"{privilege.account} may neither update nor patch resourceclaims/status"
+    allowed = [v for v, (status, _) in privilege.other_write.items() if status == 200]
+    if allowed and parse_version(privilege.version).minor < GRANULAR_STATUS_AUTHORIZATION:
         pytest.skip(
             f"Kubernetes {privilege.version} does not authorize status.devices per driver (resourceclaims/driver, "
             f"DRAResourceClaimGranularStatusAuthorization, is 1.{GRANULAR_STATUS_AUTHORIZATION}+): "
             "any writer of resourceclaims/status may write every driver's conditions"
         )
-    assert status != 200, f"{privilege.account} wrote conditions on a claim of {privilege.other_driver}"
-    assert status in (403, 422), f"refused with {status}, expected Forbidden (403, or 422 from the status strategy)"
-    assert "Forbidden" in message and "resourceclaims/driver" in message, message
-    assert not privilege.other_rule, f"a SelfSubjectAccessReview allows resourceclaims/driver {privilege.other_driver}"
+    for verb, (status, message) in privilege.other_write.items():
+        assert status != 200, f"{privilege.account} wrote conditions on a claim of {privilege.other_driver} ({verb})"
+        assert status in (403, 422), f"{verb} refused with {status}, expected Forbidden (403, or 422 from the strategy)"
+        assert "Forbidden" in message and "resourceclaims/driver" in message, f"{verb}: {message}"
+    granted = [v for v, allowed in privilege.other_rule.items() if allowed]
+    assert not granted, f"a SelfSubjectAccessReview allows resourceclaims/driver {privilege.other_driver}: {granted}"
 
 
 @pytest.mark.requirement("IMP-9")
 def test_condition_write_on_its_own_drivers_claim_is_allowed(privilege: Privilege) -> None:
-    assert privilege.own_write == "allowed", f"{privilege.account} refused on its own driver: {privilege.own_write}"
-    assert privilege.own_rule, f"no resourceclaims/driver arbitrary-node:update for {privilege.own_driver}"
+    assert privilege.verbs, f"{privilege.account} may neither update nor patch resourceclaims/status"
+    refused = {v: w for v, w in privilege.own_write.items() if w != "allowed"}
+    assert not refused, f"{privilege.account} refused on its own driver: {refused}"
+    missing = [f"arbitrary-node:{v}" for v, allowed in privilege.own_rule.items() if not allowed]
+    assert not missing, f"no resourceclaims/driver {missing} for {privilege.own_driver}"
 
 
 @pytest.mark.requirement("IMP-9")

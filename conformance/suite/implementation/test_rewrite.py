@@ -11,42 +11,20 @@ of the implementation rather than luck. Only for implementations claiming the ca
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import pytest
 
 from conformance.cluster.manifests import pinned_pod
-from conformance.observe.slices import (
-    BIND_SLACK_S,
-    ClaimHistory,
-    bound_pod,
-    driver_slices,
-    identity_of,
-    pod_claim,
-    probe_states,
-)
+from conformance.observe.history import History
+from conformance.suite.implementation.outcome import Outcome, follow
 from conformance.suite.scenario import Context, result_fixture, scenario
 
 
 @dataclass
 class Move:
-    node: str
-    identity: str
-    bound_to: str
-    first: list[dict[str, Any]]  # results of the first allocation
-    final: list[dict[str, Any]]  # results of the allocation the pod bound with
-    allocations: list[Any]  # the claim's allocation history: (pool, device, node) per result, None = cleared
-    rewrites: list[str]
-    true_conditions: list[str]
-    identities: dict[tuple[str, str], str]  # (pool, device) -> physical identity of every copy seen
-    local_slices: dict[tuple[str, str], str | None] = field(default_factory=dict)  # (pool, device) -> nodeName
-    attached: tuple[str, str] | None = None  # the probe once the pod was bound
-    evaluations: tuple[int, int] = (0, 0)
-
-
-def _results(claim: dict[str, Any]) -> list[dict[str, Any]]:
-    return claim["status"]["allocation"]["devices"]["results"]
+    outcome: Outcome
+    evaluations: tuple[int, int] = (0, 0)  # invariant watcher evaluations while the claim moved
 
 
 @scenario(
@@ -58,40 +36,14 @@ def _results(claim: dict[str, Any]) -> list[dict[str, Any]]:
 )
 def reschedule_to_local(ctx: Context) -> Move:
     assert ctx.invariants is not None, "no double allocation in the window is checked by the invariant watcher"
-    node, lease, ns = ctx.remote_fabric()
-    [device] = lease.devices
-    probe = ctx.implementation.resolve(ctx.profile.fabric_probe.url)
-    with ClaimHistory(ctx.cluster, {ns}) as history:
+    node, _, ns = ctx.remote_fabric()
+    with History(ctx.cluster, ns, ctx.objects.run_id) as history:
         before = ctx.invariants.evaluations
         created = time.monotonic()
         ctx.objects.create(pinned_pod("app", "gpu", node), ns)
-        pod = bound_pod(ctx.cluster, ns, "app", 2 * (ctx.profile.promises.attach_s + BIND_SLACK_S))
+        seen = follow(ctx, history, node)
         ctx.measure("reschedule_to_local_bind_seconds", round(time.monotonic() - created, 3))
-        claim = pod_claim(ctx.cluster, ns, "app")
-        slices = driver_slices(ctx.cluster, ctx.profile.driver)
-        attached = probe_states(probe).get(device.identity)
-        evaluations = (before, ctx.invariants.evaluations)
-    name = f"{ns}/{claim['metadata']['name']}"
-    # The fabric copy may have left the pool by now: its identity is known from the lease.
-    identities = identity_of(slices, ctx.profile.identity_attribute) | dict.fromkeys(device.copies, device.identity)
-    return Move(
-        node=node,
-        identity=device.identity,
-        bound_to=pod.spec.node_name,
-        first=_results(history.first_allocated[name]),
-        final=_results(claim),
-        allocations=history.allocations(name),
-        rewrites=history.in_place_rewrites(),
-        true_conditions=history.true_conditions.get(name, []),
-        identities=identities,
-        local_slices={
-            (s["spec"]["pool"]["name"], d["name"]): s["spec"].get("nodeName")
-            for s in slices
-            for d in s["spec"].get("devices") or []
-        },
-        attached=attached,
-        evaluations=evaluations,
-    )
+    return Move(seen, (before, ctx.invariants.evaluations))
 
 
 move = result_fixture("move", "reschedule-to-local")
@@ -99,27 +51,23 @@ move = result_fixture("move", "reschedule-to-local")
 
 @pytest.mark.requirement("IMP-7")
 def test_the_claim_moves_only_through_deallocation_and_reallocation(move: Move) -> None:
-    assert all(r.get("bindingConditions") for r in move.first), f"first allocation is not a fabric copy: {move.first}"
-    assert not any(r.get("bindingConditions") for r in move.final), f"bound with a fabric copy: {move.final}"
-    assert not move.rewrites, f"allocation rewritten in place: {move.rewrites}"
-    allocated = [i for i, a in enumerate(move.allocations) if a is not None]
-    assert None in move.allocations[allocated[0] : allocated[-1]], f"no deallocation between: {move.allocations}"
-    # The way out of the fabric allocation is one of its failure conditions (names read from the allocation).
-    failures = {t for r in move.first for t in r.get("bindingFailureConditions") or []}
-    assert failures & set(move.true_conditions), (
-        f"none of the failure conditions {sorted(failures)} was True; True were {move.true_conditions}"
+    seen = move.outcome
+    assert seen.allocations and all(r.get("bindingConditions") for r in seen.allocations[0].results), (
+        f"the first allocation is not a fabric copy:\n  {seen.describe()}"
     )
+    assert seen.path == "local", f"the pod was not bound with a node-local copy:\n  {seen.describe()}"
+    rewritten = [a.devices for a in seen.allocations if a.rewritten]
+    assert not rewritten, f"allocation edited in place: {rewritten}\n  {seen.describe()}"
+    # The way out of the fabric allocation is a failure condition the profile declares to mean reschedule (names
+    # read from the allocation), not one that means failure, nor the binding timeout alone.
+    assert not seen.detours(), "\n".join(seen.detours()) + f"\n  {seen.describe()}"
+    assert seen.rescheduled(), f"no condition meaning reschedule was True on a fabric allocation:\n  {seen.describe()}"
 
 
 @pytest.mark.requirement("IMP-7")
 def test_the_pod_ends_on_the_same_node_with_the_same_physical_device(move: Move) -> None:
-    assert move.bound_to == move.node, f"pinned to {move.node}, bound to {move.bound_to}"
-    first = {move.identities.get((r["pool"], r["device"])) for r in move.first}
-    final = {move.identities.get((r["pool"], r["device"])) for r in move.final}
-    assert first == final == {move.identity}, f"physical device: first {first}, final {final}, leased {move.identity}"
-    where = {move.local_slices.get((r["pool"], r["device"])) for r in move.final}
-    assert where == {move.node}, f"the final copy is published for {where}, not the node-local slice of {move.node}"
-    assert move.attached and move.attached[0] == move.node, f"the probe says {move.attached}"
+    problems = move.outcome.binding_problems()
+    assert not problems, "\n".join(problems) + f"\n  {move.outcome.describe()}"
 
 
 @pytest.mark.requirement("IMP-7")

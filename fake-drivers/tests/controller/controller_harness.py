@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
+import httpx
 import yaml
 from fabric_harness import TEST_FABRIC
 from kubernetes import client, config
@@ -119,8 +120,6 @@ class ControllerProcess:
         return self.log.read_text(errors="replace")
 
     def metrics(self) -> str:
-        import httpx
-
         port = int(self.metrics_port_file.read_text())
         return httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
 
@@ -356,6 +355,50 @@ class ClaimHistory(_Background):
                 if before is not None and after is not None and before != after:
                     out.append(f"{name}: {before} -> {after}")
         return out
+
+
+def observe_counted(api: client.CustomObjectsApi, driver: str, fabric_url: str) -> dict[tuple[str, str], str]:
+    """Count-based pools: (fabric, model) -> "offered N, free M" where the entries offered free (listed in the
+    pool's newest generation, not allocated, not tainted; no identity, so counted per model) exceed the devices the
+    fabric manager's probe reports free. The probe is read last: a device freed meanwhile only raises its count."""
+    allocated = {(r["pool"], r["device"]) for c in claims(api) for r in results(c) if r["driver"] == driver}
+    pools = current_pools(driver_slices(api, driver)).values()
+    rules = api.list_cluster_custom_object(G, V, "devicetaintrules")["items"]
+    offered: Counter[tuple[str, str]] = Counter()
+    for p in pools:
+        if p.slices[0]["spec"].get("nodeName"):
+            continue
+        for d in p.devices:
+            if (p.name, d["name"]) in allocated or d.get("taints") or _tainted(rules, driver, p.name, d["name"]):
+                continue
+            offered[(p.name, d["attributes"]["model"]["string"])] += 1
+    free = {(f["fabric"], f["model"]): f["free"] for f in httpx.get(f"{fabric_url}/v1/attachments").json()["free"]}
+    return {key: f"offered {n}, free {free.get(key, 0)}" for key, n in offered.items() if n > free.get(key, 0)}
+
+
+@dataclass
+class CountedWatcher(_Background):
+    """Count-based pools, for the whole of a test: offered free entries never exceed the fabric's free devices
+    (confirmed over two observations in a row, since the lists are read one after the other)."""
+
+    api: client.CustomObjectsApi
+    driver: str
+    fabric_url: str
+    interval: float = 0.1
+    violations: list[str] = field(default_factory=list)
+    observations: int = 0
+
+    def _run(self) -> None:
+        previous: dict[tuple[str, str], str] = {}
+        while not self._stop.wait(self.interval):
+            try:
+                seen = observe_counted(self.api, self.driver, self.fabric_url)
+            except (ApiException, OSError, ValueError, httpx.HTTPError):
+                continue
+            self.observations += 1
+            stamp = time.strftime("%H:%M:%S")
+            self.violations += [f"{stamp} {key}: {what}" for key, what in seen.items() if key in previous]
+            previous = seen
 
 
 def unique_name(prefix: str) -> str:

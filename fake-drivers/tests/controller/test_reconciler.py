@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
@@ -14,7 +14,7 @@ from fake_drivers.controller.fabric import Outcome
 from fake_drivers.controller.metrics import Metrics
 from fake_drivers.controller.model import FabricDevice
 from fake_drivers.controller.reconciler import Caches, Reconciler
-from fake_drivers.controller.settings import Purpose, Settings
+from fake_drivers.controller.settings import FabricEntries, Purpose, Settings
 
 
 @dataclass
@@ -52,6 +52,12 @@ class FakeKube:
     def write_condition(self, write: Any, now: float) -> str:
         self.calls.append(("write_condition", write.type.split("/")[1]))
         return "written"
+
+    def write_assignment(self, assignment: Any) -> str | None:
+        if self.refuse_taints:  # the same switch: the API refuses writes
+            raise ApiException(status=500, reason="Internal")
+        self.calls.append(("write_assignment", assignment.uuid))
+        return str(assignment.uuid)
 
 
 @dataclass
@@ -123,3 +129,17 @@ def test_an_idle_detach_is_skipped_when_a_fresh_read_shows_a_new_holder() -> Non
     kube.fresh_claims = []
     r.reconcile_once()
     assert fabric.done.wait(5) and fabric.ops == [("detach", device.uuid)]
+
+
+def test_counted_attaches_only_a_device_whose_assignment_the_claim_took() -> None:
+    counted = replace(LOCAL, fabric_entries=FabricEntries.COUNTED)
+    devices = [dev(0), dev(1)]
+    r, kube, fabric = reconciler(counted, devices, [claim_obj(device="gpu-1")], FakeKube(refuse_taints=True))
+    r.reconcile_once()  # the assignment write is refused: nothing is attached, nothing remembered
+    assert fabric.ops == [] and r._assigned == {}
+    kube.refuse_taints = False
+    r.reconcile_once()  # assignment written (and the hold made), the attach waits for the next pass
+    assert ("write_assignment", devices[0].uuid) in kube.calls and fabric.ops == []
+    r.reconcile_once()  # the claim names the device (from memory: the fake cache never changes)
+    assert fabric.done.wait(5) and fabric.ops == [("attach", devices[0].uuid)]
+    assert [c for c in kube.calls if c[0] == "write_assignment"] == [("write_assignment", devices[0].uuid)]

@@ -17,7 +17,7 @@ def _assert_error(response, status: int, code: str) -> dict:
 
 
 def _assert_all_free(fabric: RunningFabric) -> None:
-    assert fabric.client.get("/v1/attachments").json() == {"attachments": []}
+    assert fabric.client.get("/v1/attachments").json()["attachments"] == []
     states = {device["state"] for device in fabric.client.get("/v1/devices").json()["devices"]}
     assert states == {"free"}
 

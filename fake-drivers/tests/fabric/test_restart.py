@@ -86,7 +86,7 @@ def test_attach_in_flight_at_a_stop_is_rolled_back_to_free(
         after = client.get(f"/v1/devices/{device}").json()
         assert (after["state"], after["node"]) == ("free", None)
         assert after["lastError"]["reason"] == "Interrupted"
-        assert client.get("/v1/attachments").json() == {"attachments": []}
+        assert client.get("/v1/attachments").json()["attachments"] == []
         assert client.get("/healthz").json()["settledAtStart"] == (1 if stop == "kill" else 0)
         assert client.post(f"/v1/devices/{device}/attach", json={"node": "node-0"}).status_code == 200
 

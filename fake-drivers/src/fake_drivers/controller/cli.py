@@ -16,7 +16,7 @@ from .fabric import FabricClient
 from .kube import CLAIMS, SLICES, TAINTS, Kube
 from .metrics import Metrics
 from .reconciler import Caches, Reconciler
-from .settings import DEFAULT_DRIVER, DEFAULT_NODE_LABEL, Mode, Settings
+from .settings import DEFAULT_DRIVER, DEFAULT_NODE_LABEL, FabricEntries, Mode, Settings
 from .watch import Cache
 
 log = logging.getLogger("reference-controller")
@@ -56,6 +56,14 @@ def broken_options(command: Callable[..., None]) -> Callable[..., None]:
     show_default=True,
     help="keep-in-pool: the claim keeps the fabric copy (node driver with --deny-list); "
     "reschedule-to-local: move the claim to the node-local copy (node driver with --republish).",
+)
+@click.option(
+    "--fabric-entries",
+    type=click.Choice([e.value for e in FabricEntries]),
+    default=FabricEntries.IDENTIFIED.value,
+    show_default=True,
+    help="identified: one pool entry per physical device (name, uuid); counted: per model, interchangeable "
+    "entries without identity, any free device of the model is attached (needs --mode reschedule-to-local).",
 )
 @click.option(
     "--node-label",
@@ -135,6 +143,7 @@ def main(
     fabric_manager: str,
     driver: str,
     mode: str,
+    fabric_entries: str,
     node_label: str,
     idle_grace: float,
     taint_settle: float,
@@ -153,16 +162,20 @@ def main(
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     for noisy in ("kubernetes", "httpx", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    settings = Settings(
-        driver,
-        Mode(mode),
-        node_label,
-        idle_grace,
-        taint_settle,
-        quarantine,
-        max_reschedules,
-        **broken,
-    )
+    try:
+        settings = Settings(
+            driver,
+            Mode(mode),
+            node_label,
+            idle_grace,
+            taint_settle,
+            quarantine,
+            max_reschedules,
+            FabricEntries(fabric_entries),
+            **broken,
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
     for flag in settings.broken_modes():
         log.warning("BROKEN MODE, on purpose, for selftests only: %s (%s)", flag, BROKEN_FLAGS[flag])
     stop = stop_event(

@@ -12,6 +12,11 @@ Invariants the decisions keep (IMP-6):
 - a device nobody holds is hidden (a "detach" taint) before it is detached, and offered again only once free;
 - a device whose attach failed is hidden ("quarantine" taint) before the claim is told, so the reallocation
   the scheduler then does cannot pick it again.
+
+Count-based pools (fabric entries "counted"): the fabric pool lists, per model, the entries claims hold plus one
+entry per free device nobody is assigned, so unallocated entries never exceed the fabric's free count. A claim
+holding an entry is assigned one free physical device of the model; the assignment is written to the claim
+(status.devices[].data.uuid) before the attach, so a restarted controller goes on with the same device.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .model import Claim, FabricDevice, NodeCopy, Result, TaintRule
+from .model import Claim, CountedEntry, FabricDevice, NodeCopy, Result, TaintRule, entry_model, entry_name
 from .settings import Mode, Purpose, Settings
 
 FREE, ATTACHING, ATTACHED, DETACHING = "free", "attaching", "attached", "detaching"
@@ -52,6 +57,25 @@ class Memory:
     rescheduled: Mapping[str, int] = field(default_factory=dict)  # claim uid -> reschedules asked for
     # --broken-forget-on-restart only: (uuid, claim uid) of attaches found at start, never reported.
     forgotten: frozenset[tuple[str, str]] = frozenset()
+    # counted: assignments written to claims the watch cache may not show yet
+    assigned: Mapping[AssignmentKey, str] = field(default_factory=dict)
+
+
+# (claim uid, allocationTimestamp, (driver, pool, device)): one allocation of a count entry. A claim reallocated to
+# the same entry name gets a new timestamp, so an old assignment never carries over.
+AssignmentKey = tuple[str, str, tuple[str, str, str]]
+
+
+def assignment_key(claim: Claim, result: Result) -> AssignmentKey:
+    return (claim.uid, claim.allocated_at or "", result.key)
+
+
+def assigned_device(claim: Claim, result: Result, memory: Memory | None) -> str | None:
+    """The physical device of a count entry: from the claim's status, else from a write the cache lacks yet."""
+    found = claim.assigned.get(result.key)
+    if found is None and memory is not None:
+        found = memory.assigned.get(assignment_key(claim, result))
+    return found
 
 
 @dataclass(frozen=True)
@@ -62,6 +86,15 @@ class ConditionWrite:
     reason: str
     message: str
     uuid: str = ""  # the physical device, so an attach failure can be forgotten once reported
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """counted: the physical device a count entry gets, written to the claim before the attach."""
+
+    claim: Claim
+    result: Result
+    uuid: str
 
 
 @dataclass(frozen=True)
@@ -93,7 +126,8 @@ class Detach:
 
 @dataclass
 class Plan:
-    pools: dict[str, list[FabricDevice]] = field(default_factory=dict)
+    pools: dict[str, list[FabricDevice | CountedEntry]] = field(default_factory=dict)
+    assignments: list[Assignment] = field(default_factory=list)
     create_taints: list[TaintCreate] = field(default_factory=list)
     delete_taints: list[str] = field(default_factory=list)
     conditions: list[ConditionWrite] = field(default_factory=list)
@@ -123,16 +157,23 @@ class Holding:
         return f"claim {self.claim.key} {self.result.pool}/{self.result.device}"
 
 
-def holdings(settings: Settings, snap: Snapshot) -> dict[str, list[Holding]]:
-    """Physical device uuid -> the allocated claims holding it, by fabric copy or node-local copy."""
+def holdings(settings: Settings, snap: Snapshot, memory: Memory | None = None) -> dict[str, list[Holding]]:
+    """Physical device uuid -> the allocated claims holding it, by fabric copy (counted: by an entry assigned
+    that device) or node-local copy."""
     fabrics = {d.fabric for d in snap.devices}
     by_pool_name = {(d.fabric, d.name): d for d in snap.devices}
     by_name = {d.name: d for d in snap.devices}
+    by_uuid = {d.uuid for d in snap.devices}
     copy_uuid = {(c.pool, c.name): c.uuid for c in snap.copies}
     held: dict[str, list[Holding]] = defaultdict(list)
     for claim in snap.claims:
         for result in claim.results:
             if result.driver != settings.driver:
+                continue
+            if result.pool in fabrics and settings.counted:
+                assigned = assigned_device(claim, result, memory)
+                if assigned in by_uuid:
+                    held[assigned].append(Holding(claim, result, via_fabric=True))
                 continue
             if result.pool in fabrics:
                 device = by_pool_name.get((result.pool, result.device))
@@ -144,21 +185,24 @@ def holdings(settings: Settings, snap: Snapshot) -> dict[str, list[Holding]]:
             uuid = copy_uuid.get((result.pool, result.device))
             if uuid is None and result.device in by_name:
                 uuid = by_name[result.device].uuid
-            if uuid in {d.uuid for d in snap.devices}:
+            if uuid in by_uuid:
                 held[uuid].append(Holding(claim, result, via_fabric=False))
     return held
 
 
 def decide(settings: Settings, snap: Snapshot, memory: Memory, now: float) -> Plan:
     plan = Plan(pools={d.fabric: [] for d in snap.devices})
-    held = holdings(settings, snap)
+    held = holdings(settings, snap, memory)
     taints = {(t.purpose, t.uuid): t for t in snap.taints}
     copies: dict[str, list[NodeCopy]] = defaultdict(list)
     for copy in snap.copies:
         if copy.uuid:
             copies[copy.uuid].append(copy)
+    reserved = _assign(settings, plan, snap, held, taints, memory) if settings.counted else set()
     for device in sorted(snap.devices, key=lambda d: d.name):
         _device(settings, plan, device, held.get(device.uuid, []), taints, copies[device.uuid], memory, now)
+    if settings.counted:
+        _counted_pools(settings, plan, snap, held, taints, memory, reserved)
     known = {d.uuid for d in snap.devices}
     plan.delete_taints += [t.name for t in snap.taints if t.uuid not in known]  # a device the fabric dropped
     return plan
@@ -195,7 +239,7 @@ def _device(
         else:
             why = Failure(quarantine.reason or "AttachFailed", quarantine.message or "the last attach failed")
 
-    if settings.mode is Mode.KEEP_IN_POOL or d.state == FREE:
+    if not settings.counted and (settings.mode is Mode.KEEP_IN_POOL or d.state == FREE):
         plan.pools[d.fabric].append(d)
 
     # The hold lasts while a claim holds the fabric copy with an allocation that can still bind. Once its
@@ -246,6 +290,109 @@ def _device(
         plan.states[key] = f"detaching from {d.node}"
     else:
         plan.states[key] = f"attaching to {d.node} without a claim" + (" (hung)" if d.hung else "")
+
+
+def _available(
+    d: FabricDevice, held: Mapping[str, list[Holding]], taints: Mapping[tuple[Purpose, str], TaintRule], memory: Memory
+) -> bool:
+    """counted: a device a count entry may get: free, nobody holds it, no rule hides it, nothing pending on it."""
+    return (
+        d.state == FREE
+        and not held.get(d.uuid)
+        and not any((purpose, d.uuid) in taints for purpose in Purpose)
+        and d.uuid not in memory.failures
+        and d.uuid not in memory.inflight
+    )
+
+
+def _assign(
+    settings: Settings,
+    plan: Plan,
+    snap: Snapshot,
+    held: Mapping[str, list[Holding]],
+    taints: Mapping[tuple[Purpose, str], TaintRule],
+    memory: Memory,
+) -> set[str]:
+    """counted: give each live count entry without a device one available device of its model on its fabric.
+
+    Returns the devices assigned in this pass: they are written to the claims first and attached from the next
+    pass on (the claim then names them), so an attach never runs for an assignment a restart would forget.
+    """
+    fabrics = {d.fabric for d in snap.devices}
+    free: dict[tuple[str, str], list[FabricDevice]] = defaultdict(list)
+    for d in sorted(snap.devices, key=lambda d: (d.fabric, d.model, d.name)):
+        if _available(d, held, taints, memory):
+            free[(d.fabric, d.model)].append(d)
+    waiting = [
+        Holding(claim, result, via_fabric=True)
+        for claim in snap.claims
+        for result in claim.results
+        if result.driver == settings.driver
+        and result.pool in fabrics
+        and result.binding_conditions
+        and assigned_device(claim, result, memory) is None
+    ]
+    reserved: set[str] = set()
+    for holding in sorted(waiting, key=lambda h: (h.claim.allocated_at or "", h.claim.key, h.result.device)):
+        claim, result, label = holding.claim, holding.result, holding.label
+        if holding.failed() or holding.ready():
+            plan.states[label] = "failed, waiting for the scheduler to reallocate" if holding.failed() else "ready"
+            continue
+        parsed = entry_model(result.device)
+        candidates = free[(result.pool, parsed[0])] if parsed else []
+        if claim.node is None:
+            message = "allocation does not name exactly one node"
+            plan.conditions.append(ConditionWrite(claim, result, settings.attach_failed, "NoSingleNode", message))
+            plan.states[label] = "attach-failed"
+        elif not candidates:
+            model = parsed[0] if parsed else f"? ({result.device} is no count entry)"
+            message = f"no free device of model {model} on fabric {result.pool}"
+            plan.conditions.append(ConditionWrite(claim, result, settings.attach_failed, "NoFreeDevice", message))
+            plan.states[label] = "attach-failed (no free device)"
+        else:
+            device = candidates.pop(0)
+            plan.assignments.append(Assignment(claim, result, device.uuid))
+            reserved.add(device.uuid)
+            plan.states[label] = f"assigned {device.name}"
+    return reserved
+
+
+def _counted_pools(
+    settings: Settings,
+    plan: Plan,
+    snap: Snapshot,
+    held: Mapping[str, list[Holding]],
+    taints: Mapping[tuple[Purpose, str], TaintRule],
+    memory: Memory,
+    reserved: set[str],
+) -> None:
+    """counted: per fabric and model, the entries claims hold plus one more per available device.
+
+    Allocated entries stay listed (the pool does not change when the scheduler takes an entry: the assignment
+    moves a device from "available" to "held" at the same time), and new entries take the lowest free indices.
+    """
+    for fabric in plan.pools:
+        in_use: dict[str, set[int]] = defaultdict(set)
+        for claim in snap.claims:
+            for result in claim.results:
+                parsed = entry_model(result.device) if result.driver == settings.driver else None
+                if result.pool == fabric and parsed:
+                    in_use[parsed[0]].add(parsed[1])
+        devices = sorted((d for d in snap.devices if d.fabric == fabric), key=lambda d: d.name)
+        models = {d.model: d.attributes for d in devices}
+        entries: list[FabricDevice | CountedEntry] = []
+        for model, attributes in sorted(models.items()):
+            count = sum(
+                d.model == model and d.uuid not in reserved and _available(d, held, taints, memory) for d in devices
+            )
+            indices, i = set(in_use[model]), 0
+            while count:
+                if i not in indices:
+                    indices.add(i)
+                    count -= 1
+                i += 1
+            entries += [CountedEntry(entry_name(model, i), fabric, model, attributes) for i in sorted(indices)]
+        plan.pools[fabric] = entries
 
 
 def _losers(holders: list[Holding]) -> list[Holding]:

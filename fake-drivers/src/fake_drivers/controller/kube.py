@@ -12,8 +12,8 @@ from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_
 
 from ..dra import MANAGED_BY, RESOURCE_GROUP, RESOURCE_VERSION
 from ..pools import delete_slice, is_current, write_pool
-from .decide import ConditionWrite, TaintCreate
-from .model import FabricDevice
+from .decide import Assignment, ConditionWrite, TaintCreate
+from .model import Claim, CountedEntry, FabricDevice
 from .objects import (
     fabric_device_entry,
     pool_labels,
@@ -22,6 +22,7 @@ from .objects import (
     slice_content,
     still_applies,
     taint_rule,
+    with_assignment,
     with_condition,
 )
 from .settings import DRIVER_LABEL, MANAGER, Settings
@@ -60,7 +61,9 @@ class Kube:
 
     # --- fabric pools ---------------------------------------------------------------------------------------
 
-    def sync_pool(self, fabric: str, devices: list[FabricDevice], cached: list[dict[str, Any]]) -> int | None:
+    def sync_pool(
+        self, fabric: str, devices: list[FabricDevice | CountedEntry], cached: list[dict[str, Any]]
+    ) -> int | None:
         """Make the fabric's pool slices list exactly `devices`; returns the new generation, None if unchanged.
 
         `cached` (the watch cache's slices of this pool) saves a read when nothing changed; a write lists the
@@ -71,7 +74,7 @@ class Kube:
         return self._write_pool(fabric, devices)
 
     @on_conflict
-    def _write_pool(self, fabric: str, devices: list[FabricDevice]) -> int | None:
+    def _write_pool(self, fabric: str, devices: list[FabricDevice | CountedEntry]) -> int | None:
         # The generation grows on every content change, so the scheduler can tell the current pool from an old one.
         selector = ",".join(f"{k}={v}" for k, v in pool_labels(self.settings, fabric).items())
         published = self.api.list_cluster_custom_object(
@@ -139,3 +142,22 @@ class Kube:
             return "unchanged"
         self.api.replace_namespaced_custom_object_status(RESOURCE_GROUP, RESOURCE_VERSION, ns, CLAIMS, name, body)
         return "written"
+
+    @on_conflict
+    def write_assignment(self, assignment: Assignment) -> str | None:
+        """counted: write the entry's physical device into the claim (status.devices[].data.uuid) before the
+        attach; returns the device the claim names now, None when the allocation is gone or changed."""
+        ns, name = assignment.claim.namespace, assignment.claim.name
+        try:
+            claim = self.api.get_namespaced_custom_object(RESOURCE_GROUP, RESOURCE_VERSION, ns, CLAIMS, name)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        probe = ConditionWrite(assignment.claim, assignment.result, "", "", "")
+        if not still_applies(claim, probe) or Claim.from_api(claim).allocated_at != assignment.claim.allocated_at:
+            return None
+        body, uuid = with_assignment(claim, assignment)
+        if body is not None:
+            self.api.replace_namespaced_custom_object_status(RESOURCE_GROUP, RESOURCE_VERSION, ns, CLAIMS, name, body)
+        return uuid

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..dra import identity
+from ..dra import IDENTITY_ATTRIBUTE, identity
 from ..pools import current_pools
 from .settings import DEVICE_LABEL, PURPOSE_LABEL, Purpose
 
@@ -50,6 +50,26 @@ class FabricDevice:
 
 
 @dataclass(frozen=True)
+class CountedEntry:
+    """An entry of a count-based fabric pool: capacity of one model, no physical identity."""
+
+    name: str  # <model>-<index>
+    fabric: str
+    model: str
+    attributes: dict[str, Any]
+
+
+def entry_name(model: str, index: int) -> str:
+    return f"{model}-{index}"
+
+
+def entry_model(name: str) -> tuple[str, int] | None:
+    """(model, index) of a count entry's name; None if it is not one."""
+    model, _, index = name.rpartition("-")
+    return (model, int(index)) if model and index.isdigit() else None
+
+
+@dataclass(frozen=True)
 class Result:
     """One allocated device of a claim (status.allocation.devices.results[])."""
 
@@ -78,6 +98,8 @@ class Claim:
     # (driver, pool, device) -> {condition type: status} of status.devices[]
     conditions: dict[tuple[str, str, str], dict[str, str]] = field(default_factory=dict)
     reserved_for: tuple[str, ...] = ()
+    # (driver, pool, device) -> physical uuid in status.devices[].data: a count entry's device, once assigned
+    assigned: dict[tuple[str, str, str], str] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -105,6 +127,11 @@ class Claim:
             (d["driver"], d["pool"], d["device"]): {c["type"]: c["status"] for c in d.get("conditions") or []}
             for d in status.get("devices") or []
         }
+        assigned = {
+            (d["driver"], d["pool"], d["device"]): str(uuid)
+            for d in status.get("devices") or []
+            if isinstance(d.get("data"), dict) and (uuid := d["data"].get(IDENTITY_ATTRIBUTE))
+        }
         return cls(
             meta["namespace"],
             meta["name"],
@@ -116,6 +143,7 @@ class Claim:
             results,
             conditions,
             tuple(ref.get("name", "") for ref in status.get("reservedFor") or []),
+            assigned,
         )
 
 

@@ -6,10 +6,18 @@ import copy
 from datetime import UTC, datetime
 from typing import Any
 
-from ..dra import MANAGED_BY, RESOURCE_GROUP, RESOURCE_VERSION, device_attributes, slice_name
+from ..dra import (
+    IDENTITY_ATTRIBUTE,
+    MANAGED_BY,
+    RESOURCE_GROUP,
+    RESOURCE_VERSION,
+    device_attributes,
+    slice_name,
+    typed_attribute,
+)
 from ..pools import pool_bodies
-from .decide import ConditionWrite, TaintCreate
-from .model import MESSAGE, REASON, SINCE, UNTIL, Claim, FabricDevice
+from .decide import Assignment, ConditionWrite, TaintCreate
+from .model import MESSAGE, REASON, SINCE, UNTIL, Claim, CountedEntry, FabricDevice
 from .settings import DEVICE_LABEL, DRIVER_LABEL, FABRIC_LABEL, MANAGER, PURPOSE_LABEL, Settings
 
 API_VERSION = f"{RESOURCE_GROUP}/{RESOURCE_VERSION}"
@@ -17,12 +25,18 @@ API_VERSION = f"{RESOURCE_GROUP}/{RESOURCE_VERSION}"
 DEVICE_FIELDS = ("name", "attributes", "bindsToNode", "bindingConditions", "bindingFailureConditions")
 
 
-def fabric_device_entry(settings: Settings, device: FabricDevice) -> dict[str, Any]:
+def fabric_device_entry(settings: Settings, device: FabricDevice | CountedEntry) -> dict[str, Any]:
     """A fabric copy: pinned to one node when allocated, usable only once the controller reports it attached."""
+    if isinstance(device, CountedEntry):  # capacity of a model: its attributes, no physical identity
+        attributes = {
+            **{k: typed_attribute(v) for k, v in device.attributes.items()},
+            "model": {"string": device.model},
+        }
+    else:  # same attributes as the node driver's hot-plugged copy, so one DeviceClass matches both copies
+        attributes = device_attributes(device.uuid, device.model, device.attributes)
     return {
         "name": device.name,
-        # Same attributes as the node driver's hot-plugged copy, so one DeviceClass matches both copies.
-        "attributes": device_attributes(device.uuid, device.model, device.attributes),
+        "attributes": attributes,
         "bindsToNode": True,
         "bindingConditions": settings.binding_conditions,
         "bindingFailureConditions": settings.failure_conditions,
@@ -49,7 +63,9 @@ def pool_labels(settings: Settings, fabric: str) -> dict[str, str]:
     return {MANAGED_BY: MANAGER, DRIVER_LABEL: settings.driver, FABRIC_LABEL: fabric}
 
 
-def pool_slices(settings: Settings, fabric: str, devices: list[FabricDevice], generation: int) -> list[dict[str, Any]]:
+def pool_slices(
+    settings: Settings, fabric: str, devices: list[FabricDevice | CountedEntry], generation: int
+) -> list[dict[str, Any]]:
     """One pool per fabric, in as many slices as it needs (at most 128 devices each)."""
     entries = [fabric_device_entry(settings, d) for d in devices]
     return pool_bodies(pool_template(settings, fabric), entries, generation)
@@ -99,28 +115,42 @@ def rfc3339(now: float) -> str:
     return datetime.fromtimestamp(int(now), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _device_entry(body: dict[str, Any], key: tuple[str, str, str]) -> dict[str, Any]:
+    """The status.devices[] entry of one allocated device (made if missing) in `body`."""
+    entries = body.setdefault("status", {}).setdefault("devices", [])
+    for e in entries:
+        if (e.get("driver"), e.get("pool"), e.get("device")) == key and not e.get("shareID"):
+            return e
+    driver, pool, device = key
+    entries.append({"driver": driver, "pool": pool, "device": device})
+    return entries[-1]
+
+
+def with_assignment(claim: dict[str, Any], assignment: Assignment) -> tuple[dict[str, Any] | None, str]:
+    """counted: the claim with data.uuid of the assigned device in status.devices[]; (None, uuid there) when the
+    entry already names a device (the same one, or another one an earlier pass assigned: that one stays)."""
+    body = copy.deepcopy(claim)
+    entry = _device_entry(body, assignment.result.key)
+    there = (entry.get("data") or {}).get(IDENTITY_ATTRIBUTE)
+    if there:
+        return None, str(there)
+    entry["data"] = {**(entry.get("data") or {}), IDENTITY_ATTRIBUTE: assignment.uuid}
+    return body, assignment.uuid
+
+
 def with_condition(claim: dict[str, Any], write: ConditionWrite, now: float) -> dict[str, Any] | None:
     """The claim with the condition set in status.devices[] (driver/pool/device); None if already so.
 
     Other conditions and other drivers' entries are kept as they are. lastTransitionTime changes only when the
-    status does, as metav1.Condition requires.
+    status does, as metav1.Condition requires. data.uuid names the physical device when the write knows it.
     """
     body = copy.deepcopy(claim)
-    status = body.setdefault("status", {})
-    driver, pool, device = write.result.key
-    entries = status.setdefault("devices", [])
-    entry = next(
-        (
-            e
-            for e in entries
-            if (e.get("driver"), e.get("pool"), e.get("device")) == (driver, pool, device) and not e.get("shareID")
-        ),
-        None,
-    )
-    if entry is None:
-        entry = {"driver": driver, "pool": pool, "device": device}
-        entries.append(entry)
-    conditions = entry.setdefault("conditions", [])
+    entry = _device_entry(body, write.result.key)
+    data_changed = False
+    if write.uuid and (entry.get("data") or {}).get(IDENTITY_ATTRIBUTE) != write.uuid:
+        entry["data"] = {**(entry.get("data") or {}), IDENTITY_ATTRIBUTE: write.uuid}
+        data_changed = True
+    conditions = entry["conditions"] = entry.get("conditions") or []  # the server may return null
     generation = int(body["metadata"].get("generation") or 0)
     new = {
         "type": write.type,
@@ -134,7 +164,7 @@ def with_condition(claim: dict[str, Any], write: ConditionWrite, now: float) -> 
         if old.get("type") != write.type:
             continue
         if old.get("status") == "True" and old.get("reason") == write.reason:
-            return None
+            return body if data_changed else None
         if old.get("status") == "True":
             new["lastTransitionTime"] = old.get("lastTransitionTime", new["lastTransitionTime"])
         conditions[i] = new

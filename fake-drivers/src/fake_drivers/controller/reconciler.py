@@ -21,7 +21,20 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from ..pools import brief
-from .decide import Attach, ConditionWrite, Detach, Failure, Memory, Plan, Snapshot, decide, holdings
+from .decide import (
+    Assignment,
+    AssignmentKey,
+    Attach,
+    ConditionWrite,
+    Detach,
+    Failure,
+    Memory,
+    Plan,
+    Snapshot,
+    assignment_key,
+    decide,
+    holdings,
+)
 from .fabric import FabricClient, FabricUnavailable
 from .kube import Kube
 from .metrics import Metrics
@@ -74,6 +87,7 @@ class Reconciler:
         self._failures: dict[str, Failure] = {}
         self._idle: dict[str, float] = {}
         self._rescheduled: dict[str, int] = {}
+        self._assigned: dict[AssignmentKey, str] = {}  # counted: written to claims, maybe not in the cache yet
         self._forgotten: frozenset[tuple[str, str]] | None = None  # --broken-forget-on-restart, from the first pass
         self._problem = ""
 
@@ -86,7 +100,12 @@ class Reconciler:
             while not cache.synced.wait(0.5):
                 if stop.is_set():
                     return
-        log.info("caches synced; reconciling (driver %s, mode %s)", self.settings.driver, self.settings.mode)
+        log.info(
+            "caches synced; reconciling (driver %s, mode %s, fabric entries %s)",
+            self.settings.driver,
+            self.settings.mode,
+            self.settings.fabric_entries,
+        )
         while not stop.is_set():
             self._wake.wait(self.poll_s)
             self._wake.clear()
@@ -132,8 +151,15 @@ class Reconciler:
             self._forgotten = self._found_at_start(snap)
         with self._lock:
             self._rescheduled = {uid: n for uid, n in self._rescheduled.items() if uid in uids}
+            live = {assignment_key(c, r) for c in snap.claims for r in c.results}
+            self._assigned = {key: uuid for key, uuid in self._assigned.items() if key in live}
             memory = Memory(
-                dict(self._inflight), dict(self._failures), dict(self._idle), dict(self._rescheduled), self._forgotten
+                dict(self._inflight),
+                dict(self._failures),
+                dict(self._idle),
+                dict(self._rescheduled),
+                self._forgotten,
+                dict(self._assigned),
             )
         plan = decide(self.settings, snap, memory, now)
         with self._lock:
@@ -181,10 +207,10 @@ class Reconciler:
             if generation:
                 shown = brief([d.name for d in devices])
                 log.info("pool %s: generation %d, %d devices %s", fabric, generation, len(devices), shown)
-        by_claim: dict[str, list[ConditionWrite]] = defaultdict(list)
-        for write in plan.conditions:  # one claim's writes in order: side by side they would conflict (409)
-            by_claim[write.claim.key].append(write)
-        list(self._writers.map(lambda writes: [self._write_condition(w, now) for w in writes], by_claim.values()))
+        by_claim: dict[str, list[ConditionWrite | Assignment]] = defaultdict(list)
+        for write in [*plan.assignments, *plan.conditions]:  # one claim's writes in order: side by side they
+            by_claim[write.claim.key].append(write)  # would conflict (409)
+        list(self._writers.map(lambda writes: [self._write(w, now) for w in writes], by_claim.values()))
         names = {d.uuid: d for d in snap.devices}
         for attach in plan.attaches:
             if attach.needs_hold and self.settings.taint_rule_name(Purpose.HOLD, attach.uuid) not in rules:
@@ -194,6 +220,18 @@ class Reconciler:
             if detach.recheck and self._held_now(detach.uuid, snap):
                 continue
             self._submit("detach", detach, names[detach.uuid])
+
+    def _write(self, write: ConditionWrite | Assignment, now: float) -> None:
+        if isinstance(write, ConditionWrite):
+            self._write_condition(write, now)
+            return
+        label = f"claim {write.claim.key} {write.result.pool}/{write.result.device}"
+        ok, uuid = self._try(f"{label}: assign {write.uuid}", self.kube.write_assignment, write)
+        if ok and uuid:
+            with self._lock:
+                self._assigned[assignment_key(write.claim, write.result)] = uuid
+            self.statelog.event(label, f"assigned physical device {uuid}")
+            self.wake()  # the attach follows in the next pass
 
     def _write_condition(self, write: ConditionWrite, now: float) -> None:
         label = f"claim {write.claim.key} {write.result.pool}/{write.result.device}"
@@ -218,7 +256,9 @@ class Reconciler:
     def _held_now(self, uuid: str, snap: Snapshot) -> bool:
         """Fresh claims, not the cache: an allocation may have landed while the detach guard settled."""
         fresh = tuple(Claim.from_api(o) for o in self.kube.list_claims() if (o.get("status") or {}).get("allocation"))
-        held = holdings(self.settings, Snapshot(snap.devices, fresh, snap.copies, snap.taints)).get(uuid)
+        with self._lock:
+            memory = Memory(assigned=dict(self._assigned))
+        held = holdings(self.settings, Snapshot(snap.devices, fresh, snap.copies, snap.taints), memory).get(uuid)
         return bool(held)
 
     def _try(self, what: str, fn: Callable[..., T], *args: Any) -> tuple[bool, T | None]:

@@ -24,6 +24,14 @@ class Mode(enum.StrEnum):
     RESCHEDULE_TO_LOCAL = "reschedule-to-local"
 
 
+class FabricEntries(enum.StrEnum):
+    # Every fabric pool entry is one physical device (name and uuid attribute of the fabric manager's device).
+    IDENTIFIED = "identified"
+    # Count-based pools (the CoHDI design): entries per model, interchangeable, no physical identity; the
+    # controller attaches ANY free device of the model and the identity shows only on the node-local copy.
+    COUNTED = "counted"
+
+
 class Purpose(enum.StrEnum):
     """Why a device carries a NoSchedule DeviceTaintRule. One rule per purpose and device."""
 
@@ -49,6 +57,9 @@ class Settings:
     # reallocation to the node of the node-local copy (no scoring for it; the nominated node is cleared), so a
     # claim can land on another fabric device; after this many rounds it keeps its fabric copy instead.
     max_reschedules: int = 1
+    # counted needs reschedule-to-local: a claim cannot keep a count entry's device across the republish
+    # (nothing would tell the node driver that the node-local copy is taken).
+    fabric_entries: FabricEntries = FabricEntries.IDENTIFIED
     # Deliberately broken mode for the suite's own tests (never a default): report the binding condition True
     # as soon as the attach starts, so the conformance scenarios can be shown to catch it.
     broken_report_before_attach: bool = False
@@ -57,6 +68,14 @@ class Settings:
     broken_never_detach: bool = False
     broken_no_failure_condition: bool = False
     broken_forget_on_restart: bool = False
+
+    def __post_init__(self) -> None:
+        if self.counted and self.mode is not Mode.RESCHEDULE_TO_LOCAL:
+            raise ValueError("fabric entries 'counted' need mode reschedule-to-local")
+
+    @property
+    def counted(self) -> bool:
+        return self.fabric_entries is FabricEntries.COUNTED
 
     def broken_modes(self) -> list[str]:
         """The deliberately broken modes that are on, as their flags (--broken-...), for the warning at start."""

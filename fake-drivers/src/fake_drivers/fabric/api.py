@@ -47,6 +47,11 @@ class FaultRequest(_Request):
     mode: FaultMode
     operation: Operation = Operation.ATTACH
     device: str | None = Field(default=None, description="device uuid; omitted or null: any device")
+    # Selectors for a client that cannot know the physical device in advance (count-based pools): the fault
+    # applies to an operation that matches every selector given; GET /v1/faults/{id} shows what it hit.
+    model: Name | None = Field(default=None, description="only devices of this model")
+    fabric: Name | None = Field(default=None, description="only devices of this fabric")
+    node: Name | None = Field(default=None, description="only attaches to (detaches from) this node")
     count: int = Field(default=1, ge=1, le=1_000_000, description="how many operations the fault applies to")
     reason: Reason | None = Field(default=None, description="mode fail: failure reason (condition reason syntax)")
     message: Message | None = Field(default=None, description="mode fail: failure message")
@@ -65,6 +70,7 @@ class FaultRequest(_Request):
 
 class ReleaseRequest(_Request):
     device: str | None = Field(default=None, description="release only this device's hung operation")
+    fault: str | None = Field(default=None, description="release only the operations this fault made hang")
     outcome: Literal["complete", "fail"] = "complete"
     reason: Reason | None = None
     message: Message | None = None
@@ -134,8 +140,17 @@ class AttachmentOut(_Shape):
     since: datetime
 
 
+class FreeOut(_Shape):
+    fabric: str
+    model: str
+    free: int = Field(description="physical devices of this model on this fabric that are free")
+    total: int
+    nodes: list[str] = Field(description="the nodes this fabric reaches")
+
+
 class AttachmentListOut(_Shape):
     attachments: list[AttachmentOut]
+    free: list[FreeOut] = Field(description="free devices per fabric and model (count-based pools check against it)")
 
 
 class FabricOut(_Shape):
@@ -148,17 +163,31 @@ class FabricListOut(_Shape):
     fabrics: list[FabricOut]
 
 
+class HitOut(_Shape):
+    operation_id: str
+    device: str = Field(description="uuid of the device the operation was for")
+    name: str
+    fabric: str
+    model: str
+    node: str
+    at: datetime
+
+
 class FaultOut(_Shape):
     id: str
     operation: Operation
     mode: FaultMode
     device: str | None
+    model: str | None
+    fabric: str | None
+    node: str | None
     remaining: int
     used: int
     reason: str | None
     message: str | None
     delay_seconds: float | None
     created_at: datetime
+    hits: list[HitOut] = Field(description="the operations it applied to, oldest first")
 
 
 class HungOut(_Shape):
@@ -236,6 +265,14 @@ def attachment_out(record: DeviceRecord) -> AttachmentOut:
     )
 
 
+def free_out(summaries: list[FabricSummary]) -> list[FreeOut]:
+    return [
+        FreeOut(fabric=s.id, model=model, free=counts["free"], total=counts["total"], nodes=list(s.nodes))
+        for s in summaries
+        for model, counts in sorted(s.models.items())
+    ]
+
+
 def fabric_out(summary: FabricSummary) -> FabricOut:
     return FabricOut(id=summary.id, nodes=list(summary.nodes), models=summary.models)
 
@@ -246,12 +283,27 @@ def fault_out(fault: Fault) -> FaultOut:
         operation=fault.operation,
         mode=fault.mode,
         device=fault.device,
+        model=fault.model,
+        fabric=fault.fabric,
+        node=fault.node,
         remaining=fault.remaining,
         used=fault.used,
         reason=fault.reason if fault.mode is FaultMode.FAIL else None,
         message=fault.message if fault.mode is FaultMode.FAIL else None,
         delay_seconds=fault.delay_seconds if fault.mode is FaultMode.SLOW else None,
         created_at=timestamp(fault.created_at),
+        hits=[
+            HitOut(
+                operation_id=hit.operation_id,
+                device=hit.target.device,
+                name=hit.target.name,
+                fabric=hit.target.fabric,
+                model=hit.target.model,
+                node=hit.target.node,
+                at=timestamp(hit.at),
+            )
+            for hit in fault.hits
+        ],
     )
 
 

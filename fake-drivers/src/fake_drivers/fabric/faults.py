@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from enum import StrEnum
+
+# Used-up faults stay readable (GET /v1/faults/{id}: which attaches they hit) up to this many, oldest dropped first.
+SPENT_KEPT = 1000
 
 
 class Operation(StrEnum):
@@ -21,6 +25,26 @@ class FaultMode(StrEnum):
     FAIL = "fail"  # the operation runs its normal time, then fails with the fault's reason
     HANG = "hang"  # the operation waits until released; the release says whether it completes or fails
     SLOW = "slow"  # the operation takes delay_seconds longer, then completes
+
+
+@dataclass(frozen=True)
+class Target:
+    """What one operation is done to: the fault selectors are matched against it."""
+
+    device: str  # uuid
+    name: str
+    fabric: str
+    model: str
+    node: str  # target node of an attach, source node of a detach
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One operation a fault applied to: the record a client reads to learn which physical device it hit."""
+
+    operation_id: str
+    target: Target
+    at: float
 
 
 @dataclass
@@ -36,6 +60,24 @@ class Fault:
     seq: int = 0  # creation order; ties on the clock must not reorder faults
     created_at: float = field(default_factory=time.time)
     used: int = 0
+    # Selectors besides the device (None: any); a fault applies when every selector given matches.
+    model: str | None = None
+    fabric: str | None = None
+    node: str | None = None
+    hits: list[Hit] = field(default_factory=list)
+
+    def matches(self, operation: Operation, target: Target) -> bool:
+        wanted = ((self.device, target.device), (self.model, target.model), (self.fabric, target.fabric))
+        return (
+            self.operation is operation
+            and all(want in (None, got) for want, got in wanted)
+            and self.node in (None, target.node)
+        )
+
+    @property
+    def specificity(self) -> tuple[bool, int]:
+        """A fault naming the device wins; then the one with more selectors."""
+        return (self.device is not None, sum(x is not None for x in (self.model, self.fabric, self.node)))
 
 
 class FaultBook:
@@ -43,6 +85,7 @@ class FaultBook:
 
     def __init__(self) -> None:
         self._faults: dict[str, Fault] = {}
+        self._spent: OrderedDict[str, Fault] = OrderedDict()
         self._ids = itertools.count(1)
 
     def add(
@@ -55,6 +98,9 @@ class FaultBook:
         reason: str,
         message: str,
         delay_seconds: float = 0.0,
+        model: str | None = None,
+        fabric: str | None = None,
+        node: str | None = None,
     ) -> Fault:
         if count < 1:
             raise ValueError("count must be at least 1")
@@ -69,6 +115,9 @@ class FaultBook:
             message=message,
             delay_seconds=delay_seconds,
             seq=seq,
+            model=model,
+            fabric=fabric,
+            node=node,
         )
         self._faults[fault.id] = fault
         return fault
@@ -77,28 +126,42 @@ class FaultBook:
         return list(self._faults.values())
 
     def get(self, fault_id: str) -> Fault | None:
-        return self._faults.get(fault_id)
+        """An armed fault, or a used-up one (still showing its hits)."""
+        return self._faults.get(fault_id) or self._spent.get(fault_id)
 
     def remove(self, fault_id: str) -> Fault | None:
-        return self._faults.pop(fault_id, None)
+        """Disarm an armed fault (None if it is not armed: unknown or used up)."""
+        return self._retire(fault_id)
 
     def clear(self) -> int:
         count = len(self._faults)
-        self._faults.clear()
+        for fault_id in list(self._faults):
+            self._retire(fault_id)
         return count
 
-    def take(self, operation: Operation, device: str) -> Fault | None:
+    def take(self, operation: Operation, target: Target, operation_id: str, now: float) -> Fault | None:
         """Consume one use of the fault that applies to this operation, or return None.
 
-        A fault naming the device wins over a fault for any device, so a test can arm a global slowdown and
-        still single out one device; among equals the oldest is used first.
+        A fault naming the device wins over the others (then the one with more selectors), so a test can arm a
+        global slowdown and still single out one device; among equals the oldest is used first. The fault records
+        the hit: a client that armed it by model, fabric or node learns which physical device it hit.
         """
-        candidates = [f for f in self._faults.values() if f.operation is operation and f.device in (device, None)]
+        candidates = [f for f in self._faults.values() if f.matches(operation, target)]
         if not candidates:
             return None
-        fault = min(candidates, key=lambda f: (f.device is None, f.seq))
+        fault = min(candidates, key=lambda f: (not f.specificity[0], -f.specificity[1], f.seq))
         fault.remaining -= 1
         fault.used += 1
+        fault.hits.append(Hit(operation_id, target, now))
         if fault.remaining == 0:
-            del self._faults[fault.id]
+            self._retire(fault.id)
+        return fault
+
+    def _retire(self, fault_id: str) -> Fault | None:
+        """No longer armed, still readable with its hits."""
+        fault = self._faults.pop(fault_id, None)
+        if fault is not None:
+            self._spent[fault.id] = fault
+            while len(self._spent) > SPENT_KEPT:
+                self._spent.popitem(last=False)
         return fault

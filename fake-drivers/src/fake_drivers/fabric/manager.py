@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .config import FabricConfig
-from .faults import Fault, FaultBook, FaultMode, Operation
+from .faults import Fault, FaultBook, FaultMode, Operation, Target
 from .store import DeviceRecord, DeviceState, Store
 
 log = logging.getLogger(__name__)
@@ -146,6 +146,15 @@ class FabricManager:
     def hung_operations(self) -> list[OperationInfo]:
         return [op for op in self._ops.values() if op.hung]
 
+    def check_selectors(self, model: str | None, fabric: str | None, node: str | None) -> None:
+        """Fault selectors must name something the fabric has (a typo must not arm a fault that never fires)."""
+        if model is not None and model not in {d.model for d in self.config.devices}:
+            raise FabricError(422, "unknown_model", f"no device of model {model!r}")
+        if fabric is not None and fabric not in self.config.fabrics:
+            raise FabricError(422, "unknown_fabric", f"no fabric {fabric!r}")
+        if node is not None and node not in self._node_fabrics:
+            raise FabricError(422, "unknown_node", f"node {node!r} is not on any fabric")
+
     def fabrics(self) -> list[FabricSummary]:
         summaries = {fabric: FabricSummary(fabric, nodes) for fabric, nodes in self.config.fabrics.items()}
         for record in self.store.find():
@@ -237,7 +246,9 @@ class FabricManager:
             task.exception()
 
     async def _execute(self, op: OperationInfo) -> DeviceRecord:
-        fault = op.fault = self.faults.take(op.operation, op.device)
+        record = self.device(op.device)
+        target = Target(op.device, record.name, record.fabric, record.model, op.node)
+        fault = op.fault = self.faults.take(op.operation, target, op.id, self._clock())
         failure: tuple[str, str] | None = None
         try:
             if fault is not None and fault.mode is FaultMode.HANG:
@@ -299,11 +310,13 @@ class FabricManager:
 
     # --- fault control ------------------------------------------------------------------------------------
 
-    def release(self, device: str | None, outcome: ReleaseOutcome, reason: str, message: str) -> list[OperationInfo]:
-        """Let hung operations go on (all, or those of one device); returns the ones released."""
+    def release(
+        self, device: str | None, outcome: ReleaseOutcome, reason: str, message: str, fault: str | None = None
+    ) -> list[OperationInfo]:
+        """Let hung operations go on (all, those of one device and/or one fault); returns the ones released."""
         released = []
         for op in self.hung_operations():
-            if device is None or op.device == device:
+            if device in (None, op.device) and fault in (None, op.fault.id if op.fault else None):
                 assert op.released is not None
                 op.released.set_result(Release(outcome, reason, message))
                 released.append(op)

@@ -108,7 +108,11 @@ def create_app(manager: FabricManager) -> FastAPI:
         """Every device that is not free: attached, or with an attach/detach in flight."""
         in_use = (DeviceState.ATTACHING, DeviceState.ATTACHED, DeviceState.DETACHING)
         records = manager.store.find(fabric=fabric, node=node, states=in_use)
-        return api.AttachmentListOut(attachments=[api.attachment_out(record) for record in records])
+        # Free counts of the fabrics asked about: `node` selects the fabrics that reach it.
+        summaries = [s for s in manager.fabrics() if fabric in (None, s.id) and (node is None or node in s.nodes)]
+        return api.AttachmentListOut(
+            attachments=[api.attachment_out(record) for record in records], free=api.free_out(summaries)
+        )
 
     @app.get("/v1/fabrics", response_model=api.FabricListOut, tags=["probe"])
     async def fabrics() -> api.FabricListOut:
@@ -168,6 +172,7 @@ def create_app(manager: FabricManager) -> FastAPI:
         """Arm a fault for the next `count` matching operations (device-specific faults win over any-device)."""
         if request.device is not None:
             manager.check_device_exists(request.device)
+        manager.check_selectors(request.model, request.fabric, request.node)
         fault = manager.faults.add(
             operation=request.operation,
             mode=request.mode,
@@ -176,8 +181,19 @@ def create_app(manager: FabricManager) -> FastAPI:
             reason=request.reason or "InjectedFailure",
             message=request.message or f"injected {request.operation} failure",
             delay_seconds=request.delay_seconds or 0.0,
+            model=request.model,
+            fabric=request.fabric,
+            node=request.node,
         )
         return api.fault_out(fault)
+
+    @app.get("/v1/faults/{fault}", response_model=api.FaultOut, responses=_ERRORS, tags=["faults"])
+    async def get_fault(fault: str) -> api.FaultOut:
+        """An armed fault, or one used up or disarmed (kept for reading): which operations it hit."""
+        found = manager.faults.get(fault)
+        if found is None:
+            raise FabricError(404, "fault_not_found", f"no fault {fault!r}")
+        return api.fault_out(found)
 
     @app.delete("/v1/faults", response_model=api.ClearedOut, tags=["faults"])
     async def clear_faults() -> api.ClearedOut:
@@ -197,11 +213,14 @@ def create_app(manager: FabricManager) -> FastAPI:
         request = request or api.ReleaseRequest()
         if request.device is not None:
             manager.check_device_exists(request.device)
+        if request.fault is not None and manager.faults.get(request.fault) is None:
+            raise FabricError(404, "fault_not_found", f"no fault {request.fault!r}")
         released = manager.release(
             request.device,
             request.outcome,
             request.reason or "ReleasedAsFailed",
             request.message or "hung operation released as failed",
+            request.fault,
         )
         return api.ReleasedOut(released=[api.hung_out(op) for op in released])
 

@@ -1,0 +1,126 @@
+"""Everything a run leaves for its reviewer, under `<reports>/artefacts/`, within a stated size bound.
+
+- `implementation/`: each process's log (also the logs of killed runs);
+- `control-plane/`: kube-apiserver, kube-scheduler, kube-controller-manager, etcd, kwok logs (local provider);
+- `objects/end.yaml` and `objects/failure-<scenario or test>.yaml`: claims, slices, taint rules, the run's pods,
+  nodes and events as the run-wide record held them at the end and at each failure;
+- `events.yaml`: every event of the run's namespaces; `fabric-probe.jsonl`: each change the probe showed.
+
+Each file is cut to FILE_LIMIT (head and tail kept, the cut said in the file) and the folder to TOTAL_LIMIT;
+`index.json` lists every file with its original and kept size, and the bounds.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+FILE_LIMIT = 8 * 1024 * 1024
+TOTAL_LIMIT = 128 * 1024 * 1024
+HEAD = 1024 * 1024
+
+
+@dataclass
+class Artefacts:
+    root: Path  # <reports>/artefacts
+    files: dict[str, dict[str, Any]] = field(default_factory=dict)
+    seconds: float = 0.0  # time spent gathering (reported)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def kept(self) -> int:
+        return sum(f["keptBytes"] for f in self.files.values())
+
+    def write(self, relative: str, data: bytes | str, what: str = "") -> str | None:
+        """Write one artefact within the bounds; returns its path relative to the reports folder (or None when the
+        total bound is reached, which index.json says)."""
+        began = time.monotonic()
+        raw = data.encode() if isinstance(data, str) else data
+        with self._lock:
+            room = TOTAL_LIMIT - self.kept
+            limit = min(FILE_LIMIT, room)
+            if limit <= 0:
+                self.files[relative] = {
+                    "bytes": len(raw),
+                    "keptBytes": 0,
+                    "what": what,
+                    "omitted": "total bound reached",
+                }
+                return None
+            kept = raw
+            if len(raw) > limit:
+                cut = len(raw) - limit
+                note = f"\n[... {cut} bytes cut by the size bound of {limit} bytes per artefact ...]\n".encode()
+                kept = raw[: min(HEAD, limit // 2)] + note + raw[-(limit - min(HEAD, limit // 2)) :]
+            path = self.root / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(kept)
+            self.files[relative] = {"bytes": len(raw), "keptBytes": len(kept), "what": what}
+            self.seconds += time.monotonic() - began
+        return f"{self.root.name}/{relative}"
+
+    def copy_logs(self, folder: Path, into: str, what: str) -> list[str]:
+        """Copy every *.log under `folder` (not following links) into `into/`."""
+        out = []
+        if not folder.is_dir():
+            return out
+        for log in sorted(folder.rglob("*.log")):
+            if log.is_file() and not log.is_symlink():
+                written = self.write(f"{into}/{log.relative_to(folder)}", log.read_bytes(), what)
+                if written:
+                    out.append(written)
+        return out
+
+    def write_yaml(self, relative: str, document: Any, what: str = "") -> str | None:
+        began = time.monotonic()
+        text = yaml.safe_dump(document, sort_keys=False, default_flow_style=False)
+        self.seconds += time.monotonic() - began
+        return self.write(relative, text, what)
+
+    def write_index(self) -> None:
+        index = {
+            "fileLimitBytes": FILE_LIMIT,
+            "totalLimitBytes": TOTAL_LIMIT,
+            "keptBytes": self.kept,
+            "gatherSeconds": round(self.seconds, 3),
+            "files": self.files,
+        }
+        self.root.mkdir(parents=True, exist_ok=True)
+        (self.root / "index.json").write_text(json.dumps(index, indent=1))
+
+
+def snapshot(recorder: Any, namespaces: set[str] | None, driver: str | None) -> dict[str, Any]:
+    """The objects the record holds now: claims and pods (of `namespaces`, or all the run's), slices (of `driver`,
+    or all), taint rules, nodes, and the events of those namespaces."""
+
+    def ours(obj: dict[str, Any]) -> bool:
+        return namespaces is None or obj["metadata"].get("namespace") in namespaces
+
+    slices = [s for s in recorder.live("slice") if driver is None or (s.get("spec") or {}).get("driver") == driver]
+    events = [
+        r.obj | {"at": r.at, "resourceVersion": r.revision}
+        for r in recorder.select(("event",))
+        if namespaces is None or r.namespace in namespaces
+    ]
+    return {
+        "takenAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "namespaces": sorted(namespaces) if namespaces is not None else "all of the run",
+        "resourceClaims": [_clean(c) for c in recorder.live("claim") if ours(c)],
+        "pods": [_clean(p) for p in recorder.live("pod") if ours(p)],
+        "resourceSlices": [_clean(s) for s in slices],
+        "deviceTaintRules": [_clean(r) for r in recorder.live("taintrule")],
+        "nodes": [_clean(n) for n in recorder.live("node")],
+        "events": events,
+    }
+
+
+def _clean(obj: dict[str, Any]) -> dict[str, Any]:
+    """Without managedFields: they double an object's size and say nothing a reviewer needs."""
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
+    return {**obj, "metadata": meta}

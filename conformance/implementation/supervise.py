@@ -93,6 +93,10 @@ class Supervisor:
         try:
             try:
                 self.impl.start()  # stops what it started if it fails
+            except Interrupted:
+                self.say(f"signal {interrupted[0]} while starting: stopped what had started")
+                return []
+            try:
                 self.write_state()
                 self.say(f"ready; environment in {self.state / ENV_FILE}; stop with SIGINT or SIGTERM")
                 while True:
@@ -100,8 +104,9 @@ class Supervisor:
                     time.sleep(POLL_S)
             except Interrupted:
                 self.say(f"signal {interrupted[0]}: stopping")
-            problems = self.impl.stop()
-            self.clear_state()
+            finally:  # also on an unexpected error: never leave a process of the stack behind
+                problems = self.impl.stop()
+                self.clear_state()
             return problems
         finally:
             for sig, handler in previous.items():
@@ -127,13 +132,16 @@ class Supervisor:
                 continue
             self.failures.pop(name, None)
             restarted = next(r for r in self.impl.running if r.spec.name == name)
+            self.say(f"{name} is back (pid {restarted.proc.pid})")
             if port is not None and restarted.port != port:
                 later = names[names.index(name) + 1 :]
                 self.say(f"{name} is on port {restarted.port} now (was {port}): restarting {later}")
                 for other in later:
-                    self.impl.restart(other)
+                    try:
+                        self.impl.restart(other)
+                    except (ImplementationFailed, ProfileError) as exc:  # the next pass retries it (it has exited)
+                        self.say(f"{other} did not come back ({exc})")
             self.write_state()
-            self.say(f"{name} is back (pid {restarted.proc.pid})")
 
 
 def restart_process(state: Path, name: str, timeout: float) -> tuple[int, int]:

@@ -20,7 +20,7 @@ SUITE_ARGS := --provider $(PROVIDER) --k8s-version $(K8S_VERSION) --profile $(PR
 	$(if $(filter existing,$(PROVIDER)),--kubeconfig $(KUBECONFIG))
 
 .PHONY: all conformance test unit drivers selftest suite lint binaries venv bench bench-cluster clusters-down clean
-.PHONY: validate image kind-config
+.PHONY: validate image kind-config matrix conformance-extra conformance-all chromium html-check
 
 all: test
 
@@ -56,18 +56,55 @@ selftest: binaries
 
 suite: conformance
 
-test: lint unit validate drivers selftest conformance
+# CI: everything on the default release (1.37.2), then the whole suite on the newest release too (binding conditions
+# GA there); 1.34-1.36 run only in `make matrix` (README "Kubernetes versions": times per release).
+TEST_EXTRA_RELEASES ?= 1.38.0-beta.0
+test: lint unit html-check validate drivers selftest conformance-all conformance-extra
 
-# Figures of one full suite run (bring-up, wall time, scenarios, latencies, SCALE-1 with/without conditions).
+# The whole suite against each reference profile: one per binding model and fabric-entry kind (README "Binding
+# models"); reports in $(REPORTS)/<profile>/. Every run is tried; the target fails if any did.
+REFERENCE_PROFILES ?= fixtures/profiles/reference.yaml fixtures/profiles/reference-reschedule.yaml \
+	fixtures/profiles/reference-counted.yaml
+conformance-all: binaries
+	rc=0; for p in $(REFERENCE_PROFILES); do \
+		$(MAKE) --no-print-directory conformance PROFILE=$$p REPORTS=$(REPORTS)/$$(basename $$p .yaml) || rc=1; \
+	done; exit $$rc
+
+# Debian's chromium, headless, checks the HTML report (browser builds that download themselves cannot be fetched).
+chromium:
+	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
+
+html-check: venv chromium
+	$(BIN)/pytest tests/test_timeline_html_bundle.py -k chromium
+
+conformance-extra: venv
+	set -e; for v in $(TEST_EXTRA_RELEASES); do \
+		$(MAKE) --no-print-directory conformance K8S_VERSION=$$v REPORTS=$(REPORTS)/$$v; done
+
+# The whole suite on every supported release, one at a time (binaries built once where missing, else reused), for
+# each binding model's profile, and one matrix report per profile: $(REPORTS)/matrix/<profile>/matrix.{md,html,yaml},
+# each release's own reports in $(REPORTS)/matrix/<profile>/<version>/. MATRIX_RELEASES="1.37.2 1.38" narrows it;
+# `dra-conformance matrix --report-only --out ...` rebuilds a table from the reports already there.
+MATRIX_RELEASES ?=
+MATRIX_PROFILES ?= $(REFERENCE_PROFILES)
+matrix: venv
+	rc=0; for p in $(MATRIX_PROFILES); do \
+		$(BIN)/dra-conformance matrix --profile $$p --out $(REPORTS)/matrix/$$(basename $$p .yaml) \
+			$(addprefix --release ,$(MATRIX_RELEASES)) $(if $(PYTEST_ARGS),-- $(PYTEST_ARGS)) || rc=1; \
+	done; exit $$rc
+
+# Figures of one full suite run (bring-up, wall time, scenarios, latencies, SCALE-1 with/without conditions),
+# kept in reports/bench-history/ and compared with the previous run's: what got slower is printed.
 BENCH_SCALE_PODS ?= 100
 bench: binaries
 	mkdir -p $(REPORTS)/bench
 	$(BIN)/pytest conformance/suite $(SUITE_ARGS) -q --reports-dir=$(REPORTS)/bench \
 		--scale-pods $(BENCH_SCALE_PODS) $(PYTEST_ARGS) || true
-	$(BIN)/dra-conformance figures $(REPORTS)/bench/conformance-report.yaml
+	$(BIN)/dra-conformance figures $(REPORTS)/bench/conformance-report.yaml --history $(REPORTS)/bench-history
 
 bench-cluster: binaries
-	$(BIN)/dra-conformance bench --k8s-version $(K8S_VERSION) --out $(REPORTS)/bench-cluster.json
+	$(BIN)/dra-conformance bench --k8s-version $(K8S_VERSION) --out $(REPORTS)/bench-cluster.json \
+		--history $(REPORTS)/bench-history
 
 clusters-down: venv
 	$(BIN)/dra-conformance cluster down --all
@@ -77,7 +114,7 @@ clean:
 
 # -- kind, container image, manifests (README "On kind") ----------------------------------------------------
 IMAGE ?= dra-fake-drivers:0.1.0
-K8S_RELEASES ?= 1.34 1.35 1.36 1.37
+K8S_RELEASES ?= 1.34 1.35 1.36 1.37 1.38
 
 # The reference image, built from fake-drivers/ (needs a Docker engine; the kind provider loads it).
 image:

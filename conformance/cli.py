@@ -26,7 +26,7 @@ version_option = click.option(
     default=DEFAULT_VERSION,
     show_default=True,
     callback=_version,
-    help="Kubernetes version (1.34.x to 1.37.x)",
+    help="Kubernetes version (1.34.x to 1.38.x, pre-releases like 1.38.0-beta.0 too)",
 )
 
 
@@ -119,11 +119,21 @@ def cluster_list() -> None:
 @click.option("--runs", default=5, show_default=True, type=click.IntRange(min=1))
 @click.option("--nodes", default=4, show_default=True, type=click.IntRange(min=1))
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="also write the figures as JSON")
-def bench(version: KubeVersion, runs: int, nodes: int, out: Path | None) -> None:
-    """Measure local cluster bring-up (to all nodes Ready), teardown and control-plane memory."""
+@click.option(
+    "--history",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="keep the figures in this folder and print what got slower since the previous bench",
+)
+def bench(version: KubeVersion, runs: int, nodes: int, out: Path | None, history: Path | None) -> None:
+    """Measure local cluster bring-up (to all nodes Ready, by phase), teardown, control-plane memory and CPU."""
     from conformance.cluster.bench import bench_local_cluster
+    from conformance.cluster.bench_history import cluster_figures, compare_and_record
 
-    bench_local_cluster(version, runs=runs, nodes=nodes, out=out)
+    figures = bench_local_cluster(version, runs=runs, nodes=nodes, out=out)
+    if history is not None:
+        for line in compare_and_record(history, "cluster", cluster_figures(figures)):
+            click.echo(line)
 
 
 @main.command("kind-config")
@@ -194,13 +204,55 @@ def validate_kind_config(configs: tuple[Path, ...], releases: list[KubeVersion])
         raise click.ClickException(f"kind rejected {', '.join(failed)}")
 
 
+@main.command("matrix")
+@click.option(
+    "--release",
+    "releases",
+    multiple=True,
+    callback=lambda ctx, param, values: [_version(ctx, param, v) for v in values],
+    help="a release to run (repeatable); default: the newest known version of every supported minor",
+)
+@click.option("--profile", default="fixtures/profiles/reference.yaml", show_default=True)
+@click.option(
+    "--out", type=click.Path(file_okay=False, path_type=Path), default=Path("reports/matrix"), show_default=True
+)
+@click.option("--report-only", is_flag=True, help="run nothing: build the matrix from the reports already in --out")
+@click.argument("pytest_args", nargs=-1)
+def matrix_command(
+    releases: list[KubeVersion], profile: str, out: Path, report_only: bool, pytest_args: tuple[str, ...]
+) -> None:
+    """The whole suite on every release, one at a time, and one matrix report (Markdown, HTML, YAML)."""
+    from conformance.matrix import run_matrix, supported_versions
+
+    matrix, paths = run_matrix(releases or supported_versions(), out, profile, pytest_args, report_only=report_only)
+    for run in matrix.runs:
+        totals = ", ".join(f"{n} {k}" for k, n in (run.report or {}).get("totals", {}).items())
+        seconds = f"{run.run_seconds:.0f}s" if run.run_seconds is not None else ""
+        click.echo(f"{run.version:16} {run.result:8} {seconds:>6}  {totals or run.note[:100]}")
+    click.echo(f"matrix: {matrix.result}; " + ", ".join(str(p) for p in paths.values()))
+    if matrix.result == "failure":
+        raise SystemExit(1)
+
+
 @main.command("figures")
 @click.argument("report", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-def figures_command(report: Path) -> None:
+@click.option(
+    "--history",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="keep the figures in this folder and print what got slower since the previous bench",
+)
+def figures_command(report: Path, history: Path | None) -> None:
     """Print the benchmark figures of a suite run from its conformance-report.yaml."""
+    import yaml
+
+    from conformance.cluster.bench_history import compare_and_record, suite_figures
     from conformance.report.figures import print_figures
 
     print_figures(report)
+    if history is not None:
+        for line in compare_and_record(history, "suite", suite_figures(yaml.safe_load(report.read_text()))):
+            click.echo(line)
 
 
 @main.group()
@@ -332,6 +384,95 @@ def implementation_restart(state: Path, timeout: float, name: str) -> None:
     except (ImplementationFailed, WaitTimeout) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"{name}: killed pid {old}; running again as pid {new}")
+
+
+_results = click.argument("source", type=click.Path(exists=True, path_type=Path))
+
+
+@main.command("report")
+@_results
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="for a bundle: the folder to unpack it into (default: next to the bundle, named after it)",
+)
+@click.option("--check/--no-check", default=False, help="also render it in headless chromium and check every link")
+def report_command(source: Path, out: Path | None, check: bool) -> None:
+    """Render the HTML report (report.html) of a reports folder, or of a results bundle: the bundle is unpacked,
+    its checksums verified, and the page written among its files (its links point there)."""
+    import shutil
+
+    from conformance.report.bundle import BundleError, open_results
+    from conformance.report.html import render
+
+    try:
+        folder, tmp = open_results(source)
+    except BundleError as exc:
+        raise click.ClickException(str(exc)) from None
+    if tmp is not None:
+        target = out or source.with_name(source.name.removesuffix(".gz").removesuffix(".tar").removesuffix(".tgz"))
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(folder, target)
+        tmp.cleanup()
+        folder = target
+    page = render(folder)
+    click.echo(f"wrote {page}")
+    if check:
+        _check_html(page, page.with_suffix(".png"))
+
+
+def _check_html(page: Path, screenshot: Path) -> None:
+    from conformance.report.browser import check_page
+
+    try:
+        result = check_page(page, screenshot)
+    except FileNotFoundError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"chromium rendered {page}: {result.links} links, {result.svgs} timelines; screenshot {screenshot}")
+    if result.problems:
+        raise click.ClickException("\n".join(result.problems))
+
+
+@main.command("check-html")
+@click.argument("page", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--screenshot", type=click.Path(path_type=Path), default=None)
+def check_html(page: Path, screenshot: Path | None) -> None:
+    """Render an HTML report in headless chromium, keep a screenshot, and check that every link resolves."""
+    _check_html(page, screenshot or page.with_suffix(".png"))
+
+
+@main.command("bundle")
+@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="default: <folder>/results.tar.gz")
+def bundle_command(folder: Path, out: Path | None) -> None:
+    """Pack a reports folder into a results bundle (tar.gz) with a SHA-256 manifest of every file."""
+    from conformance.report.bundle import make_bundle
+
+    click.echo(f"wrote {make_bundle(folder, out)}")
+
+
+@main.command("compare")
+@click.argument("old", type=click.Path(exists=True, path_type=Path))
+@click.argument("new", type=click.Path(exists=True, path_type=Path))
+def compare_command(old: Path, new: Path) -> None:
+    """List the requirements whose outcome changed from run OLD to run NEW (folders or bundles); exit 1 when one
+    that passed in OLD does not pass in NEW (a regression)."""
+    from conformance.report.bundle import BundleError, compare, load_report
+
+    try:
+        changes = compare(load_report(old), load_report(new))
+    except BundleError as exc:
+        raise click.ClickException(str(exc)) from None
+    if not changes:
+        click.echo("no requirement changed its outcome")
+    for c in changes:
+        mark = "REGRESSION " if c["regression"] == "True" else ""
+        click.echo(
+            f"{mark}{c['requirement']}: {c['before']} -> {c['after']}" + (f": {c['reason']}" if c["reason"] else "")
+        )
+    if any(c["regression"] == "True" for c in changes):
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ installed. Fixtures that need a cluster start it lazily: unit tests never bring 
 from __future__ import annotations
 
 import re
-import signal
 import sys
 import time
 import uuid
@@ -19,6 +18,7 @@ import allure
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from conformance.cluster import interrupts
 from conformance.cluster.client import USER_AGENT, Cluster
 from conformance.cluster.gates import parse_gate_overrides
 from conformance.cluster.objects import RUN_LABEL, ObjectTracker
@@ -26,7 +26,7 @@ from conformance.cluster.providers import PROVIDERS, ClusterInfo, ClusterSpec, P
 from conformance.cluster.providers.base import default_nodes
 from conformance.cluster.toolchain.gobuild import BuildError
 from conformance.cluster.versions import DEFAULT_VERSION, UnsupportedVersion, parse_version
-from conformance.cluster.waits import CANCELLED, wait_for
+from conformance.cluster.waits import CANCELLED, Cancelled, wait_for
 from conformance.implementation.harness import Implementation, ImplementationFailed
 from conformance.implementation.profile import LoadedProfile, ProfileError, load_profile
 from conformance.observe.devices import DevicePool, read_devices
@@ -34,9 +34,11 @@ from conformance.observe.invariants import InvariantWatcher
 from conformance.observe.probe import ProbeRecorder
 from conformance.observe.publishing import settled_slices
 from conformance.observe.recorder import Recorder
+from conformance.report.bundle import make_bundle
 from conformance.report.catalogue import CATALOGUE, KEP_URL
 from conformance.report.evidence import Evidence
 from conformance.report.gather import FILE_LIMIT, TOTAL_LIMIT
+from conformance.report.html import render as render_html
 from conformance.report.outcomes import (
     Outcomes,
     RunResult,
@@ -136,9 +138,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(RequirementReporter(config), "dra-conformance-requirements")
     config.addinivalue_line("markers", "requirement(id): the catalogue requirement a test checks, e.g. API-2")
-    # Turn SIGTERM into the KeyboardInterrupt path so fixture teardown (cluster deletion) still runs.
-    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
-        signal.signal(signal.SIGTERM, _interrupt)
+    # SIGINT and SIGTERM stop the run at once; the implementation's and the cluster's teardown still run (shielded).
+    interrupts.install()
     try:
         parse_version(config.getoption("--k8s-version"))
     except UnsupportedVersion as exc:
@@ -165,11 +166,6 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("--binding-timeout must be at least 1 second (the scheduler's minimum)")
 
 
-def _interrupt(signum: int, frame: Any) -> None:
-    CANCELLED.set()
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> None:
     """A test whose scenario failed fails here, in its call phase, with the scenario's error and evidence."""
@@ -178,9 +174,23 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> None:
             raise value.error
 
 
-def pytest_keyboard_interrupt() -> None:
-    """Ctrl-C: stop the scenario threads' waits, so teardown does not wait for their deadlines."""
+def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+    """Ctrl-C or SIGTERM: stop the scenario threads' waits, so teardown does not wait for their deadlines."""
+    if excinfo.type is not KeyboardInterrupt:  # pytest's own stops (collection errors, -x) come here too
+        return
     CANCELLED.set()
+    print(
+        f"[dra-conformance] interrupted ({interrupts.interrupted() or 'SIGINT'}): stopping the scenarios, "
+        "the implementation and the cluster; the reports will cover what ran",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish() -> None:
+    """Only teardown is left (the implementation, the cluster): a signal now must not cut it short."""
+    interrupts.shield_from_now_on()
 
 
 @pytest.fixture(scope="session")
@@ -235,6 +245,8 @@ def implementation(
     evidence.end()  # the objects as the run left them, before the implementation removes its own
     problems = impl.stop()
     evidence.gather_logs(workdir, "implementation", "implementation process logs")
+    if CANCELLED.is_set():  # interrupted: killing what did not stop in time is expected, not a finding
+        return
     assert not problems, "the implementation did not stop cleanly:\n" + "\n".join(problems)
 
 
@@ -254,11 +266,23 @@ def scenarios(
     except AssertionError as exc:
         watcher.stop()
         pytest.exit(f"the implementation of profile {prof.name!r} did not finish publishing: {exc}", returncode=3)
-    pool = DevicePool(prof.driver, prof.identity_attribute, read_devices(slices, prof.identity_attribute, []))
-    pool.refresh(slices, watcher.live_nodes())
+    pool = DevicePool(
+        prof.driver,
+        prof.identity_attribute,
+        read_devices(slices, prof.identity_attribute, []),
+        model_attribute=prof.model_attribute,
+    )
+    pool.refresh(slices, watcher.live_nodes(), counted=prof.fabric_entries == "counted")
     kinds = [d.kind for d in pool.devices.values()]
-    say(f"devices of {prof.driver}: {kinds.count('fabric')} fabric, {kinds.count('local')} node-local")
+    counted = ", ".join(f"{c.pool}/{c.model}: {c.entries}" for c in pool.counted.values())
+    say(
+        f"devices of {prof.driver}: {kinds.count('fabric')} fabric, {kinds.count('local')} node-local"
+        + (f"; count entries {counted}" if counted else "")
+    )
     probe = ProbeRecorder(implementation.resolve(prof.fabric_probe.url)).start() if prof.fabric_probe else None
+    if prof.fabric_entries == "counted":  # offered count entries never above the fabric's free count
+        watcher.model_attribute, watcher.probe = prof.model_attribute, probe
+        watcher.counted_persist_s = prof.promises.attach_s
 
     evidence = pytestconfig.stash[_EVIDENCE_KEY]
 
@@ -274,7 +298,7 @@ def scenarios(
                 profile=prof,
                 pool=pool,
                 objects=tracker,
-                say=say,
+                say=evidence.say_for(sc.name, say),
                 options=options,
                 invariants=watcher,
                 probe=probe,
@@ -309,7 +333,9 @@ def cluster_scenarios(
     def context(sc: Scenario) -> ClusterContext:
         handle = Cluster(cluster.info)
         return evidence.remember(
-            ClusterContext(scenario=sc, cluster=handle, objects=ObjectTracker(handle, run_id), say=say)
+            ClusterContext(
+                scenario=sc, cluster=handle, objects=ObjectTracker(handle, run_id), say=evidence.say_for(sc.name, say)
+            )
         )
 
     selected = [evidence.guard(sc) for sc in pytestconfig.stash.get(_SELECTED_KEY, []) if not sc.implementation]
@@ -349,8 +375,9 @@ def cluster(pytestconfig: pytest.Config, run_id: str) -> Iterator[Cluster]:
     handle = Cluster(info)
     try:
         yield handle
-        leaks = _leftover_namespaces(handle, run_id)
-        assert not leaks, f"namespaces of this run still present after the tests: {leaks}"
+        if not CANCELLED.is_set():  # an interrupted run deletes its objects but does not wait to check
+            leaks = _leftover_namespaces(handle, run_id)
+            assert not leaks, f"namespaces of this run still present after the tests: {leaks}"
     finally:
         handle.close()
         workdir = getattr(provider, "workdir", None)  # the local provider's components log there
@@ -396,6 +423,8 @@ def _leftover_namespaces(cluster: Cluster, run_id: str) -> list[str]:
         wait_for(names, lambda left: not left, timeout=NAMESPACE_GONE_S, expected="test namespaces to be deleted")
     except AssertionError:
         return names()
+    except Cancelled:  # interrupted meanwhile: not checked
+        return []
     return []
 
 
@@ -479,6 +508,7 @@ class RequirementReporter:
         self.reasons: dict[tuple[str, str], str] = {}  # (nodeid, phase) -> the exception's message and evidence
         self.module_of: dict[str, str] = {}
         self.summary: dict[str, dict[str, Any]] = {}
+        self.packaging = ""
         self.verdicts: dict[str, Verdict] = {}
         self.result: str | None = None
 
@@ -504,6 +534,22 @@ class RequirementReporter:
             if marker and marker.args and marker.args[0] in CATALOGUE:
                 self.requirement_of.pop(item.nodeid, None)
                 self.outcomes.deselected.setdefault(marker.args[0], []).append(item.nodeid)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Iterator[None]:
+        """Allure steps and attachments of the scenarios behind the test (they have ended when it runs)."""
+        evidence = self.config.stash[_EVIDENCE_KEY]
+        module = self.module_of.get(item.nodeid)
+        runners = [self.config.stash[k] for k in (_CLUSTER_RUNNER_KEY, _RUNNER_KEY) if k in self.config.stash]
+        if module and runners and self.config.getoption("--alluredir", None):
+            for sc in REGISTRY.values():
+                timing = next((r.timings[sc.name] for r in runners if sc.name in r.timings), None)
+                if sc.module == module and timing is not None and timing.end is not None:
+                    try:
+                        evidence.allure(sc.name, timing)
+                    except Exception as exc:  # evidence must never change a test's outcome
+                        item.user_properties.append(("allure_evidence_error", repr(exc)))
+        yield
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
@@ -556,6 +602,8 @@ class RequirementReporter:
                 "file": str(loaded.path),
             }
         run["wallSeconds"] = round(time.monotonic() - self.started, 1)
+        if stopped_by := interrupts.interrupted():
+            run["interrupted"] = stopped_by
         if _CLUSTER_KEY in self.config.stash:
             info, timings = self.config.stash[_CLUSTER_KEY]
             run["cluster"] = {
@@ -593,6 +641,17 @@ class RequirementReporter:
         write_conformance_report(out / "conformance-report.yaml", summary, run, self.verdicts)
         title = f"KEP-5007 conformance: {loaded.profile.name if loaded else 'cluster only'}"
         write_certification_junit(out / "certification-junit.xml", summary, title)
+        began = time.monotonic()
+        try:
+            page = render_html(out)
+            bundle = make_bundle(out)
+        except Exception as exc:  # the verdict stands without the page; say why it is missing
+            self.packaging = f"the HTML report or the bundle could not be written: {exc!r}"
+        else:
+            self.packaging = (
+                f"html {page.name} and bundle {bundle.name} ({bundle.stat().st_size / 1e6:.1f} MB, checksums in "
+                f"MANIFEST.sha256) in {time.monotonic() - began:.1f}s"
+            )
 
     def _attach_evidence(self, summary: dict[str, dict[str, Any]], evidence: Evidence) -> None:
         """Each requirement links the timelines (and failure snapshots) of its scenarios; a failed one also carries
@@ -628,7 +687,8 @@ class RequirementReporter:
         if missing:
             terminalreporter.section("KEP-5007: NOT SHOWN TO PASS", red=True, bold=True)
             for line in missing:
-                write(line, red=line.split()[2] == "failed", yellow=line.split()[2] != "failed", bold=True)
+                failed = " failed " in f" {line} "
+                write(line, red=failed, yellow=not failed, bold=True)
         terminalreporter.section("KEP-5007 verdicts")
         for subject, found in self.verdicts.items():
             colour = {"success": "green", "failure": "red"}.get(found.result, "yellow")
@@ -637,6 +697,11 @@ class RequirementReporter:
                 write(f"  - {headline(reason, 400)}")
         status = self.config.getoption("--accept")
         write(f"result: {self.result}", bold=True)
+        if stopped_by := interrupts.interrupted():
+            write(
+                f"interrupted by {stopped_by} after {time.monotonic() - self.started:.0f}s: "
+                "requirements not reached are not-covered"
+            )
         if self.result == "partial":
             if "partial" in status:
                 write("partial result accepted (--accept partial): exit status 0", yellow=True, bold=True)
@@ -648,7 +713,7 @@ class RequirementReporter:
                     bold=True,
                 )
         if reports_dir := self.config.getoption("--reports-dir"):
-            write(f"reports: {Path(reports_dir).resolve()}")
+            write(f"reports: {Path(reports_dir).resolve()}; {self.packaging}")
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

@@ -122,3 +122,42 @@ def test_only_the_newest_generation_of_a_pool_counts() -> None:
     w._suspects = {k: time.monotonic() - 5 for k in w._suspects}
     w._check_devices()
     assert not w.violations, "a device moving between the slices of a pool being rewritten is offered once"
+
+
+class _Probe:
+    """The newest fabric probe answer (a fake): free counts per fabric and model."""
+
+    def __init__(self, free: int) -> None:
+        self.free = free
+
+    def latest(self) -> tuple[float, dict[str, Any], list[dict[str, Any]]]:
+        return 0.0, {}, [{"fabric": "f0", "model": "gpu", "free": self.free, "total": 4, "nodes": ["n1"]}]
+
+
+def _counted_watcher(entries: int, free: int) -> InvariantWatcher:
+    devs = [
+        {"name": f"gpu-{i}", "attributes": {"model": {"string": "gpu"}}, "bindingConditions": ["x/ready"]}
+        for i in range(entries)
+    ]
+    pool = {"name": "f0", "generation": 1, "resourceSliceCount": 1}
+    selector = {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}
+    spec = {"driver": DRIVER, "pool": pool, "nodeSelector": selector, "devices": devs}
+    w = _watcher([{"metadata": {"name": "s"}, "spec": spec}])
+    node = {"metadata": {"name": "n1"}, "spec": {}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    w.nodes = _Items([node])  # type: ignore[assignment]
+    w.model_attribute, w.probe = "model", _Probe(free)
+    return w
+
+
+def test_count_entries_offered_above_the_fabrics_free_count_is_a_violation_when_it_persists() -> None:
+    w = _counted_watcher(entries=3, free=2)
+    w._check_devices()
+    assert not w.violations, "a first sight may be stream skew"
+    w._suspects = {k: v - 2 for k, v in w._suspects.items()}  # as if seen 2 s ago
+    w._check_devices()
+    assert [(v.what, v.identity) for v in w.violations] == [("offered-above-free", "f0/gpu")]
+    fine = _counted_watcher(entries=2, free=2)
+    fine._check_devices()
+    fine._suspects = {k: v - 2 for k, v in fine._suspects.items()}
+    fine._check_devices()
+    assert not fine.violations

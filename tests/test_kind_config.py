@@ -94,3 +94,16 @@ def test_dump_round_trips_and_keeps_patches_readable() -> None:
     text = dump(config)
     assert yaml.safe_load(text) == config
     assert "- |\n" in text and text.startswith("# Generated")
+
+
+def test_1_38_sets_no_gate_and_needs_a_node_image_by_flag() -> None:
+    with pytest.raises(KindConfigError, match="--kind-image"):
+        kind_config(parse_version("1.38"), scheduler_config_path="/s.yaml")
+    config = _config("1.38.0-beta.0")
+    assert config["featureGates"] == {} and "runtimeConfig" not in config
+    assert config["nodes"][0]["extraMounts"], "1.38 keeps the configurable bindingTimeout"
+
+
+def test_a_locked_gate_turned_off_is_refused_with_the_reason() -> None:
+    with pytest.raises(KindConfigError, match=r"locked on in Kubernetes 1\.38"):
+        _config("1.38", gate_overrides={"DRADeviceBindingConditions": False})

@@ -2,8 +2,11 @@
 
 from pathlib import Path
 
+import yaml
+
 from conformance.cluster.providers.base import ClusterSpec
-from conformance.cluster.providers.local import PORT_OPTIONS, LocalProvider, scheduler_config
+from conformance.cluster.providers.local import PORT_OPTIONS, LocalProvider, phase_summary, scheduler_config
+from conformance.cluster.readiness import inline_kubeconfig
 from conformance.cluster.toolchain.build import Binaries
 from conformance.cluster.versions import parse_version
 
@@ -61,3 +64,40 @@ def test_each_cluster_gets_distinct_kernel_chosen_ports(tmp_path: Path) -> None:
     ports = [first[k] for k in PORT_OPTIONS]
     assert len(set(ports)) == len(PORT_OPTIONS) and all(1024 < p < 65536 for p in ports)
     assert ports != [second[k] for k in PORT_OPTIONS]
+
+
+def test_single_instance_components_run_without_leader_election(tmp_path: Path) -> None:
+    """One scheduler and one controller manager: a lease to win would only delay the start."""
+    assert scheduler_config(7, leader_election=False)["leaderElection"] == {"leaderElect": False}
+    assert "leaderElection" not in scheduler_config(7)  # kind keeps kubeadm's default
+    provider = LocalProvider()
+    provider.workdir = tmp_path
+    patches = {
+        p["name"]: p["extraArgs"]
+        for p in provider._kwokctl_config(_binaries(tmp_path), {}, ClusterSpec())["componentsPatches"]
+    }
+    assert {"key": "leader-elect", "value": "false"} in patches["kube-controller-manager"]
+
+
+def test_kubeconfig_is_made_self_contained(tmp_path: Path) -> None:
+    (tmp_path / "ca.crt").write_bytes(b"CA")
+    (tmp_path / "admin.key").write_bytes(b"KEY")
+    source = tmp_path / "kubeconfig.yaml"
+    source.write_text(
+        yaml.safe_dump(
+            {
+                "clusters": [
+                    {"name": "c", "cluster": {"server": "https://x", "certificate-authority": str(tmp_path / "ca.crt")}}
+                ],
+                "users": [{"name": "u", "user": {"client-key": str(tmp_path / "admin.key")}}],
+            }
+        )
+    )
+    doc = yaml.safe_load(inline_kubeconfig(source))
+    assert doc["clusters"][0]["cluster"] == {"server": "https://x", "certificate-authority-data": "Q0E="}
+    assert doc["users"][0]["user"] == {"client-key-data": "S0VZ"}
+
+
+def test_phases_are_printed_in_the_order_they_ended() -> None:
+    timings = {"bring_up_s": 3.0, "nodes_ready_s": 2.9, "apiserver_ready_s": 2.0, "teardown_s": 0.1}
+    assert phase_summary(timings) == "apiserver 2.00, nodes 2.90"

@@ -1,11 +1,14 @@
-"""Test nodes: create them (kwok plays their kubelet) and wait until every one reports Ready."""
+"""Test nodes: create them (kwok plays their kubelet) and follow them until every one reports Ready."""
 
 from __future__ import annotations
+
+import threading
+from typing import Any
 
 from kubernetes import client
 
 from conformance.cluster.providers.base import NodeSpec
-from conformance.cluster.waits import wait_for
+from conformance.cluster.readiness import watch_until
 
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 
@@ -36,17 +39,20 @@ def _ready(node: client.V1Node) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
 
 
-def wait_nodes_ready(core: client.CoreV1Api, names: list[str], timeout: float) -> None:
+def wait_nodes_ready(
+    core: client.CoreV1Api, names: list[str], timeout: float, stop: threading.Event | None = None
+) -> None:
+    """Follow the nodes by watch (no polling) until every one of `names` is Ready."""
     wanted = set(names)
 
-    def not_ready(nodes: list[client.V1Node]) -> list[str]:
-        ready = {n.metadata.name for n in nodes if _ready(n)}
-        return sorted(wanted - ready)
+    def not_ready(nodes: dict[str, Any]) -> list[str]:
+        return sorted(wanted - {name for name, node in nodes.items() if _ready(node)})
 
-    wait_for(
-        lambda: core.list_node().items,
+    watch_until(
+        core.list_node,
         lambda nodes: not not_ready(nodes),
         timeout=timeout,
         expected=f"nodes {sorted(wanted)} to be Ready",
-        describe=lambda nodes: f"not Ready: {not_ready(nodes or [])}",
+        describe=lambda nodes: f"not Ready: {not_ready(nodes)}",
+        stop=stop,
     )

@@ -32,6 +32,25 @@ class Release:
     # Gates of conformance.cluster.gates.WANTED_GATES that the release has and that are not GA, read from its
     # pkg/features/kube_features.go: where the binaries cannot be asked (kind), these are the ones to set.
     gates: tuple[str, ...] = ()
+    # Wanted gates that are GA with LockToDefault: on, and setting them to false stops the component at start.
+    locked_gates: tuple[str, ...] = ()
+    # The resource.k8s.io version that serves DeviceTaintRule (with runtime_config where it is not on by default).
+    device_taint_rule_version: str = "v1"
+    # NominatedNodeNameForExpectation (beta, on since 1.35): the pod shows the chosen node while it waits in PreBind.
+    nominates_while_waiting: bool = True
+
+    @property
+    def name(self) -> str:
+        return f"{self.minor[0]}.{self.minor[1]}"
+
+    def gate_off_reason(self, gate: str) -> str | None:
+        """Why `gate` cannot be turned off on this release (None: it can)."""
+        if gate in self.locked_gates:
+            return (
+                f"{gate} is GA and locked on in Kubernetes {self.name} (pkg/features/kube_features.go: "
+                f"LockToDefault): --feature-gates {gate}=false is a start error of every component"
+            )
+        return None
 
 
 _TAINT_RULES_GATES = (
@@ -49,6 +68,8 @@ RELEASES: dict[tuple[int, int], Release] = {
         binding_timeout_configurable=False,
         runtime_config="resource.k8s.io/v1alpha3=true",
         gates=("DRAResourceClaimDeviceStatus", "DRADeviceBindingConditions", "DRADeviceTaints"),
+        device_taint_rule_version="v1alpha3",
+        nominates_while_waiting=False,
     ),
     (1, 35): Release(
         (1, 35),
@@ -57,6 +78,7 @@ RELEASES: dict[tuple[int, int], Release] = {
         binding_timeout_configurable=True,
         runtime_config="resource.k8s.io/v1alpha3=true",
         gates=_TAINT_RULES_GATES,
+        device_taint_rule_version="v1alpha3",
     ),
     (1, 36): Release(
         (1, 36),
@@ -65,6 +87,7 @@ RELEASES: dict[tuple[int, int], Release] = {
         binding_timeout_configurable=True,
         runtime_config="resource.k8s.io/v1beta2/devicetaintrules=true",
         gates=_TAINT_RULES_GATES,
+        device_taint_rule_version="v1beta2",
     ),
     (1, 37): Release(
         (1, 37),
@@ -72,10 +95,29 @@ RELEASES: dict[tuple[int, int], Release] = {
         binding_conditions_default_on=True,
         binding_timeout_configurable=True,
         gates=("DRADeviceBindingConditions",),
+        locked_gates=("DRAResourceClaimDeviceStatus",),
+    ),
+    # Read from v1.38.0-beta.0's pkg/features/kube_features.go: DRADeviceBindingConditions GA and locked ("GA in
+    # 1.38; remove in 1.41"), DRADeviceTaints and DRADeviceTaintRules locked, DRAResourceClaimDeviceStatus still
+    # locked; DynamicResourceAllocation is gone. No wanted gate is left to set; DeviceTaintRule is served as v1.
+    (1, 38): Release(
+        (1, 38),
+        "1.38.0-beta.0",
+        binding_conditions_default_on=True,
+        binding_timeout_configurable=True,
+        locked_gates=(
+            "DRAResourceClaimDeviceStatus",
+            "DRADeviceBindingConditions",
+            "DRADeviceTaints",
+            "DRADeviceTaintRules",
+        ),
     ),
 }
 
-_VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?$")
+# A release or a pre-release tag of k8s.io/kubernetes: 1.37.2, v1.38.0-beta.0, 1.38.0-rc.1, or a minor alone.
+_VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+)(?:-((?:alpha|beta|rc)\.\d+))?)?$")
+# What a server reports: the same, possibly followed by a vendor suffix (v1.37.2-gke.100, v1.37.2+k3s1).
+_SERVER_VERSION_RE = re.compile(r"^v?(\d+\.\d+\.\d+(?:-(?:alpha|beta|rc)\.\d+)?)")
 
 
 class UnsupportedVersion(ValueError):
@@ -89,34 +131,56 @@ class KubeVersion:
     major: int
     minor: int
     patch: int
+    # Pre-release suffix as tagged upstream ("beta.0", "rc.1"); "" for a release.
+    pre: str = ""
+
+    @property
+    def _suffix(self) -> str:
+        return f"-{self.pre}" if self.pre else ""
 
     @property
     def tag(self) -> str:
-        """The k8s.io/kubernetes module version, e.g. v1.37.2."""
-        return f"v{self.major}.{self.minor}.{self.patch}"
+        """The k8s.io/kubernetes module version, e.g. v1.37.2 or v1.38.0-beta.0 (also the cache folder)."""
+        return f"v{self.major}.{self.minor}.{self.patch}{self._suffix}"
 
     @property
     def staging_tag(self) -> str:
-        """The version of the k8s.io staging modules (api, client-go, ...), e.g. v0.37.2."""
-        return f"v0.{self.minor}.{self.patch}"
+        """The version of the k8s.io staging modules (api, client-go, ...), e.g. v0.37.2 or v0.38.0-beta.0."""
+        return f"v0.{self.minor}.{self.patch}{self._suffix}"
 
     @property
     def release(self) -> Release:
         return RELEASES[(self.major, self.minor)]
 
     def __str__(self) -> str:
-        return f"{self.major}.{self.minor}.{self.patch}"
+        return self.tag.removeprefix("v")
 
 
 def parse_version(text: str) -> KubeVersion:
-    """Parse "1.37.2", "v1.37.2" or "1.37" (the newest patch the suite knows for that minor)."""
+    """Parse "1.37.2", "v1.37.2", "1.38.0-beta.0" or "1.37" (the newest version the suite knows for that minor)."""
     match = _VERSION_RE.match(text.strip())
     if not match:
-        raise UnsupportedVersion(f"not a Kubernetes version: {text!r} (expected e.g. 1.37.2 or 1.37)")
+        raise UnsupportedVersion(
+            f"not a Kubernetes version: {text!r} (expected e.g. 1.37.2, 1.38.0-beta.0, 1.38.0-rc.1 or 1.37)"
+        )
     major, minor = int(match[1]), int(match[2])
     if (major, minor) not in RELEASES:
         known = ", ".join(f"{a}.{b}" for a, b in sorted(RELEASES))
         raise UnsupportedVersion(f"Kubernetes {major}.{minor} is not supported; supported minors: {known}")
     if match[3] is None:
         return parse_version(RELEASES[(major, minor)].latest_patch)
-    return KubeVersion(major, minor, int(match[3]))
+    return KubeVersion(major, minor, int(match[3]), match[4] or "")
+
+
+def parse_server_version(git_version: str) -> KubeVersion:
+    """The version a server reports (/version gitVersion), vendor suffixes dropped, pre-release kept."""
+    match = _SERVER_VERSION_RE.match(git_version.strip())
+    if not match:
+        raise UnsupportedVersion(f"not a Kubernetes version: {git_version!r}")
+    return parse_version(match[1])
+
+
+def supported_minors() -> str:
+    """The supported minors as a range for messages, e.g. 1.34-1.38."""
+    minors = sorted(RELEASES)
+    return f"{minors[0][0]}.{minors[0][1]}-{minors[-1][0]}.{minors[-1][1]}"

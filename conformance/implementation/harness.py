@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import re
 import signal
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,12 +21,14 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
-from conformance.cluster.waits import wait_for
+from conformance.cluster.interrupts import shielded
+from conformance.cluster.waits import CANCELLED, wait_for
 from conformance.implementation import endpoints
 from conformance.implementation.profile import PLACEHOLDER, LoadedProfile, Process, ProfileError, Role
 from conformance.implementation.serviceaccount import service_account_kubeconfig
 
 STOP_TIMEOUT_S = 15.0
+INTERRUPTED_STOP_TIMEOUT_S = 3.0  # an interrupted run ends in seconds: a process gets this long to exit cleanly
 T = TypeVar("T")
 
 
@@ -166,6 +171,7 @@ class Implementation:
     def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         prof = self.loaded.profile
+        atexit.register(self._kill_all)
         try:
             self._apply_manifests()
             for hook in prof.hooks.setup:
@@ -303,24 +309,40 @@ class Implementation:
         return started.proc.pid
 
     def stop(self) -> list[str]:
-        """Stop every process, newest first (SIGTERM, then SIGKILL after a grace); return what went wrong."""
+        """Stop every process at once (SIGTERM to each process group, SIGKILL to what is left after a grace: the
+        full one normally, a short one when the run was interrupted); return what went wrong.
+
+        Shielded from interrupts, and whatever happens meanwhile, no process of the implementation outlives it.
+        """
+        with shielded():
+            try:
+                return self._stop()
+            finally:
+                self._kill_all()
+
+    def _stop(self) -> list[str]:
         problems = []
-        while self.running:
-            run = self.running.pop()
-            if run.proc.poll() is None:
-                run.proc.send_signal(signal.SIGTERM)
-                try:
-                    run.proc.wait(STOP_TIMEOUT_S)
-                except subprocess.TimeoutExpired:
-                    os.killpg(run.proc.pid, signal.SIGKILL)
-                    run.proc.wait()
-                    problems.append(f"{run.spec.name} ignored SIGTERM for {STOP_TIMEOUT_S:g}s and was killed")
-                    continue
-                code = run.proc.returncode
-                if code not in (0, -signal.SIGTERM):
-                    problems.append(f"{run.spec.name} exited with {code} on SIGTERM; last lines:\n{run.tail()}")
-            else:
+        running = list(reversed(self.running))  # newest first, as they were started in order
+        exited = {id(run) for run in running if run.proc.poll() is not None}
+        for run in running:
+            if id(run) not in exited:
+                _signal_group(run.proc, signal.SIGTERM)
+        grace = INTERRUPTED_STOP_TIMEOUT_S if CANCELLED.is_set() else STOP_TIMEOUT_S
+        deadline = time.monotonic() + grace
+        for run in running:
+            if id(run) in exited:
                 problems.append(f"{run.spec.name} had exited before the end ({run.proc.returncode}):\n{run.tail()}")
+                continue
+            try:
+                run.proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                _signal_group(run.proc, signal.SIGKILL)
+                run.proc.wait()
+                problems.append(f"{run.spec.name} ignored SIGTERM for {grace:g}s and was killed")
+                continue
+            code = run.proc.returncode
+            if code not in (0, -signal.SIGTERM):
+                problems.append(f"{run.spec.name} exited with {code} on SIGTERM; last lines:\n{run.tail()}")
             self.progress(f"stopped {run.spec.name}")
         for hook in self.loaded.profile.hooks.teardown:
             try:
@@ -334,3 +356,19 @@ class Implementation:
             self._client.close()
             self._client = None
         return problems
+
+    def _kill_all(self) -> None:
+        """SIGKILL every process group still alive (also at interpreter exit: nothing outlives the run). Every
+        group is signalled before any is waited for, so an interrupt while waiting cannot spare one."""
+        alive = [run for run in self.running if run.proc.poll() is None]
+        self.running = []
+        for run in alive:
+            _signal_group(run.proc, signal.SIGKILL)
+        for run in alive:
+            run.proc.wait()
+
+
+def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+    """Signal the process and its children (each process runs in a session of its own)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, sig)

@@ -21,7 +21,7 @@ import pytest
 
 from conformance.cluster.providers.base import NodeSpec
 from conformance.cluster.waits import check_cancelled
-from conformance.observe.slices import reaches
+from conformance.observe.slices import device_identity, reaches
 
 Kind = Literal["fabric", "local"]
 LEASE_WAIT_S = 240.0
@@ -81,10 +81,44 @@ def incomplete_pools(slices: list[dict[str, Any]]) -> list[str]:
     return sorted(name for name, (_, seen, expected) in newest.items() if seen < expected)
 
 
+@dataclass(frozen=True)
+class CountedPool:
+    """Count-based fabric entries of one model in one pool: interchangeable capacity, no physical identity."""
+
+    pool: str
+    model: str
+    entries: int  # entries published when read (the free capacity then)
+    nodes: frozenset[str]  # nodes the pool reaches
+
+
+def read_counted(
+    slices: list[dict[str, Any]], driver: str, model_attribute: str, identity_attribute: str, nodes: list[NodeSpec]
+) -> dict[tuple[str, str], CountedPool]:
+    """(pool, model) -> the count-based fabric entries: devices with binding conditions, the model attribute and no
+    identity attribute, in pools without nodeName."""
+    found: dict[tuple[str, str], tuple[int, set[str]]] = {}
+    for s in slices:
+        spec = s["spec"]
+        if spec.get("nodeName"):
+            continue
+        for d in spec.get("devices") or []:
+            model = device_identity(d, model_attribute, driver)
+            if not d.get("bindingConditions") or not model or device_identity(d, identity_attribute, driver):
+                continue
+            key = (spec["pool"]["name"], model)
+            count, reach = found.get(key, (0, set()))
+            found[key] = (count + 1, reach | {n.name for n in nodes if reaches(s, n.name, n.labels)})
+    return {k: CountedPool(k[0], k[1], count, frozenset(reach)) for k, (count, reach) in found.items()}
+
+
 @dataclass
 class Lease:
     holder: str
     devices: list[PhysicalDevice]
+    counted: CountedPool | None = None  # count-based: `count` entries of this pool's model, no identity known
+    count: int = 0
+    node: str | None = None  # the node the lease was taken for
+    exclusive: bool = False  # the node is the holder's alone (faults selected by node touch no other scenario)
 
     @property
     def identities(self) -> list[str]:
@@ -98,7 +132,12 @@ class DevicePool:
     driver: str
     attribute: str
     devices: dict[str, PhysicalDevice]
+    counted: dict[tuple[str, str], CountedPool] = field(default_factory=dict)  # count-based fabric entries
+    model_attribute: str = "model"
     _held: dict[str, str] = field(default_factory=dict)  # identity -> holder
+    _capacity_held: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)  # (pool, model) -> holders
+    _node_holders: dict[str, set[str]] = field(default_factory=dict)  # node -> holders of counted leases there
+    _exclusive: dict[str, str] = field(default_factory=dict)  # node -> the holder that has it alone
     _used: dict[str, float] = field(default_factory=dict)  # identity -> last release (prefer rested devices)
     _cond: threading.Condition = field(default_factory=threading.Condition)
 
@@ -123,25 +162,80 @@ class DevicePool:
             raise ValueError(f"no CEL selector under {MAX_CEL_BYTES} bytes picks {len(chosen)} of {len(self.devices)}")
         return expression
 
-    def refresh(self, slices: list[dict[str, Any]], nodes: list[NodeSpec]) -> None:
+    def refresh(self, slices: list[dict[str, Any]], nodes: list[NodeSpec], counted: bool = False) -> None:
         """Re-read reach and devices from the slices and nodes as they are now (an implementation may label nodes
         or publish pools at run time). A device known as fabric stays fabric while only its node-local copy is
-        published (attached, under reschedule-to-local); one no longer published is kept (it may be in use)."""
+        published (attached, under reschedule-to-local); one no longer published is kept (it may be in use); a
+        node-local device first seen now is a hot-plugged copy (count-based entries name no identity), not local
+        hardware. The first read (plugin.py) takes the node-local devices as they are."""
         current = read_devices(slices, self.attribute, nodes)
         with self._cond:
             merged = dict(self.devices)  # replaced whole: other threads iterate the old one meanwhile
             for ident, device in current.items():
                 known = merged.get(ident)
+                if known is None and device.kind == "local":
+                    continue  # a node-local copy that appeared at run time is a hot-plugged fabric device
                 if not (known is not None and known.kind == "fabric" and device.kind == "local"):
                     merged[ident] = device
             self.devices = merged
+            if counted:  # reach follows the live nodes; the capacity stays as first read (entries shrink as used)
+                now = read_counted(slices, self.driver, self.model_attribute, self.attribute, nodes)
+                self.counted = {
+                    k: CountedPool(
+                        k[0], k[1], max(c.entries, self.counted[k].entries if k in self.counted else 0), c.nodes
+                    )
+                    for k, c in now.items()
+                } | {k: c for k, c in self.counted.items() if k not in now}
             self._cond.notify_all()
 
     def count(self, kind: Kind, node: str | None = None) -> int:
+        if kind == "fabric" and self.counted:
+            return sum(c.entries for c in self.counted.values() if node is None or node in c.nodes)
         return len(self._matching(kind, node))
 
     def _matching(self, kind: Kind, node: str | None) -> list[PhysicalDevice]:
         return [d for d in self.devices.values() if d.kind == kind and (node is None or node in d.nodes)]
+
+    def model_selector(self, model: str) -> str:
+        """CEL matching every entry and copy of one model of the driver: the count entries and the node-local copies
+        a claim is moved to (they carry the model too)."""
+        domain, _, name = self.model_attribute.rpartition("/")
+        attrs = f"device.attributes[{json.dumps(domain or self.driver)}]"
+        head = f"device.driver == {json.dumps(self.driver)} && {json.dumps(name)} in {attrs}"
+        return f"{head} && {attrs}.{name} == {json.dumps(model)}"
+
+    def lease_counted(
+        self, holder: str, count: int, nodes: list[str], *, exclusive: bool = False, timeout: float = LEASE_WAIT_S
+    ) -> Lease:
+        """`count` entries of one model's capacity in a pool reaching one of `nodes` (the first that has room).
+        `exclusive`: no other scenario leases on that node meanwhile (a fault selected by node must hit this
+        scenario's attaches only)."""
+        reach = {n: [c for c in self.counted.values() if n in c.nodes] for n in nodes}
+        if not nodes or max(sum(c.entries for c in pools) for pools in reach.values()) < count:
+            pytest.skip(f"needs {count} count entries of {self.driver} reaching one of {nodes}")
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                for node, pools in reach.items():
+                    others = self._node_holders.get(node, set()) - {holder}
+                    if self._exclusive.get(node, holder) != holder or (exclusive and others):
+                        continue
+                    for c in pools:
+                        held = sum(self._capacity_held.get((c.pool, c.model), {}).values())
+                        if c.entries - held >= count:
+                            self._capacity_held.setdefault((c.pool, c.model), {})[holder] = count
+                            self._node_holders.setdefault(node, set()).add(holder)
+                            if exclusive:
+                                self._exclusive[node] = holder
+                            return Lease(holder, [], c, count, node, exclusive)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(
+                        f"{holder}: {count} count entries reaching {nodes} not available within {timeout:g}s "
+                        f"(nodes held alone: {self._exclusive}; holders: {self._node_holders})"
+                    )
+                check_cancelled()
+                self._cond.wait(min(left, 1.0))
 
     def lease(
         self, holder: str, count: int, kind: Kind = "fabric", node: str | None = None, timeout: float = LEASE_WAIT_S
@@ -173,6 +267,12 @@ class DevicePool:
 
     def release(self, lease: Lease) -> None:
         with self._cond:
+            if lease.counted is not None:
+                self._capacity_held.get((lease.counted.pool, lease.counted.model), {}).pop(lease.holder, None)
+                if lease.node:
+                    self._node_holders.get(lease.node, set()).discard(lease.holder)
+                    if self._exclusive.get(lease.node) == lease.holder:
+                        del self._exclusive[lease.node]
             now = time.monotonic()
             for d in lease.devices:
                 if self._held.get(d.identity) == lease.holder:
@@ -181,10 +281,7 @@ class DevicePool:
             self._cond.notify_all()
 
 
-def fabric_only_node(pool: DevicePool, nodes: Iterable[NodeSpec], fabric_devices: int = 1) -> str | None:
-    """A node without node-local devices of the driver that at least `fabric_devices` fabric devices reach."""
+def fabric_only_nodes(pool: DevicePool, nodes: Iterable[NodeSpec], fabric_devices: int = 1) -> list[str]:
+    """Nodes without node-local devices of the driver that at least `fabric_devices` fabric devices reach."""
     local = {n for d in pool.devices.values() if d.kind == "local" for n in d.nodes}
-    for spec in nodes:
-        if spec.name not in local and pool.count("fabric", spec.name) >= fabric_devices:
-            return spec.name
-    return None
+    return [s.name for s in nodes if s.name not in local and pool.count("fabric", s.name) >= fabric_devices]

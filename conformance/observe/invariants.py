@@ -23,7 +23,13 @@ from typing import Any
 from conformance.cluster.client import Cluster
 from conformance.cluster.objects import RUN_LABEL
 from conformance.cluster.providers.base import NodeSpec
-from conformance.observe.slices import allocation_results, device_conditions, device_identity, tainted_by_rule
+from conformance.observe.slices import (
+    allocation_results,
+    device_conditions,
+    device_identity,
+    reaches,
+    tainted_by_rule,
+)
 from conformance.observe.watchcache import WatchCache
 
 PERSIST_S = 1.0
@@ -89,6 +95,14 @@ class InvariantWatcher:
     driver: str
     attribute: str  # the profile's identityAttribute
     run_id: str
+    # Count-based fabric entries (fabricEntries: counted): the model attribute, and the run's probe sampler, whose
+    # free counts the offered entries must never exceed.
+    model_attribute: str | None = None
+    # How long offered entries may exceed the fabric's free count before it counts: the scheduler clears a
+    # rescheduled entry before the implementation can rewrite its pool, so a pool lags the fabric for as long as
+    # the implementation takes to react (plugin.py: the profile's attachSeconds).
+    counted_persist_s: float = PERSIST_S
+    probe: Any = None  # conformance.observe.probe.ProbeRecorder (typed loosely: observe/probe imports slices only)
     violations: list[Violation] = field(default_factory=list)
     evaluations: int = 0
     _identity: dict[tuple[str, str], str] = field(default_factory=dict)  # (pool, device) -> identity, cumulative
@@ -222,6 +236,10 @@ class InvariantWatcher:
         offered = self._offered(slices, allocated)
         now = time.monotonic()
         current = set()
+        for ident, objects in self._above_free(slices, allocated).items():
+            current.add(("offered-above-free", ident))
+            first = self._suspects.setdefault(("offered-above-free", ident), now)
+            self._record("offered-above-free", ident, objects, persisted=now - first >= self.counted_persist_s)
         for ident, holders in held.items():
             if len(holders) > 1:
                 self._record("held-twice", ident, holders)
@@ -252,6 +270,67 @@ class InvariantWatcher:
                     continue
                 offered.setdefault(ident, []).append(f"{s['metadata']['name']}:{d['name']}")
         return offered
+
+    def counted_offered(
+        self, slices: list[dict[str, Any]] | None = None, allocated: set[tuple[str, str]] | None = None
+    ) -> dict[tuple[str, str], list[str]]:
+        """(pool, model) -> "slice:device" of every count-based entry offered free (not allocated, not tainted)."""
+        if not self.model_attribute:
+            return {}
+        slices = self.driver_slices() if slices is None else slices
+        if allocated is None:
+            allocated = {(r["pool"], r["device"]) for c in self.claims.items() for r in allocation_results(c)}
+        rules = self.rules.items() if self.rules else []
+        out: dict[tuple[str, str], list[str]] = {}
+        for s in slices:
+            pool = s["spec"]["pool"]["name"]
+            if s["spec"].get("nodeName"):
+                continue
+            for d in s["spec"].get("devices") or []:
+                model = device_identity(d, self.model_attribute, self.driver)
+                if not model or device_identity(d, self.attribute, self.driver) or not d.get("bindingConditions"):
+                    continue
+                if (pool, d["name"]) in allocated or d.get("taints"):
+                    continue
+                if tainted_by_rule(rules, self.driver, pool, d["name"]):
+                    continue
+                out.setdefault((pool, model), []).append(f"{s['metadata']['name']}:{d['name']}")
+        return out
+
+    def fabric_free(self, pool_nodes: frozenset[str], model: str) -> int | None:
+        """The probe's newest free count of `model` on the fabric whose nodes are those a pool reaches; None when
+        the probe reports no such count."""
+        latest = self.probe.latest() if self.probe is not None else None
+        if not latest:
+            return None
+        counts = [f for f in latest[2] if f.get("model") == model and frozenset(f.get("nodes") or ()) == pool_nodes]
+        return int(counts[0]["free"]) if len(counts) == 1 else None
+
+    def pool_nodes(self, pool: str) -> frozenset[str]:
+        """The live nodes a pool's slices reach."""
+        nodes = self.live_nodes()
+        reached: set[str] = set()
+        for s in self.driver_slices():
+            if s["spec"]["pool"]["name"] == pool:
+                reached |= {n.name for n in nodes if reaches(s, n.name, n.labels)}
+        return frozenset(reached)
+
+    def _above_free(self, slices: list[dict[str, Any]], allocated: set[tuple[str, str]]) -> dict[str, list[str]]:
+        """Count-based pools: "pool/model offered N > free F" for every pool offering more entries than the fabric
+        it reaches has free devices of that model (the probe's free counts; pools mapped to fabrics by the nodes
+        they reach). Offered = listed, not allocated, not tainted."""
+        out: dict[str, list[str]] = {}
+        for (pool, model), entries in self.counted_offered(slices, allocated).items():
+            free = self.fabric_free(self.pool_nodes(pool), model)
+            if free is not None and len(entries) > free:
+                out[f"{pool}/{model}"] = [f"offered {len(entries)} > free {free} in the fabric", *entries[:3]]
+        return out
+
+    def offered_copies_on(self, node: str) -> list[str]:
+        """Node-local copies of the driver offered free on `node` right now (e.g. an attached device nobody uses)."""
+        slices = [s for s in self.driver_slices() if s["spec"].get("nodeName") == node]
+        allocated = {(r["pool"], r["device"]) for c in self.claims.items() for r in allocation_results(c)}
+        return [e for entries in self._offered(slices, allocated).values() for e in entries]
 
     def free_entries(self, identity: str) -> list[str]:
         """The entries that offer this physical device free right now, as the watcher sees the cluster."""

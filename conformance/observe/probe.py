@@ -86,3 +86,8 @@ class ProbeRecorder:
 
     def now(self) -> States:
         return self.after(time.time())
+
+    def latest(self) -> tuple[float, States, list[dict[str, Any]]] | None:
+        """The newest answer: (send time of the sample that first showed it, attachments, free counts)."""
+        with self._cond:
+            return self._changes[-1] if self._changes else None

@@ -10,7 +10,6 @@ from typing import Any
 from kubernetes import client
 
 from conformance.cluster.client import Cluster
-from conformance.cluster.waits import wait_for
 from conformance.implementation import endpoints
 from conformance.observe.watchcache import WatchCache
 
@@ -27,7 +26,7 @@ def fabric_slices(slices: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [
         s
         for s in slices
-        if not s["spec"].get("nodeName") and any(d.get("bindingConditions") for d in s["spec"].get("devices", []))
+        if not s["spec"].get("nodeName") and any(d.get("bindingConditions") for d in (s["spec"].get("devices") or []))
     ]
 
 
@@ -124,8 +123,8 @@ def identity_of(slices: list[dict[str, Any]], attribute: str) -> dict[tuple[str,
     """(pool, device) -> physical identity, read from the identity attribute of every published device."""
     out = {}
     for s in slices:
-        for d in s["spec"].get("devices", []):
-            value = d.get("attributes", {}).get(attribute, {})
+        for d in s["spec"].get("devices") or []:
+            value = (d.get("attributes") or {}).get(attribute)
             if value:
                 out[(s["spec"]["pool"]["name"], d["name"])] = str(next(iter(value.values())))
     return out
@@ -136,12 +135,6 @@ def probe_body(url: str) -> dict[str, Any]:
     free counts per model (`free`)."""
     with endpoints.urlopen(url, timeout=5) as response:
         return json.load(response)
-
-
-def probe_attachments(url: str) -> dict[str, str]:
-    """The fabric probe: physical identity -> node, for devices the fabric reports attached (done)."""
-    body = probe_body(url)
-    return {a["device"]: a["node"] for a in body.get("attachments", []) if a.get("state", "attached") == "attached"}
 
 
 def tainted_by_rule(rules: list[dict[str, Any]], driver: str, pool: str, device: str) -> bool:
@@ -169,7 +162,9 @@ def free_copies(cluster: Cluster, driver: str, attribute: str, identity: str) ->
     allocated = set()
     for c in claims["items"]:
         allocation = (c.get("status") or {}).get("allocation") or {}
-        allocated |= {(r["driver"], r["pool"], r["device"]) for r in allocation.get("devices", {}).get("results", [])}
+        allocated |= {
+            (r["driver"], r["pool"], r["device"]) for r in (allocation.get("devices") or {}).get("results") or []
+        }
     slices = driver_slices(cluster, driver)
     identities = identity_of(slices, attribute)
     rules = taint_rules(cluster)
@@ -274,23 +269,6 @@ class ClaimHistory:
             for before, after in itertools.pairwise(seen)
             if before is not None and after is not None and before != after
         ]
-
-
-def pod_state(pod: client.V1Pod) -> str:
-    """What a scheduling wait shows when it times out: node, nomination and the pod's conditions."""
-    conditions = [(c.type, c.status, c.reason, c.message) for c in pod.status.conditions or []]
-    return f"node={pod.spec.node_name} nominated={pod.status.nominated_node_name} conditions={conditions}"
-
-
-def bound_pod(cluster: Cluster, namespace: str, name: str, timeout: float) -> client.V1Pod:
-    """Wait for the pod to be bound to a node; fail with its conditions."""
-    return wait_for(
-        lambda: cluster.core.read_namespaced_pod(name, namespace),
-        lambda p: bool(p.spec.node_name),
-        timeout=timeout,
-        expected=f"pod {namespace}/{name} to be bound",
-        describe=pod_state,
-    )
 
 
 def pod_claim(cluster: Cluster, namespace: str, pod: str) -> dict[str, Any]:

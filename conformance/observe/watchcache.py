@@ -52,6 +52,7 @@ class WatchCache:
         self._stop = threading.Event()
         self._synced = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name=f"watch-{plural}")
+        self._stream: watch.Watch | None = None
         self.errors: list[str] = []
 
     def start(self, timeout: float = 30.0) -> WatchCache:
@@ -61,8 +62,11 @@ class WatchCache:
         return self
 
     def stop(self, wait: float = WATCH_WINDOW_S / 6) -> None:
-        """Stop watching; wait up to `wait` seconds for the thread, which leaves at the watch's next event."""
+        """Stop watching; wait up to `wait` seconds for the thread. Stopping the stream shuts its socket, so the
+        thread leaves at once rather than at the next event (an idle watch had kept a run's end waiting 10 s)."""
         self._stop.set()
+        if (stream := self._stream) is not None:
+            stream.stop()
         self._thread.join(wait)
 
     def items(self) -> list[dict[str, Any]]:
@@ -88,7 +92,9 @@ class WatchCache:
         return body["metadata"]["resourceVersion"]
 
     def _watch(self, version: str) -> None:
-        stream = watch.Watch()
+        stream = self._stream = watch.Watch()
+        if self._stop.is_set():
+            return
         events = stream.stream(
             self._func,
             *self._args,

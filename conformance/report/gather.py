@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +32,7 @@ HEAD = 1024 * 1024
 class Artefacts:
     root: Path  # <reports>/artefacts
     files: dict[str, dict[str, Any]] = field(default_factory=dict)
-    seconds: float = 0.0  # time spent gathering (reported)
+    seconds: float = 0.0  # time spent gathering, added by the callers (Evidence times each of its steps)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -40,7 +42,6 @@ class Artefacts:
     def write(self, relative: str, data: bytes | str, what: str = "") -> str | None:
         """Write one artefact within the bounds; returns its path relative to the reports folder (or None when the
         total bound is reached, which index.json says)."""
-        began = time.monotonic()
         raw = data.encode() if isinstance(data, str) else data
         with self._lock:
             room = TOTAL_LIMIT - self.kept
@@ -57,12 +58,12 @@ class Artefacts:
             if len(raw) > limit:
                 cut = len(raw) - limit
                 note = f"\n[... {cut} bytes cut by the size bound of {limit} bytes per artefact ...]\n".encode()
-                kept = raw[: min(HEAD, limit // 2)] + note + raw[-(limit - min(HEAD, limit // 2)) :]
+                head = min(HEAD, limit // 2)
+                kept = raw[:head] + note + raw[len(raw) - max(0, limit - head - len(note)) :]
             path = self.root / relative
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(kept)
             self.files[relative] = {"bytes": len(raw), "keptBytes": len(kept), "what": what}
-            self.seconds += time.monotonic() - began
         return f"{self.root.name}/{relative}"
 
     def copy_logs(self, folder: Path, into: str, what: str) -> list[str]:
@@ -78,10 +79,18 @@ class Artefacts:
         return out
 
     def write_yaml(self, relative: str, document: Any, what: str = "") -> str | None:
+        dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml: a large snapshot in a fraction of the time
+        return self.write(relative, yaml.dump(document, Dumper=dumper, sort_keys=False), what)
+
+    @contextmanager
+    def timed(self) -> Iterator[None]:
+        """Count the time of one gathering step (not nested)."""
         began = time.monotonic()
-        text = yaml.safe_dump(document, sort_keys=False, default_flow_style=False)
-        self.seconds += time.monotonic() - began
-        return self.write(relative, text, what)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.seconds += time.monotonic() - began
 
     def write_index(self) -> None:
         index = {

@@ -155,4 +155,13 @@ def not_shown(summary: dict[str, dict[str, Any]]) -> list[str]:
     rows = sorted(
         ((rid, e) for rid, e in summary.items() if e["outcome"] != "passed"), key=lambda kv: order[kv[1]["outcome"]]
     )
-    return [f"{rid:8} {e['level']:6} {e['outcome']:11} {headline(e['reason'], 400)}" for rid, e in rows]
+    lines: list[str] = []
+    shared: dict[tuple[str, str, str], list[str]] = {}
+    for rid, e in rows:  # not-covered requirements with the same reason share one line
+        if e["outcome"] == "not-covered":
+            shared.setdefault((e["level"], e["outcome"], headline(e["reason"], 400)), []).append(rid)
+        else:
+            lines.append(f"{rid:8} {e['level']:6} {e['outcome']:11} {headline(e['reason'], 400)}")
+    for (level, outcome, why), rids in shared.items():
+        lines.append(f"{', '.join(rids)} {level} {outcome}: {why}")
+    return lines

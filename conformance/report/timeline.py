@@ -123,14 +123,18 @@ def _claims(b: _Builder, records: list[Any]) -> set[str]:
             else None
         )
         if seen["alloc"] is not None and ident != seen["alloc"]:
-            b.moment(r.at, lane, "deallocated", decides=("SCH-5", "SCH-6"), **rev)
+            if r.type != "DELETED":  # not gone with the claim
+                # After a failure condition: SCH-5's reschedule; before the conditions were all True: SCH-6's
+                # timeout; after they were: a release once the pod is gone (nothing to decide).
+                decides = ("SCH-5",) if seen.get("failed") else ("SCH-6",) if not seen.get("was_ready") else ()
+                b.moment(r.at, lane, "deallocated", decides=decides, **rev)
             b.close(lane, "allocated", r.at)
             b.close(lane, "ready", r.at)
             for pool, device in seen["alloc"][1]:
                 dlane = b.device_lane(pool, device)
                 b.moment(r.at, dlane, "released", f"by {r.name}", **rev)
                 b.close(dlane, "allocated", r.at)
-            seen["ready"], seen["conds"] = False, {}
+            seen["ready"], seen["conds"], seen["failed"], seen["was_ready"] = False, {}, False, False
         if ident is not None and ident != seen["alloc"]:
             node = _alloc_node(allocation)
             again = "reallocated" if seen.get("was_allocated") else "allocated"
@@ -152,6 +156,7 @@ def _claims(b: _Builder, records: list[Any]) -> set[str]:
             for ctype in sorted(t for t in now if not t.endswith("#reason")):
                 if now[ctype] != before.get(ctype):
                     failing = ctype in failure_types and now[ctype] == "True"
+                    seen["failed"] = seen.get("failed") or failing
                     b.moment(
                         r.at,
                         lane,
@@ -164,6 +169,7 @@ def _claims(b: _Builder, records: list[Any]) -> set[str]:
         ready = bool(wanted) and all(
             conds.get((x["driver"], x["pool"], x["device"]), {}).get(t) == "True" for x, t in wanted
         )
+        seen["was_ready"] = seen.get("was_ready") or ready
         if ready and not seen["ready"]:
             b.moment(r.at, lane, "conditions ready", "every binding condition True", decides=("IMP-3", "SCH-4"), **rev)
             b.open(lane, "ready", r.at)
@@ -264,6 +270,26 @@ def _fabric(b: _Builder, records: list[Any], identities: set[str], until: float)
     del until
 
 
+_PHASES = (  # (what, lane kind, phase it starts): the phases of a scenario as its timeline shows them
+    ("created", "claim", "claims created: scheduling"),
+    ("allocated", "claim", "allocated: waiting in PreBind for the binding conditions"),
+    ("bound", "pod", "bound"),
+    ("deleting", "pod", "clean-up: pods and claims deleted"),
+    ("fabric free", "device", "released devices detached in the fabric"),
+)
+
+
+def phases(timeline: dict[str, Any]) -> list[tuple[float, str]]:
+    """(start, phase) from the first moment of each kind, in time order (for Allure's steps)."""
+    kinds = {lane["id"]: lane["kind"] for lane in timeline["lanes"]}
+    found = []
+    for what, kind, phase in _PHASES:
+        first = next((m["t"] for m in timeline["moments"] if m["what"] == what and kinds.get(m["lane"]) == kind), None)
+        if first is not None:
+            found.append((first, phase))
+    return sorted(found)
+
+
 def build(window: Window, records: list[Any], identities: dict[tuple[str, str], str]) -> dict[str, Any]:
     """The timeline of one scenario from the run's records (conformance.observe.recorder.Record)."""
     b = _Builder(window, identities)
@@ -294,7 +320,7 @@ def build(window: Window, records: list[Any], identities: dict[tuple[str, str], 
 
 # -- drawing ---------------------------------------------------------------------------------------------------
 _COLOURS = {"allocated": "#cfe2ff", "ready": "#b6e3b6", "bound": "#9fd39f"}
-_LABEL_W, _LANE_H, _WIDTH, _TOP = 250, 30, 1150, 34
+_LABEL_W, _LANE_H, _WIDTH, _TOP = 250, 40, 1150, 34
 
 
 def svg(timeline: dict[str, Any]) -> str:
@@ -302,7 +328,7 @@ def svg(timeline: dict[str, Any]) -> str:
     with their requirement ids; every mark has a tooltip (time, what, detail)."""
     lanes = timeline["lanes"]
     total = max(timeline["shownUntil"], 1.0)
-    plot = _WIDTH - _LABEL_W - 20
+    plot = _WIDTH - _LABEL_W - 70  # room for the last label
     height = _TOP + _LANE_H * max(1, len(lanes)) + 30
 
     def x(t: float) -> float:
@@ -346,6 +372,7 @@ def svg(timeline: dict[str, Any]) -> str:
             f'<rect x="{x(span["from"]):.1f}" y="{y}" width="{width:.1f}" height="{_LANE_H - 16}" fill="{colour}" '
             f'opacity="0.8"><title>{html.escape(span["state"])} {span["from"]:.2f}-{span["to"]:.2f} s</title></rect>'
         )
+    label_end: dict[tuple[str, int], float] = {}  # (lane, label row) -> x where its last label ends
     for m in timeline["moments"]:
         if m["lane"] not in row:
             continue
@@ -357,10 +384,13 @@ def svg(timeline: dict[str, Any]) -> str:
         )
         if m["decides"]:
             out.append(f'<path d="M{cx:.1f},{cy - 6} l6,6 l-6,6 l-6,-6 z" fill="#d62728"><title>{tip}</title></path>')
-            out.append(
-                f'<text x="{cx + 4:.1f}" y="{cy - 6:.1f}" fill="#a00" font-size="9">'
-                f"{html.escape(m['what'][:22])}</text>"
-            )
+            text = m["what"][:22]
+            # Labels of close moments take turns above and below the lane instead of overprinting each other.
+            above = cx >= label_end.get((m["lane"], 0), 0.0)
+            level = 0 if above or cx < label_end.get((m["lane"], 1), 0.0) else 1
+            label_end[(m["lane"], level)] = cx + 4 + 5 * len(text)
+            ty = cy - 7 if level == 0 else cy + 16
+            out.append(f'<text x="{cx + 4:.1f}" y="{ty:.1f}" fill="#a00" font-size="9">{html.escape(text)}</text>')
         else:
             fill = "#1f77b4" if not m.get("event") else "#9467bd"
             out.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="3.5" fill="{fill}"><title>{tip}</title></circle>')

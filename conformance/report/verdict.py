@@ -54,15 +54,20 @@ def judge(summary: dict[str, dict[str, Any]], subject: str, *, not_certified: st
     missing = [rid for rid, e in entries.items() if e["level"] == "MUST" and e["outcome"] != "passed"]
     optional = [rid for rid, e in entries.items() if e["level"] != "MUST" and e["outcome"] not in ("passed", "failed")]
     reasons = [f"{rid} {entries[rid]['level']} {entries[rid]['outcome']}: {_headline(entries[rid])}" for rid in failed]
-    reasons += [
-        f"{rid} MUST {entries[rid]['outcome']}: {_headline(entries[rid])}" for rid in missing if rid not in failed
-    ]
-    reasons += [
-        f"{rid} SHOULD {entries[rid]['outcome']} (does not change the verdict): {_headline(entries[rid])}"
-        for rid in optional
-    ]
+    reasons += _grouped(entries, [rid for rid in missing if rid not in failed], "")
+    reasons += _grouped(entries, optional, " (does not change the verdict)")
     result = "failure" if failed else "partial" if missing else "success"
     return Verdict(subject, result, reasons, counts)
+
+
+def _grouped(entries: dict[str, dict[str, Any]], ids: list[str], note: str) -> list[str]:
+    """One line per requirement, except that requirements with the same outcome and reason share one line (a run
+    of one file leaves twenty requirements not covered for the same reason)."""
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for rid in ids:
+        e = entries[rid]
+        groups.setdefault((e["level"], e["outcome"], _headline(e)), []).append(rid)
+    return [f"{', '.join(rids)} {level} {outcome}{note}: {why}" for (level, outcome, why), rids in groups.items()]
 
 
 def _headline(entry: dict[str, Any]) -> str:

@@ -26,7 +26,7 @@ from conformance.cluster.providers.base import NodeSpec
 from conformance.cluster.waits import wait_for
 from conformance.implementation.harness import Implementation
 from conformance.implementation.profile import Profile
-from conformance.observe.devices import DevicePool, Kind, Lease, fabric_only_node
+from conformance.observe.devices import DevicePool, Kind, Lease, fabric_only_nodes
 from conformance.observe.invariants import InvariantWatcher
 from conformance.observe.probe import ProbeRecorder
 
@@ -184,10 +184,44 @@ class Context(ClusterContext):
         """Schedulable nodes with their labels as they are now (watched), not as the cluster created them."""
         return self.invariants.live_nodes() if self.invariants else list(self.cluster.info.nodes)
 
-    def lease(self, count: int, kind: Kind = "fabric", node: str | None = None) -> Lease:
+    @property
+    def counted(self) -> bool:
+        """The implementation's fabric entries are count-based (capacity per model, no physical identity)."""
+        return self.profile.fabric_entries == "counted"
+
+    def refresh(self) -> None:
+        """Re-read the devices' reach from the slices and nodes as they are now."""
         if self.invariants is not None:
-            self.pool.refresh(self.invariants.driver_slices(), self.nodes())
-        lease = self.pool.lease(self.scenario.name, count, kind, node)
+            self.pool.refresh(self.invariants.driver_slices(), self.nodes(), counted=self.counted)
+
+    def lease(
+        self, count: int, kind: Kind = "fabric", node: str | list[str] | None = None, *, exclusive: bool = False
+    ) -> Lease:
+        """`count` devices of `kind` reaching `node`. Count-based fabric pools are leased by capacity (pool, model,
+        count) on `node` or the first of a list of nodes with room; `exclusive` then keeps the node to this
+        scenario (faults selected by node)."""
+        self.refresh()
+        if kind == "fabric" and self.counted:
+            nodes = (
+                [node]
+                if isinstance(node, str)
+                else node or sorted({n for c in self.pool.counted.values() for n in c.nodes})
+            )
+            lease = self.pool.lease_counted(self.scenario.name, count, nodes, exclusive=exclusive)
+            if exclusive and self.invariants is not None and lease.node:
+                self.leases.append(lease)  # released with the scenario even if the wait below fails
+                # A class of the model also matches an attached copy left idle on the node by an earlier scenario:
+                # the pod would take it and no attach (hence no fault) would happen. Wait until none is offered.
+                watcher, where = self.invariants, lease.node
+                wait_for(
+                    lambda: watcher.offered_copies_on(where),
+                    lambda offered: not offered,
+                    timeout=self.profile.promises.detach_s + NAMESPACE_READY_S,
+                    expected=f"no idle node-local copy offered on {where} (the scenario needs an attach there)",
+                )
+                return lease
+        else:
+            lease = self.pool.lease(self.scenario.name, count, kind, node[0] if isinstance(node, list) else node)
         self.leases.append(lease)
         return lease
 
@@ -203,7 +237,13 @@ class Context(ClusterContext):
         """A DeviceClass matching exactly the leased physical devices (every copy of them)."""
         self._classes += 1
         name = f"{self.scenario.name}-{self.objects.run_id}-{self._classes}"
-        selector = self.pool.selector([i for lease in leases for i in lease.identities])
+        models = {lease.counted.model for lease in leases if lease.counted}
+        if models and len(models) == len(leases) == 1:
+            selector = self.pool.model_selector(models.pop())
+        elif models:
+            raise ValueError(f"a device class takes one count-based lease, got {len(leases)} of models {models}")
+        else:
+            selector = self.pool.selector([i for lease in leases for i in lease.identities])
         self.objects.create(
             {
                 "apiVersion": RESOURCE_API,
@@ -214,15 +254,18 @@ class Context(ClusterContext):
         )
         return name
 
-    def remote_fabric(self, count: int = 1, template: str = "gpu") -> tuple[str, Lease, str]:
+    def remote_fabric(
+        self, count: int = 1, template: str = "gpu", *, exclusive: bool = False
+    ) -> tuple[str, Lease, str]:
         """The usual start of a fabric scenario: a node without node-local devices (skip if there is none), a lease
-        of `count` fabric devices reaching it, and a fresh namespace with a claim template for exactly those."""
-        if self.invariants is not None:
-            self.pool.refresh(self.invariants.driver_slices(), self.nodes())
-        node = fabric_only_node(self.pool, self.nodes(), count)
-        if node is None:
+        of `count` fabric devices reaching it, and a fresh namespace with a claim template for exactly those.
+        Count-based pools: capacity on one of those nodes (`exclusive`: the node is this scenario's alone)."""
+        self.refresh()
+        nodes = fabric_only_nodes(self.pool, self.nodes(), count)
+        if not nodes:
             pytest.skip(f"no node without node-local {self.profile.driver} devices is reached by a fabric pool")
-        lease = self.lease(count, "fabric", node)
+        lease = self.lease(count, "fabric", nodes if self.counted else nodes[0], exclusive=exclusive)
+        node = lease.node or nodes[0]
         ns = self.namespace()
         self.objects.create(claim_template(template, self.device_class(lease)), ns)
         return node, lease, ns
@@ -236,7 +279,9 @@ class Context(ClusterContext):
 
     @property
     def identities(self) -> set[str]:
-        return {i for lease in self.leases for i in lease.identities}
+        """Leased physical devices, and "pool/model" of count-based leases (the watcher's offered-above-free)."""
+        counted = {f"{lease.counted.pool}/{lease.counted.model}" for lease in self.leases if lease.counted}
+        return {i for lease in self.leases for i in lease.identities} | counted
 
 
 @dataclass

@@ -124,6 +124,16 @@ def test_write_pool_grows_rewrites_all_slices_with_the_next_generation_and_delet
     assert pool_state(api) == ({(4, 1)}, []), "an empty pool is still published, as one empty slice"
 
 
+def test_an_empty_pool_read_back_as_null_is_current() -> None:
+    """Kubernetes 1.34 returns an empty device list as `devices: null`: that is no change (was rewritten forever)."""
+    api = FakeSlices()
+    api.sync([])
+    for body in api.objects.values():
+        body["spec"]["devices"] = None
+    api.calls.clear()
+    assert api.sync([]) is None and api.calls == []
+
+
 def test_write_pool_rewrites_a_half_written_pool_under_one_new_generation() -> None:
     api = FakeSlices()
     api.sync(entries(200))

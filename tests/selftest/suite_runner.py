@@ -8,6 +8,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+# The release the selftest session runs on (set from its --k8s-version by conftest.py), passed to every suite run.
+VERSION_ARGS: list[str] = []
 
 
 def run_suite(
@@ -22,7 +24,19 @@ def run_suite(
     suite's environment (default: this one)."""
     accept = ["--accept", "partial"] if accept_partial else []
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", target, "-p", "no:cacheprovider", f"--junitxml={junit}", "-q", *accept, *args],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            target,
+            "-p",
+            "no:cacheprovider",
+            f"--junitxml={junit}",
+            "-q",
+            *VERSION_ARGS,
+            *accept,
+            *args,
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,

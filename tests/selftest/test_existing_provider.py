@@ -12,6 +12,7 @@ from conformance.cluster.client import Cluster
 from conformance.cluster.providers.base import ClusterSpec, ProviderNotReady
 from conformance.cluster.providers.existing import MARKER_NAME, MARKER_NAMESPACE, ExistingProvider, mark_test_cluster
 from conformance.cluster.providers.local import LocalProvider
+from conformance.cluster.versions import KubeVersion
 from selftest.suite_runner import run_suite
 
 
@@ -39,9 +40,10 @@ def test_unmarked_cluster_is_refused_unless_allowed(unmarked: Cluster) -> None:
     assert info.version == unmarked.info.version and len(info.nodes) == len(unmarked.info.nodes)
 
 
-def test_cluster_without_the_gate_is_refused_with_the_reason() -> None:
+@pytest.mark.usefixtures("gate_can_be_off")
+def test_cluster_without_the_gate_is_refused_with_the_reason(k8s_version: KubeVersion) -> None:
     local = LocalProvider(progress=lambda _m: None)
-    info = local.start(ClusterSpec(feature_gates={"DRADeviceBindingConditions": False}))
+    info = local.start(ClusterSpec(version=k8s_version, feature_gates={"DRADeviceBindingConditions": False}))
     try:
         with pytest.raises(ProviderNotReady, match="DRADeviceBindingConditions"):
             ExistingProvider(str(info.kubeconfig), progress=lambda _m: None).start(ClusterSpec())

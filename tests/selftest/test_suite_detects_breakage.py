@@ -6,11 +6,18 @@ binaries`), so this is a test of the tests: a check that passes on a broken clus
 
 from __future__ import annotations
 
+import json
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
+from click.testing import CliRunner
+
+from conformance.cli import main
 from selftest.suite_runner import profile_variant, run_suite
 
 
+@pytest.mark.usefixtures("gate_can_be_off")
 def test_api_checks_fail_with_the_binding_conditions_gate_off(tmp_path: Path) -> None:
     code, out, outcomes = run_suite(
         tmp_path / "junit.xml",
@@ -40,12 +47,16 @@ def _broken_profile(tmp_path: Path, flag: str) -> Path:
 
 
 def test_attach_before_bind_catches_conditions_reported_before_the_attach(tmp_path: Path) -> None:
-    """The reference controller's deliberately broken mode reports `attached` when the attach starts: IMP-3 fails."""
+    """The reference controller's deliberately broken mode reports `attached` when the attach starts: IMP-3 fails,
+    and the evidence shows it: the certification JUnit and the HTML page carry the assertion's message, the
+    timeline has the conditions ready before the fabric's attach, and the bundle renders again."""
     profile = _broken_profile(tmp_path, "--broken-report-before-attach")
+    reports = tmp_path / "reports"
     code, out, _ = run_suite(
         tmp_path / "junit.xml",
         "--profile",
         str(profile),
+        f"--reports-dir={reports}",
         target="conformance/suite/implementation/test_attach_before_bind.py",
     )
     assert code == 1, f"expected a failure (exit 1), got {code}:\n{out[-3000:]}"
@@ -53,7 +64,24 @@ def test_attach_before_bind_catches_conditions_reported_before_the_attach(tmp_pa
         "FAILED conformance/suite/implementation/test_attach_before_bind.py::test_conditions_true_only_after_the_attach"
         in out
     )
-    assert "True while the fabric says attached to None" in out
+    message = "True while the fabric says"
+    assert message in out
+    case = next(
+        c
+        for c in ET.parse(reports / "certification-junit.xml").getroot().iter("testcase")
+        if c.get("name").startswith("IMP-3 ")
+    )
+    failure = case.find("failure")
+    assert failure is not None and message in failure.get("message"), ET.tostring(case)
+    assert "conditions ready" in failure.text and "fabric attached" in failure.text, failure.text
+    timeline = json.loads((reports / "timelines" / "attach-before-bind.json").read_text())
+    moments = {m["what"]: m["t"] for m in reversed(timeline["moments"])}  # the first of each
+    assert moments["conditions ready"] < moments["fabric attached"], timeline["moments"]
+    page = (reports / "report.html").read_text()
+    assert message in page and "<svg" in page and 'href="timelines/attach-before-bind.svg"' in page
+    rendered = CliRunner().invoke(main, ["report", str(reports / "results.tar.gz"), "--out", str(tmp_path / "again")])
+    assert rendered.exit_code == 0, rendered.output
+    assert message in (tmp_path / "again" / "report.html").read_text()
 
 
 def _attach_failure_fails(tmp_path: Path, flag: str, test: str) -> str:

@@ -69,6 +69,9 @@ def kind_config(
     if workers < 2:
         raise KindConfigError(f"need at least 2 workers (two fabrics), got {workers}")
     release = version.release
+    for name, value in (gate_overrides or {}).items():
+        if not value and (reason := release.gate_off_reason(name)):
+            raise KindConfigError(reason)  # kubeadm would bring up a control plane that never starts
     gates = {name: True for name in release.gates} | (gate_overrides or {})
     image = node_image(version, image)
     control_plane: dict[str, Any] = {

@@ -18,7 +18,7 @@ from conformance.cluster.client import Cluster
 from conformance.cluster.manifests import device, resource_slice
 from conformance.cluster.providers.base import ClusterInfo, ClusterSpec, NodeSpec, ProviderNotReady
 from conformance.cluster.toolchain.gobuild import Progress
-from conformance.cluster.versions import RELEASES, UnsupportedVersion, parse_version
+from conformance.cluster.versions import UnsupportedVersion, parse_server_version, supported_minors
 
 # kube-system/ConfigMap that marks a cluster as fit for conformance runs (the local provider sets it).
 MARKER_NAMESPACE = "kube-system"
@@ -64,9 +64,10 @@ class ExistingProvider:
         except Exception as exc:  # connection refused, TLS, auth: all mean "cannot use this cluster"
             raise ProviderNotReady(f"cannot reach the cluster of {kubeconfig}: {exc}") from None
         try:
-            version = parse_version(git_version.split("-")[0].split("+")[0])
+            # Pre-releases (v1.38.0-beta.0) are kept: the release table knows what they do.
+            version = parse_server_version(git_version)
         except UnsupportedVersion as exc:
-            known = ", ".join(f"{a}.{b}" for a, b in sorted(RELEASES))
+            known = supported_minors()
             raise ProviderNotReady(f"cluster runs {git_version}: {exc} (the suite knows {known})") from None
         self._check_marker(cluster)
         missing = self._missing_features(cluster)

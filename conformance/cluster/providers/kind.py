@@ -32,7 +32,7 @@ from conformance.cluster.providers.existing import mark_test_cluster
 from conformance.cluster.toolchain.build import ensure_binaries
 from conformance.cluster.toolchain.gobuild import Progress
 from conformance.cluster.toolchain.kindbin import ensure_kind
-from conformance.cluster.versions import parse_version
+from conformance.cluster.versions import parse_server_version
 
 READY_TIMEOUT_S = 300.0
 # The reference implementation's image (fake-drivers/Dockerfile, `make image`), loaded into every node.
@@ -174,7 +174,7 @@ class KindProvider:
             except ApiException as exc:
                 if exc.status != 409:  # a reused cluster is marked already
                     raise
-            version = parse_version(probe.server_version().split("-")[0].split("+")[0])
+            version = parse_server_version(probe.server_version())
         finally:
             probe.close()
         timeout_on = release.binding_timeout_configurable and gates.get("DRADeviceBindingConditions", True)

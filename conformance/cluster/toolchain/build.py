@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from conformance.cluster.toolchain.cache import Cache, ComponentDir, default_cache_root
-from conformance.cluster.toolchain.gobuild import BuildError, Progress, go_env, go_json, go_run
+from conformance.cluster.toolchain.gobuild import BuildError, Progress, go_env, go_json, go_run, toolchain_choice
 from conformance.cluster.toolchain.gomod import parse_gomod, staging_replacements, wrapper_gomod
 from conformance.cluster.versions import KWOK_VERSION, KubeVersion
 
@@ -114,10 +114,21 @@ def _ensure_locked(version: KubeVersion, cache: Cache, progress: Progress) -> Bi
 
 
 def _download(module: str, version: str, workdir: Path, progress: Progress) -> dict:
-    progress(f"fetching {module}@{version} from the Go module proxy")
+    """Download a module; its go directive is read first, so the download runs with the toolchain it asks for.
+
+    `go mod download` refuses a module whose go directive is newer than the running toolchain (GOTOOLCHAIN=local),
+    whereas `go list -m` fetches only the module's go.mod and does not check it.
+    """
     workdir.mkdir(parents=True, exist_ok=True)
+    listed = go_json(
+        ["list", "-m", "-json", f"{module}@{version}"], workdir, go_env("1.0"), f"go.mod of {module}@{version}"
+    )
+    required = parse_gomod(Path(listed[0]["GoMod"]).read_text()).go
+    env = go_env(required)
+    progress(f"{module}@{version} asks for go {required} (its go.mod): {toolchain_choice(required, env)}")
+    progress(f"fetching {module}@{version} from the Go module proxy")
     return go_json(
-        ["mod", "download", "-json", f"{module}@{version}"], workdir, go_env("1.0"), f"download of {module}@{version}"
+        ["mod", "download", "-json", f"{module}@{version}"], workdir, env, f"download of {module}@{version}"
     )[0]
 
 
@@ -206,9 +217,11 @@ def _build(build: _Build, target: ComponentDir, progress: Progress, extra: dict 
             godebug=build.godebug,
         )
     )
-    progress(f"{build.name} {build.version}: resolving modules (go {build.go}, toolchain {env['GOTOOLCHAIN']})")
+    progress(f"{build.name} {build.version}: resolving modules (go {build.go}: {toolchain_choice(build.go, env)})")
     go_run(["mod", "tidy"], target.src, env, f"{build.name}: go mod tidy", progress)
-    record = dict(target.record(), **(extra or {}), go=build.go, version=build.version, binaries={})
+    record = dict(
+        target.record(), **(extra or {}), go=build.go, toolchain=env["GOTOOLCHAIN"], version=build.version, binaries={}
+    )
     built = []
     for name, package in build.targets.items():
         out = target.binary(name)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from conformance.cluster.toolchain.gomod import version_tuple
@@ -41,12 +43,52 @@ def go_env(required_go: str) -> dict[str, str]:
     return env
 
 
+@contextlib.contextmanager
+def _go(args: list[str], cwd: Path, env: dict[str, str], stderr: int = subprocess.PIPE) -> Iterator[subprocess.Popen]:
+    """A go command in a process group of its own, killed with everything it started (compilers, linkers, a
+    toolchain download) if the caller stops early: an interrupted build leaves nothing running."""
+    proc = subprocess.Popen(
+        ["go", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+        bufsize=1,
+        start_new_session=True,
+    )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def toolchain_choice(required_go: str, env: dict[str, str]) -> str:
+    """Which toolchain a build runs with and why, for the build log."""
+    chosen = env["GOTOOLCHAIN"]
+    if chosen == "local":
+        return f"this machine's go {local_go_version()}"
+    if chosen == NEWER_TOOLCHAIN and version_tuple(required_go) > version_tuple(local_go_version()):
+        return (
+            f"this machine's go {local_go_version()} is older, so GOTOOLCHAIN={chosen} "
+            "(fetched by the go command from the module proxy; DRA_CONFORMANCE_GOTOOLCHAIN overrides)"
+        )
+    return f"GOTOOLCHAIN={chosen} from the environment"
+
+
 def go_json(args: list[str], cwd: Path, env: dict[str, str], what: str) -> list[dict]:
     """Run a go command that prints a stream of JSON objects (e.g. `go mod download -json`)."""
-    proc = subprocess.run(["go", *args], cwd=cwd, env=env, capture_output=True, text=True)
+    with _go(args, cwd, env) as proc:
+        stdout, stderr = proc.communicate()
     if proc.returncode != 0:
-        raise BuildError(f"{what}: `go {' '.join(args)}` failed:\n{_tail(proc.stderr + proc.stdout)}")
-    decoder, text, objects, index = json.JSONDecoder(), proc.stdout, [], 0
+        raise BuildError(f"{what}: `go {' '.join(args)}` failed:\n{_tail(stderr + stdout)}")
+    decoder, text, objects, index = json.JSONDecoder(), stdout, [], 0
     while (index := _skip_space(text, index)) < len(text):
         obj, index = decoder.raw_decode(text, index)
         objects.append(obj)
@@ -63,17 +105,16 @@ def go_run(args: list[str], cwd: Path, env: dict[str, str], what: str, progress:
     """
     started = last_report = time.monotonic()
     lines: deque[str] = deque(maxlen=40)
-    proc = subprocess.Popen(
-        ["go", *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
-    )
-    assert proc.stdout is not None
-    for count, line in enumerate(proc.stdout, start=1):
-        lines.append(line.rstrip())
-        now = time.monotonic()
-        if now - last_report >= PROGRESS_EVERY_S:
-            progress(f"  {what}: {count} packages so far, {now - started:.0f}s")
-            last_report = now
-    if proc.wait() != 0:
+    with _go(args, cwd, env, stderr=subprocess.STDOUT) as proc:
+        assert proc.stdout is not None
+        for count, line in enumerate(proc.stdout, start=1):
+            lines.append(line.rstrip())
+            now = time.monotonic()
+            if now - last_report >= PROGRESS_EVERY_S:
+                progress(f"  {what}: {count} packages so far, {now - started:.0f}s")
+                last_report = now
+        proc.wait()
+    if proc.returncode != 0:
         raise BuildError(f"{what}: `go {' '.join(args[:2])} ...` failed (exit {proc.returncode}):\n" + "\n".join(lines))
     return time.monotonic() - started
 

@@ -109,7 +109,7 @@ def test_no_binding_before_all_conditions_are_true(gate: Gate, cluster: Cluster)
     assert gate.binding.revision > gate.last_write, (
         f"bound at revision {gate.binding.revision}, before the last condition was set at {gate.last_write}"
     )
-    if parse_version(cluster.info.version).minor >= 35:  # NominatedNodeNameForExpectation, beta and on since 1.35
+    if parse_version(cluster.info.version).release.nominates_while_waiting:  # NominatedNodeNameForExpectation
         assert gate.nominated == {gate.node}, (
             f"while waiting in PreBind nominatedNodeName showed {gate.nominated or 'nothing'}, expected {gate.node}"
         )

@@ -48,6 +48,7 @@ class Outcome:
     probed: bool = False  # the profile has a fabric probe
     at_bind: States | None = None  # the probe's first answer after the binding was seen
     early: list[str] = field(default_factory=list)  # IMP-3: conditions seen True before the fabric said attached
+    judged: int = 0  # IMP-3: conditions compared with the probe (none: nothing was observed)
     unidentified: list[str] = field(default_factory=list)  # copies whose physical device cannot be known
 
     @property
@@ -134,7 +135,7 @@ class Outcome:
         """reschedule-to-local: the node-local copy is a copy of the device attached for the fabric allocation."""
         before = [a for a in self.allocations if a is not self.final and a.cleared_revision is not None]
         if not before:
-            return [f"bound with a node-local copy but no fabric allocation came first:\n  {self.describe()}"]
+            return []  # an attached copy nobody used was allocated at once: attached there is all that counts
         fabric = {self.identity.get(d) for d in before[-1].devices}
         final = set(self.final_identities())
         if None in fabric:
@@ -176,8 +177,22 @@ def outcome(ctx: Context, history: History, node: str) -> Outcome:
         seen.probed = True
         if binding is not None:
             seen.at_bind = ctx.probe.after(binding.at)
+            _identify_count_entries(ctx, seen, ctx.probe)
         seen.early = early_conditions(seen, ctx.probe)
     return seen
+
+
+def _identify_count_entries(ctx: Context, seen: Outcome, probe: ProbeRecorder) -> None:
+    """A count entry the pod bound with names no device. On a node the scenario has to itself (no other scenario's
+    attach, no idle copy there when it started), the devices the fabric attached to that node between the first
+    allocation and the binding are the scenario's: with one such device and one entry, that is its identity."""
+    if seen.final is None or not any(lease.exclusive for lease in ctx.leases) or not seen.allocations:
+        return
+    unknown = [d for d in seen.final.devices if seen.identity.get(d) is None and seen.local_node.get(d) == ""]
+    before = {i for i, (n, _) in probe.after(seen.allocations[0].at).items() if n == seen.node}
+    new = [i for i, s in (seen.at_bind or {}).items() if s == (seen.node, "attached") and i not in before]
+    if len(unknown) == 1 and len(new) == 1:
+        seen.identity[unknown[0]] = new[0]
 
 
 def early_conditions(seen: Outcome, probe: ProbeRecorder) -> list[str]:
@@ -200,6 +215,7 @@ def early_conditions(seen: Outcome, probe: ProbeRecorder) -> list[str]:
                     seen.unidentified.append(f"{pool}/{device}")
                     continue
                 states = probe.after(at)
+                seen.judged += 1
                 if not any(states.get(i) == (a.node, "attached") for i in candidates):
                     said = {i: states.get(i) for i in candidates}
                     out.append(f"{device}: {ctype} True while the fabric says {said}, allocation on {a.node}")

@@ -45,13 +45,17 @@ class Release:
 )
 def detach_on_release(ctx: Context) -> Release:
     assert ctx.invariants is not None, "the free entries are read from the session's invariant watcher"
-    node, lease, ns = ctx.remote_fabric()
+    # Count-based: the node is the scenario's alone, so no other scenario's pod takes the released copy meanwhile
+    # (a class of the model matches every copy of it).
+    node, lease, ns = ctx.remote_fabric(exclusive=ctx.counted)
     probe = ctx.implementation.resolve(ctx.profile.fabric_probe.url)
     with History(ctx.cluster, ns, ctx.objects.run_id) as history:
         ctx.objects.create(pinned_pod("app", "gpu", node), ns)
         bound = follow(ctx, history, node)
     # The device the pod used: the node-local copy's (reschedule-to-local, counted entries), else the leased one.
-    identity = next((i for i in bound.final_identities() if i), None) or lease.identities[0]
+    identity = next((i for i in bound.final_identities() if i), None) or next(iter(lease.identities), None)
+    if identity is None:
+        raise AssertionError(f"the pod's device has no physical identity in any slice:\n  {bound.describe()}")
     claim = pod_claim(ctx.cluster, ns, "app")["metadata"]["name"]
     seen = Release(identity, node, probe_states(probe).get(identity), ctx.profile.promises.detach_s)
 
@@ -69,7 +73,15 @@ def detach_on_release(ctx: Context) -> Release:
         if state is None and seen.detached_after_s is None:
             seen.detached_after_s = round(time.monotonic() - released, 3)
         free = ctx.invariants.free_entries(identity)
-        if state is None and len(free) == 1:
+        if lease.counted is not None:  # offered again = its fabric offers as many entries as it has free devices
+            c = lease.counted
+            offered = ctx.invariants.counted_offered().get((c.pool, c.model), [])
+            fabric_free = ctx.invariants.fabric_free(ctx.invariants.pool_nodes(c.pool), c.model)
+            free = [f"{c.pool}/{c.model}: {len(offered)} entries offered, {fabric_free} free in the fabric", *free]
+            back = not free[1:] and fabric_free is not None and len(offered) == fabric_free
+        else:
+            back = len(free) == 1
+        if state is None and back:
             met_since[:] = met_since or [time.monotonic()]
         else:
             met_since.clear()
@@ -82,7 +94,8 @@ def detach_on_release(ctx: Context) -> Release:
             observe,
             lambda o: bool(met_since) and time.monotonic() - met_since[0] >= PERSIST_S,
             timeout=seen.promise_s + PERSIST_S,
-            expected=f"{identity} detached (not in the probe) and offered by exactly one free entry for {PERSIST_S:g}s",
+            expected=f"{identity} detached (not in the probe) and offered by exactly one free entry (count-based: no "
+            f"copy of it offered, and as many entries offered as the fabric has free) for {PERSIST_S:g}s",
             describe=lambda o: f"probe: {o[0] if o else None}, free entries: {o[1] if o else None}",
             interval=SAMPLE_S,
             max_interval=SAMPLE_S,

@@ -17,7 +17,7 @@ import pytest
 from conformance.cluster.manifests import claim_template, pod_with_claim_template
 from conformance.cluster.waits import WaitTimeout
 from conformance.implementation.faults import FaultInjector
-from conformance.observe.devices import fabric_only_node
+from conformance.observe.devices import fabric_only_nodes
 from conformance.observe.history import SCHEDULE_S, Allocation, Binding, History
 from conformance.observe.slices import free_copies
 from conformance.suite.implementation.outcome import bind_timeout
@@ -54,20 +54,26 @@ FAIL_ATTEMPTS = 3
 )
 def attach_failure(ctx: Context) -> FailureRun:
     assert ctx.profile.fault_injector is not None  # faults=True: skipped without one
-    node = fabric_only_node(ctx.pool, ctx.nodes(), fabric_devices=2)
-    if node is None:
+    ctx.refresh()
+    nodes = fabric_only_nodes(ctx.pool, ctx.nodes(), fabric_devices=2)
+    if not nodes:
         pytest.skip(f"no node without node-local {ctx.profile.driver} devices is reached by two fabric devices")
-    lease = ctx.lease(2, "fabric", node)
+    # Count-based entries: the device an attach will use is not known in advance, so the fault selects the attaches
+    # to the scenario's node, which it has to itself meanwhile; the fault's hits name the device it failed.
+    lease = ctx.lease(2, "fabric", nodes if ctx.counted else nodes[0], exclusive=ctx.counted)
+    node = lease.node or nodes[0]
     ns = ctx.namespace()
     run = FailureRun(node, lease.identities, meanings=dict(ctx.profile.failure_conditions))
     url = ctx.implementation.resolve(ctx.profile.fault_injector.url)
-    with History(ctx.cluster, ns, ctx.objects.run_id) as history, FaultInjector(url, frozenset(lease.identities)) as f:
+    scope = (frozenset(lease.identities), frozenset({node}) if ctx.counted else frozenset())
+    with History(ctx.cluster, ns, ctx.objects.run_id) as history, FaultInjector(url, *scope) as f:
         message = f"conformance scenario {ctx.scenario.name}: attach refused"
         # count=FAIL_ATTEMPTS: an implementation may retry an attach whose outcome it lost (e.g. the controller
         # restarted meanwhile: IMP-8 runs side by side); the retry must fail too, or no failure would be reported.
+        targets = [(None, node)] if ctx.counted else [(ident, None) for ident in lease.identities]
         armed = {
-            ident: f.arm("fail", ident, count=FAIL_ATTEMPTS, reason=REASON, message=message)
-            for ident in lease.identities
+            ident or node: f.arm("fail", ident, count=FAIL_ATTEMPTS, node=node_, reason=REASON, message=message)
+            for ident, node_ in targets
         }
         ctx.objects.create(claim_template("gpu", ctx.device_class(lease)), ns)
         pod = pod_with_claim_template("app", "gpu")
@@ -91,10 +97,15 @@ def _follow(ctx: Context, history: History, faults: FaultInjector, armed: dict[s
     )
     # The failed device's identity from the lease (or the slice that published the allocated copy), not from the
     # slices after the failure: a stack may remove a failed device from its slice, one of the ways the KEP names.
+    # A count entry has none: the fault's record names the device the attach used.
     run.failed_identity = ctx.identity(*failed.devices[0])
+    if run.failed_identity is None and run.node in armed:
+        hits = faults.hits(armed[run.node])
+        run.failed_identity = hits[0]["device"] if hits else None
+        faults.disarm(armed[run.node])  # the next attach, of another device, must go through
     # Only the first attach may fail: the other device's fault goes before the scheduler can pick that device.
     for ident, fault_id in armed.items():
-        if ident != run.failed_identity and faults.disarm(fault_id) is None:
+        if ident != run.node and ident != run.failed_identity and faults.disarm(fault_id) is None:
             raise AssertionError(
                 f"the fault on {ident} was used before the suite could disarm it: {history.describe()}"
             )

@@ -64,20 +64,30 @@ def controller_restart(ctx: Context) -> Restart:
     # The first restartable role (controller.process, or roles[0]: a process the suite started or a restart command
     # for an implementation it did not start); controller=("process",) skips a profile without one.
     role = ctx.profile.restartable()[0]
-    node, lease, ns = ctx.remote_fabric()
-    [identity] = lease.identities
+    # Count-based entries: the physical device is not known before the attach, so the fault selects the attaches to
+    # the scenario's node, which it has to itself meanwhile; the device is the one the probe then shows attaching.
+    node, lease, ns = ctx.remote_fabric(exclusive=ctx.counted)
     probe = ctx.implementation.resolve(ctx.profile.fabric_probe.url)
     faults = ctx.implementation.resolve(ctx.profile.fault_injector.url)
     bind_s = bind_timeout(ctx.profile, SLOW_S)
-    fault = post_json(faults, {"mode": "slow", "operation": "attach", "device": identity, "delaySeconds": SLOW_S})
+    target = {"node": node} if ctx.counted else {"device": lease.identities[0]}
+    fault = post_json(faults, {"mode": "slow", "operation": "attach", "delaySeconds": SLOW_S} | target)
+
+    def attaching() -> tuple[str, tuple[str, str]] | None:
+        states = probe_states(probe)
+        if not ctx.counted:
+            state = states.get(lease.identities[0])
+            return (lease.identities[0], state) if state else None
+        return next(((i, s) for i, s in sorted(states.items()) if s == (node, "attaching")), None)
+
     try:
         with History(ctx.cluster, ns, ctx.objects.run_id) as history:
             ctx.objects.create(pinned_pod("app", "gpu", node), ns)
-            at_kill = wait_for(
-                lambda: probe_states(probe).get(identity),
+            identity, at_kill = wait_for(
+                attaching,
                 lambda s: s is not None,
                 timeout=bind_s,
-                expected=f"the attach of {identity} to start (the probe to list it)",
+                expected=f"the attach of the pod's device to {node} to start (the probe to list it)",
                 interval=0.1,
                 max_interval=0.2,
             )

@@ -36,7 +36,7 @@ class Move:
 )
 def reschedule_to_local(ctx: Context) -> Move:
     assert ctx.invariants is not None, "no double allocation in the window is checked by the invariant watcher"
-    node, _, ns = ctx.remote_fabric()
+    node, _, ns = ctx.remote_fabric(exclusive=ctx.counted)
     with History(ctx.cluster, ns, ctx.objects.run_id) as history:
         before = ctx.invariants.evaluations
         created = time.monotonic()

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from conformance.cluster.manifests import claim_template, device, device_class, pod_with_claim_template, unique_driver
+from conformance.observe.devices import fabric_only_nodes
 from conformance.observe.slices import allocation_results, result_key
 from conformance.observe.trace import Trace
 from conformance.suite.scenario import Context, result_fixture, scenario
@@ -65,7 +66,7 @@ def _slices(driver: str, nodes: list[str], per_node: int) -> list[dict[str, Any]
     return out
 
 
-def _wave(ctx: Context, device_class_name: str, count: int, label: str) -> Wave:
+def _wave(ctx: Context, device_class_name: str, count: int, label: str, nodes: list[str] | None = None) -> Wave:
     ns = ctx.namespace(f"scale-{label}")
     ctx.objects.create(claim_template("dev", device_class_name), ns)
     names = [f"pod-{i:04d}" for i in range(count)]
@@ -77,6 +78,10 @@ def _wave(ctx: Context, device_class_name: str, count: int, label: str) -> Wave:
     def create(name: str) -> None:
         pod = pod_with_claim_template(name, "dev")
         pod["metadata"]["labels"] = labels  # the namespace is tracked; its deletion removes the pods
+        if nodes:
+            term = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": nodes}]}
+            pod["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [term]}}}  # fmt: skip
         ctx.cluster.core.create_namespaced_pod(ns, pod)
 
     with ThreadPoolExecutor(CREATE_THREADS) as pool:
@@ -125,7 +130,14 @@ def _wave(ctx: Context, device_class_name: str, count: int, label: str) -> Wave:
 )
 def scale(ctx: Context) -> Scale:
     count = ctx.options.get("scale_pods", 16)
-    lease = ctx.lease(count, "fabric")
+    # Count-based: a class of the model matches every copy of it, so these pods could take the copies other
+    # scenarios wait for on their nodes; they stay off the nodes those scenarios use (fabric-only ones) if they can.
+    ctx.refresh()
+    spread: list[str] | None = None
+    if ctx.counted:
+        reached = sorted({n for c in ctx.pool.counted.values() for n in c.nodes})
+        spread = [n for n in reached if n not in fabric_only_nodes(ctx.pool, ctx.nodes())] or None
+    lease = ctx.lease(count, "fabric", spread)
     fabric_class = ctx.device_class(lease)
     driver = unique_driver("scale")
     nodes = [n.name for n in ctx.nodes()]
@@ -135,7 +147,7 @@ def scale(ctx: Context) -> Scale:
     for s in _slices(driver, nodes, -(-count // len(nodes))):
         ctx.objects.create(s)
     without = _wave(ctx, driver, count, "without-conditions")
-    with_ = _wave(ctx, fabric_class, count, "with-conditions")
+    with_ = _wave(ctx, fabric_class, count, "with-conditions", spread)
     ctx.measure("scale_pods_per_second_with_conditions", with_.per_second)
     ctx.measure("scale_pods_per_second_without_conditions", without.per_second)
     ctx.measure("scale_seconds_to_all_bound_with_conditions", with_.seconds)

@@ -198,11 +198,14 @@ def decide(settings: Settings, snap: Snapshot, memory: Memory, now: float) -> Pl
     for copy in snap.copies:
         if copy.uuid:
             copies[copy.uuid].append(copy)
-    reserved = _assign(settings, plan, snap, held, taints, memory) if settings.counted else set()
+    free: dict[tuple[str, str], list[FabricDevice]] = {}
+    if settings.counted:
+        free = _available(snap, held, taints, memory)
+        _assign(settings, plan, snap, free, memory)  # takes the devices it assigns out of `free`
     for device in sorted(snap.devices, key=lambda d: d.name):
         _device(settings, plan, device, held.get(device.uuid, []), taints, copies[device.uuid], memory, now)
     if settings.counted:
-        _counted_pools(settings, plan, snap, held, taints, memory, reserved)
+        _counted_pools(settings, plan, snap, free)
     known = {d.uuid for d in snap.devices}
     plan.delete_taints += [t.name for t in snap.taints if t.uuid not in known]  # a device the fabric dropped
     return plan
@@ -293,36 +296,35 @@ def _device(
 
 
 def _available(
-    d: FabricDevice, held: Mapping[str, list[Holding]], taints: Mapping[tuple[Purpose, str], TaintRule], memory: Memory
-) -> bool:
-    """counted: a device a count entry may get: free, nobody holds it, no rule hides it, nothing pending on it."""
-    return (
-        d.state == FREE
-        and not held.get(d.uuid)
-        and not any((purpose, d.uuid) in taints for purpose in Purpose)
-        and d.uuid not in memory.failures
-        and d.uuid not in memory.inflight
-    )
-
-
-def _assign(
-    settings: Settings,
-    plan: Plan,
     snap: Snapshot,
     held: Mapping[str, list[Holding]],
     taints: Mapping[tuple[Purpose, str], TaintRule],
     memory: Memory,
-) -> set[str]:
+) -> dict[tuple[str, str], list[FabricDevice]]:
+    """counted: (fabric, model) -> the devices a count entry may get, by name: free, nobody holds them, no rule
+    hides them, nothing pending on them."""
+    free: dict[tuple[str, str], list[FabricDevice]] = defaultdict(list)
+    for d in sorted(snap.devices, key=lambda d: d.name):
+        if (
+            d.state == FREE
+            and not held.get(d.uuid)
+            and not any((purpose, d.uuid) in taints for purpose in Purpose)
+            and d.uuid not in memory.failures
+            and d.uuid not in memory.inflight
+        ):
+            free[(d.fabric, d.model)].append(d)
+    return free
+
+
+def _assign(
+    settings: Settings, plan: Plan, snap: Snapshot, free: dict[tuple[str, str], list[FabricDevice]], memory: Memory
+) -> None:
     """counted: give each live count entry without a device one available device of its model on its fabric.
 
-    Returns the devices assigned in this pass: they are written to the claims first and attached from the next
-    pass on (the claim then names them), so an attach never runs for an assignment a restart would forget.
+    The assignments are written to the claims first and attached from the next pass on (the claim then names the
+    device), so an attach never runs for an assignment a restart would forget.
     """
     fabrics = {d.fabric for d in snap.devices}
-    free: dict[tuple[str, str], list[FabricDevice]] = defaultdict(list)
-    for d in sorted(snap.devices, key=lambda d: (d.fabric, d.model, d.name)):
-        if _available(d, held, taints, memory):
-            free[(d.fabric, d.model)].append(d)
     waiting = [
         Holding(claim, result, via_fabric=True)
         for claim in snap.claims
@@ -332,7 +334,6 @@ def _assign(
         and result.binding_conditions
         and assigned_device(claim, result, memory) is None
     ]
-    reserved: set[str] = set()
     for holding in sorted(waiting, key=lambda h: (h.claim.allocated_at or "", h.claim.key, h.result.device)):
         claim, result, label = holding.claim, holding.result, holding.label
         if holding.failed() or holding.ready():
@@ -352,21 +353,13 @@ def _assign(
         else:
             device = candidates.pop(0)
             plan.assignments.append(Assignment(claim, result, device.uuid))
-            reserved.add(device.uuid)
             plan.states[label] = f"assigned {device.name}"
-    return reserved
 
 
 def _counted_pools(
-    settings: Settings,
-    plan: Plan,
-    snap: Snapshot,
-    held: Mapping[str, list[Holding]],
-    taints: Mapping[tuple[Purpose, str], TaintRule],
-    memory: Memory,
-    reserved: set[str],
+    settings: Settings, plan: Plan, snap: Snapshot, free: dict[tuple[str, str], list[FabricDevice]]
 ) -> None:
-    """counted: per fabric and model, the entries claims hold plus one more per available device.
+    """counted: per fabric and model, the entries claims hold plus one more per device still available.
 
     Allocated entries stay listed (the pool does not change when the scheduler takes an entry: the assignment
     moves a device from "available" to "held" at the same time), and new entries take the lowest free indices.
@@ -378,14 +371,10 @@ def _counted_pools(
                 parsed = entry_model(result.device) if result.driver == settings.driver else None
                 if result.pool == fabric and parsed:
                     in_use[parsed[0]].add(parsed[1])
-        devices = sorted((d for d in snap.devices if d.fabric == fabric), key=lambda d: d.name)
-        models = {d.model: d.attributes for d in devices}
+        models = {d.model: d.attributes for d in sorted(snap.devices, key=lambda d: d.name) if d.fabric == fabric}
         entries: list[FabricDevice | CountedEntry] = []
         for model, attributes in sorted(models.items()):
-            count = sum(
-                d.model == model and d.uuid not in reserved and _available(d, held, taints, memory) for d in devices
-            )
-            indices, i = set(in_use[model]), 0
+            count, indices, i = len(free[(fabric, model)]), set(in_use[model]), 0
             while count:
                 if i not in indices:
                     indices.add(i)

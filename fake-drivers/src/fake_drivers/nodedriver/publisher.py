@@ -43,7 +43,7 @@ class Publisher:
             ident
             for item in items
             if not item["spec"].get("nodeName")
-            for device in item["spec"].get("devices", [])
+            for device in item["spec"].get("devices") or []
             if (ident := identity(device))
         }
 

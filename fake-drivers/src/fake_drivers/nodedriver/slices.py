@@ -60,5 +60,5 @@ def node_slices(driver: str, node: str, devices: list[dict[str, Any]], generatio
 
 
 def devices_of(slice_: dict[str, Any]) -> Any:
-    """What decides whether a published slice is current: its devices."""
-    return slice_.get("spec", {}).get("devices", [])
+    """What decides whether a published slice is current: its devices (1.34 returns an empty list as null)."""
+    return slice_.get("spec", {}).get("devices") or []

@@ -1,0 +1,95 @@
+"""Check the HTML report in a real browser engine: Debian's chromium, headless (`make chromium` installs it).
+
+Chromium renders the page (a screenshot is kept) and dumps the DOM it built; from that DOM every link must
+resolve (a relative file that exists next to the page, or an element id of the page) and no element may load
+anything from outside the page.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+BROWSERS = ("chromium", "chromium-browser")
+TIMEOUT_S = 120
+_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars")
+
+
+def find_chromium() -> str | None:
+    return next((path for name in BROWSERS if (path := shutil.which(name))), None)
+
+
+@dataclass
+class _Links(HTMLParser):
+    links: list[str] = field(default_factory=list)
+    loads: list[str] = field(default_factory=list)  # src= and <link href>: what the page would fetch
+    ids: set[str] = field(default_factory=set)
+    svgs: int = 0
+    text: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        super().__init__()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if a.get("id"):
+            self.ids.add(a["id"] or "")
+        if tag == "a" and a.get("href"):
+            self.links.append(a["href"] or "")
+        if a.get("src"):
+            self.loads.append(a["src"] or "")
+        if tag == "link" and a.get("href"):
+            self.loads.append(a["href"] or "")
+        if tag == "svg":
+            self.svgs += 1
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+@dataclass
+class BrowserCheck:
+    screenshot: Path
+    links: int
+    svgs: int
+    problems: list[str]
+
+
+def check_page(page: Path, screenshot: Path, chromium: str | None = None) -> BrowserCheck:
+    """Render `page` in headless chromium, keep a screenshot, and check every link of the DOM it built."""
+    browser = chromium or find_chromium()
+    if browser is None:
+        raise FileNotFoundError("no chromium on PATH: `make chromium` (apt-get install -y chromium)")
+    url = page.resolve().as_uri()
+    screenshot.parent.mkdir(parents=True, exist_ok=True)
+    shot = subprocess.run(
+        [browser, *_FLAGS, f"--screenshot={screenshot.resolve()}", "--window-size=1280,2400", url],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    dom = subprocess.run([browser, *_FLAGS, "--dump-dom", url], capture_output=True, text=True, timeout=TIMEOUT_S)
+    problems = []
+    if shot.returncode != 0 or not screenshot.exists() or screenshot.stat().st_size == 0:
+        problems.append(f"no screenshot (exit {shot.returncode}): {shot.stderr[-500:]}")
+    if dom.returncode != 0 or "<body" not in dom.stdout:
+        problems.append(f"chromium built no DOM (exit {dom.returncode}): {dom.stderr[-500:]}")
+    parsed = _Links()
+    parsed.feed(dom.stdout)
+    for href in parsed.links:
+        target = urlparse(href)
+        if target.scheme in ("http", "https"):
+            problems.append(f"external link {href} (the report must work offline)")
+        elif href.startswith("#"):
+            if href[1:] not in parsed.ids:
+                problems.append(f"link {href}: no element with that id")
+        elif target.scheme in ("", "file"):
+            path = Path(unquote(target.path)) if target.scheme == "file" else page.parent / unquote(target.path)
+            if not path.is_file():
+                problems.append(f"link {href}: {path} does not exist")
+    problems += [f"loads {src} from outside the page" for src in parsed.loads if not src.startswith("data:")]
+    return BrowserCheck(screenshot, len(parsed.links), parsed.svgs, problems)

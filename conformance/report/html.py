@@ -1,0 +1,208 @@
+"""One self-contained HTML page per run (no server, no external assets), rendered from a reports folder alone.
+
+It reads conformance-report.yaml, timelines/*.json and artefacts/index.json, so `dra-conformance report` can render
+it again from an unpacked bundle. Every link is relative to the folder or an anchor in the page; the KEP's address
+is shown as text, since a reviewer's machine may have no network.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from conformance.report.timeline import svg
+
+PAGE = "report.html"
+_STYLE = """
+body{font-family:sans-serif;margin:24px;color:#222;max-width:1240px}
+h1{font-size:22px}h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;width:100%;font-size:13px}th,td{border:1px solid #ddd;padding:4px 6px;
+vertical-align:top;text-align:left}th{background:#f4f4f4}
+.passed,.success{background:#dff3df}.failed,.failure{background:#f8d7d7}.skipped,.partial,.not-covered{background:#fff2cc}
+.not-certified{background:#eee}.verdict{display:inline-block;padding:10px 16px;margin:4px 12px 4px 0;border-radius:6px;
+font-size:15px}pre{white-space:pre-wrap;margin:0;font-size:12px}small{color:#666}
+.timeline{overflow-x:auto;border:1px solid #eee;margin:6px 0}
+"""
+
+
+def _e(text: Any) -> str:
+    return html.escape(str(text))
+
+
+def _link(href: str, text: str | None = None) -> str:
+    return f'<a href="{_e(href)}">{_e(text or href)}</a>'
+
+
+def _verdicts(report: dict[str, Any]) -> str:
+    out = ['<h2 id="verdicts">Verdicts</h2>']
+    found = report.get("verdicts") or {"run": {"result": report.get("result"), "reasons": []}}
+    for subject, v in found.items():
+        reasons = "".join(f"<li><pre>{_e(r)}</pre></li>" for r in v.get("reasons", []))
+        out.append(
+            f'<div class="verdict {_e(v["result"])}"><b>{_e(subject)}</b>: {_e(v["result"])}</div>'
+            + (f"<ul>{reasons}</ul>" if reasons else "")
+        )
+    out.append(f"<p>Run result: <b>{_e(report.get('result'))}</b></p>")
+    return "\n".join(out)
+
+
+def _identity(report: dict[str, Any]) -> str:
+    rows = []
+    for key in ("implementation", "cluster"):
+        for name, value in (report.get(key) or {}).items():
+            shown = json.dumps(value) if isinstance(value, dict) else value
+            rows.append(f"<tr><th>{_e(key)} {_e(name)}</th><td>{_e(shown)}</td></tr>")
+    rows.append(f"<tr><th>date</th><td>{_e(report.get('date'))}</td></tr>")
+    rows.append(f"<tr><th>wall time</th><td>{_e(report.get('wallSeconds'))} s</td></tr>")
+    rows.append(f"<tr><th>KEP</th><td>{_e((report.get('kep') or {}).get('url'))}</td></tr>")
+    return '<h2 id="identity">Cluster and implementation</h2><table>' + "".join(rows) + "</table>"
+
+
+def _requirements(report: dict[str, Any], present: set[str]) -> str:
+    rows = []
+    for rid, e in (report.get("requirements") or {}).items():
+        links = " ".join(_link(p, Path(p).name) for p in e.get("evidence", []) if p in present)
+        reason = e.get("reason") or ""
+        body = (
+            f"<pre>{_e(reason)}</pre>"
+            if len(reason) < 400
+            else (f"<details><summary>{_e(reason.splitlines()[0][:200])}</summary><pre>{_e(reason)}</pre></details>")
+        )
+        rows.append(
+            f'<tr id="req-{_e(rid)}"><td><b>{_e(rid)}</b></td><td>{_e(e["level"])}</td><td>{_e(e.get("title"))}</td>'
+            f'<td class="{_e(e["outcome"])}">{_e(e["outcome"])}</td><td>{body}</td><td>{links}</td></tr>'
+        )
+    head = "<tr><th>id</th><th>level</th><th>requirement</th><th>outcome</th><th>reason</th><th>evidence</th></tr>"
+    return f'<h2 id="requirements">Requirements</h2><table>{head}{"".join(rows)}</table>'
+
+
+def _scenarios(report: dict[str, Any], timelines: dict[str, dict[str, Any]], present: set[str]) -> str:
+    out = [
+        '<h2 id="scenarios">Scenarios and their timelines</h2>',
+        "<p><small>Times are seconds from the scenario's start. Red diamonds are the moments that decide a "
+        "requirement (hover for time, detail, resourceVersion); bars: allocated (blue), conditions ready / pod bound "
+        "(green), attached in the fabric (orange). The dashed line is the scenario's end; a device's lane follows "
+        "the fabric until its detach.</small></p>",
+    ]
+    index = []
+    for name, entry in sorted((report.get("scenarios") or {}).items()):
+        shown = f'<a href="#sc-{_e(name)}">{_e(name)}</a>' if name in timelines else f"{_e(name)} (no timeline)"
+        index.append(
+            f'<tr><td>{shown}</td><td class="{_e(entry["outcome"])}">'
+            f"{_e(entry['outcome'])}</td><td>{_e(entry['seconds'])} s</td></tr>"
+        )
+    out.append("<table><tr><th>scenario</th><th>outcome</th><th>time</th></tr>" + "".join(index) + "</table>")
+    judged: dict[str, list[str]] = {}  # scenario -> "IMP-3 failed" for each requirement its timeline evidences
+    for rid, e in (report.get("requirements") or {}).items():
+        for path in e.get("evidence", []):
+            if path.startswith("timelines/") and path.endswith(".svg"):
+                judged.setdefault(Path(path).stem, []).append(
+                    f'<a href="#req-{_e(rid)}">{_e(rid)}</a> {_e(e["outcome"])}'
+                )
+    for name in sorted(timelines):
+        t = timelines[name]
+        files = [p for p in (f"timelines/{name}.json", f"timelines/{name}.svg") if p in present]
+        moments = "".join(
+            f"<tr><td>{m['t']:.3f}</td><td>{_e(m['lane'])}</td><td>{_e(m['what'])}</td><td>{_e(m['detail'])}</td>"
+            f"<td>{_e(', '.join(m['decides']))}</td><td>{_e(m.get('revision') or '')}</td></tr>"
+            for m in t["moments"]
+        )
+        out.append(
+            f'<h3 id="sc-{_e(name)}">{_e(name)} <small>(scenario {_e(t["outcome"])}, {t["seconds"]:.1f} s; '
+            f"namespaces {_e(', '.join(t['namespaces']) or '-')})</small></h3>"
+            f"<p>Requirements judged on it: {', '.join(judged.get(name, [])) or '-'}</p>"
+            f'<div class="timeline">{svg(t)}</div>'
+            f"<p>{' '.join(_link(f) for f in files)}</p>"
+            "<details><summary>every moment</summary><table><tr><th>s</th><th>lane</th><th>what</th><th>detail</th>"
+            f"<th>decides</th><th>resourceVersion</th></tr>{moments}</table></details>"
+        )
+    return "\n".join(out)
+
+
+def _figures(report: dict[str, Any]) -> str:
+    rows = "".join(
+        f"<tr><td>{_e(k)}</td><td>{_e(v.get('median'))}</td><td>{_e(v.get('p95'))}</td><td>{_e(v.get('min'))}</td>"
+        f"<td>{_e(v.get('max'))}</td><td>{_e(v.get('count'))}</td></tr>"
+        for k, v in (report.get("measurements") or {}).items()
+    )
+    record = report.get("record") or {}
+    probe = record.get("probe") or {}
+    lines = [
+        '<h2 id="figures">Measured figures</h2>',
+        "<table><tr><th>figure</th><th>median</th><th>p95</th><th>min</th><th>max</th><th>n</th></tr>"
+        + rows
+        + "</table>",
+    ]
+    if record:
+        lines.append(
+            f"<p>Record: {_e(record.get('records'))}; dropped {_e(record.get('dropped', 0))}. Fabric probe: "
+            f"{_e('none in the profile' if not probe.get('url') else json.dumps(probe))}</p>"
+        )
+    return "\n".join(lines)
+
+
+def _artefacts(report: dict[str, Any], folder: Path, present: set[str]) -> str:
+    index_path = folder / "artefacts" / "index.json"
+    files = ["conformance-report.yaml", "certification-junit.xml", "junit.xml", "MANIFEST.sha256"]
+    rows = [f"<tr><td>{_link(f)}</td><td></td><td></td><td></td></tr>" for f in files if f in present]
+    bound = ""
+    if index_path.exists():
+        index = json.loads(index_path.read_text())
+        bound = (
+            f"<p>Size bound: {index['fileLimitBytes']} bytes per file (head and tail kept), {index['totalLimitBytes']}"
+            f" bytes in all; kept {index['keptBytes']} bytes; gathering took {index['gatherSeconds']} s. "
+            f"{_link('artefacts/index.json')}</p>"
+        )
+        for rel, entry in sorted(index["files"].items()):
+            path = f"artefacts/{rel}"
+            name = _link(path, rel) if path in present else _e(rel)
+            cut = "cut" if entry["keptBytes"] < entry["bytes"] else ""
+            rows.append(
+                f"<tr><td>{name}</td><td>{_e(entry.get('what', ''))}</td><td>{entry['bytes']}</td>"
+                f"<td>{_e(entry.get('omitted') or cut)}</td></tr>"
+            )
+    head = "<tr><th>file</th><th>what</th><th>bytes</th><th>bound</th></tr>"
+    return f'<h2 id="artefacts">Artefacts</h2>{bound}<table>{head}{"".join(rows)}</table>'
+
+
+def render(folder: Path, out: Path | None = None) -> Path:
+    """Write `report.html` for a reports folder (or to `out`); returns its path."""
+    report = yaml.safe_load((folder / "conformance-report.yaml").read_text())
+    present = {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()}
+    timelines = {}
+    for path in sorted((folder / "timelines").glob("*.json")):
+        timelines[path.stem] = json.loads(path.read_text())
+    impl = (report.get("implementation") or {}).get("profile", "?")
+    cluster = report.get("cluster") or {}
+    title = (
+        f"KEP-5007 conformance: {impl} on Kubernetes {cluster.get('kubernetes', '?')} ({cluster.get('provider', '?')})"
+    )
+    nav = " · ".join(
+        f'<a href="#{a}">{t}</a>'
+        for a, t in (
+            ("verdicts", "verdicts"),
+            ("requirements", "requirements"),
+            ("scenarios", "timelines"),
+            ("figures", "figures"),
+            ("identity", "identity"),
+            ("artefacts", "artefacts"),
+        )
+    )
+    page = (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
+        f"<style>{_STYLE}</style></head><body><h1>{_e(title)}</h1><p>{nav}</p>"
+        + _verdicts(report)
+        + _requirements(report, present)
+        + _scenarios(report, timelines, present)
+        + _figures(report)
+        + _identity(report)
+        + _artefacts(report, folder, present)
+        + "</body></html>"
+    )
+    target = out or folder / PAGE
+    target.write_text(page)
+    return target

@@ -1,0 +1,93 @@
+"""The run-wide record's bookkeeping, fed by hand (stand-ins for the watch streams and the fabric probe; no
+cluster): relists do not repeat records, node heartbeats are not changes, the probe records each change only,
+the live view follows deletions, and slice summaries carry each device's identity."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+from conformance.observe.recorder import Recorder
+
+
+def _recorder() -> Recorder:
+    return Recorder(cluster=None, run_id="r", attribute="uuid")  # type: ignore[arg-type]  # streams never started
+
+
+def _obj(name: str, rv: int, ns: str = "ns", **extra: object) -> dict:
+    return {"metadata": {"name": name, "namespace": ns, "resourceVersion": str(rv)}, **extra}
+
+
+def test_relists_do_not_repeat_records_and_deletions_leave_the_live_view() -> None:
+    rec = _recorder()
+    on_claim = rec._on("claim")
+    on_claim("ADDED", _obj("c", 5))
+    on_claim("SYNC", _obj("c", 5))  # a relist after a watch ended repeats the object
+    on_claim("MODIFIED", _obj("c", 7))
+    assert [(r.type, r.revision) for r in rec.select(("claim",))] == [("ADDED", 5), ("MODIFIED", 7)]
+    assert len(rec.live("claim")) == 1
+    on_claim("DELETED", _obj("c", 8))
+    assert rec.live("claim") == [] and rec.select(("claim",))[-1].type == "DELETED"
+
+
+def test_node_heartbeats_are_not_recorded_but_changes_are() -> None:
+    rec = _recorder()
+    on_node = rec._on("node")
+    ready = {"status": {"conditions": [{"type": "Ready", "status": "True"}]}, "spec": {}}
+    on_node("ADDED", _obj("node-0", 1, ns="", **ready))
+    on_node("MODIFIED", _obj("node-0", 2, ns="", **ready))  # heartbeat: same summary
+    on_node("MODIFIED", _obj("node-0", 3, ns="", status={"conditions": [{"type": "Ready", "status": "False"}]}))
+    assert [r.obj["ready"] for r in rec.select(("node",))] == ["True", "False"]
+
+
+def test_slice_summaries_keep_identities_for_the_timelines() -> None:
+    rec = _recorder()
+    spec = {
+        "driver": "d",
+        "pool": {"name": "fabric-0", "generation": 2},
+        "allNodes": True,
+        "devices": [{"name": "gpu-1", "attributes": {"uuid": {"string": "u-1"}}}, {"name": "gpu-2"}],
+    }
+    rec._on("slice")("ADDED", _obj("s", 3, ns="", spec=spec))
+    assert rec.identities() == {("fabric-0", "gpu-1"): "u-1"}
+    assert rec.select(("slice",))[0].obj["where"] == "allNodes"
+
+
+def test_the_probe_records_each_change_once() -> None:
+    states = [
+        [],
+        [{"device": "u-1", "node": "node-1", "state": "attaching"}],
+        [{"device": "u-1", "node": "node-1", "state": "attaching"}],
+        [{"device": "u-1", "node": "node-1", "state": "attached"}],
+        [],
+    ]
+    served = {"n": 0}
+    done = threading.Event()
+
+    class Probe(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = states[min(served["n"], len(states) - 1)]
+            served["n"] += 1
+            if served["n"] > len(states) + 2:
+                done.set()
+            data = json.dumps({"attachments": body}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Probe)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    rec = _recorder()
+    rec.probe(f"http://127.0.0.1:{server.server_port}/v1/attachments")
+    assert done.wait(10)
+    rec._stop.set()
+    server.shutdown()
+    changes = [(r.obj["state"], r.obj["previous"]) for r in rec.select(("probe",))]
+    assert changes == [("attaching", []), ("attached", ["node-1", "attaching"]), ("free", ["node-1", "attached"])]
+    stats = rec.stats()["probe"]
+    assert stats["periodSeconds"] <= 0.2 and stats["samples"] >= len(states)

@@ -18,6 +18,7 @@ import yaml
 
 from conformance.cluster.waits import wait_for
 from conformance.implementation.profile import API_VERSION, KIND
+from conformance.implementation.supervise import read_env, start_in_background
 
 PY = sys.executable
 CLI = str(Path(PY).parent / "dra-conformance")
@@ -63,31 +64,8 @@ def supervised(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path, 
     profile.write_text(yaml.safe_dump(doc))
     kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
     log = tmp_path / "up.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [
-                CLI,
-                "implementation",
-                "up",
-                "--profile",
-                str(profile),
-                "--kubeconfig",
-                str(kubeconfig),
-                "--state",
-                str(state),
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    proc, _env = start_in_background(profile, kubeconfig, state, log, timeout=30)
     try:
-        wait_for(
-            lambda: (state / "env").exists() or proc.poll() is not None,
-            bool,
-            timeout=30,
-            expected="the env file",
-            describe=lambda _: log.read_text(),
-        )
-        assert proc.poll() is None, log.read_text()
         yield proc, state, log
     finally:
         if proc.poll() is None:
@@ -101,7 +79,7 @@ def _pid(state: Path, name: str) -> int:
 
 def test_state_folder_says_where_everything_is(supervised: tuple[subprocess.Popen[bytes], Path, Path]) -> None:
     _proc, state, _log = supervised
-    env = dict(line.split("=", 1) for line in (state / "env").read_text().splitlines())
+    env = read_env(state)
     assert env["DRA_CONFORMANCE_STATE"] == str(state.resolve())
     with urllib.request.urlopen(env["FABRIC_MANAGER_URL"] + "/healthz", timeout=5) as response:
         assert response.status == 200

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -171,3 +173,34 @@ def restart_process(state: Path, name: str, timeout: float) -> tuple[int, int]:
     )
     assert new is not None
     return old, new
+
+
+def read_env(state: Path) -> dict[str, str]:
+    """The variables of the state folder's env file."""
+    return dict(line.split("=", 1) for line in (state / ENV_FILE).read_text().splitlines() if "=" in line)
+
+
+def start_in_background(
+    profile: Path, kubeconfig: Path, state: Path, log: Path, timeout: float, cwd: Path | None = None
+) -> tuple[subprocess.Popen[bytes], dict[str, str]]:
+    """`dra-conformance implementation up` as a child process (output to `log`), returned once everything is ready:
+    the process and the variables of its env file. For scripts and tests; the caller stops it with SIGTERM."""
+    cli = Path(sys.executable).parent / "dra-conformance"
+    argv = [str(cli), "implementation", "up", "--profile", str(profile), "--kubeconfig", str(kubeconfig)]
+    with log.open("wb") as out:
+        proc = subprocess.Popen([*argv, "--state", str(state)], cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_for(
+            lambda: (state / ENV_FILE).exists() or proc.poll() is not None,
+            bool,
+            timeout=timeout,
+            expected=f"implementation up to write {state / ENV_FILE}",
+            describe=lambda _: log.read_text(errors="replace")[-3000:],
+        )
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    if proc.poll() is not None:
+        raise ImplementationFailed(f"implementation up exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+    return proc, read_env(state)

@@ -51,6 +51,11 @@ def run_suite(
     return proc.returncode, proc.stdout + proc.stderr, outcomes
 
 
+def on_existing(kubeconfig: Path, profile: Path) -> list[str]:
+    """The suite's options for a run on a cluster it did not start (the marker ConfigMap must be there)."""
+    return ["--provider", "existing", "--kubeconfig", str(kubeconfig), "--profile", str(profile)]
+
+
 def profile_variant(tmp_path: Path, old: str, new: str, source: str = "reference.yaml") -> Path:
     """A copy of a committed profile with one command-line change (e.g. a broken mode), placeholders kept working."""
     profiles = ROOT / "fixtures" / "profiles"

@@ -25,7 +25,8 @@ from kubernetes import config
 
 from conformance.cluster.inventory import difference, inventory
 from conformance.cluster.waits import wait_for
-from selftest.suite_runner import ROOT, run_suite
+from conformance.implementation.supervise import start_in_background
+from selftest.suite_runner import ROOT, on_existing, run_suite
 
 CLI = str(Path(sys.executable).parent / "dra-conformance")
 PROFILES = ROOT / "fixtures" / "profiles"
@@ -60,34 +61,9 @@ def test_suite_passes_on_an_implementation_it_does_not_start(kept_cluster: Path,
     state, log = tmp_path / "state", tmp_path / "implementation-up.log"
     timings: dict[str, float] = {}
     started = time.monotonic()
-    with log.open("w") as out:
-        impl = subprocess.Popen(
-            [
-                CLI,
-                "implementation",
-                "up",
-                "--profile",
-                str(PROFILES / "reference.yaml"),
-                "--kubeconfig",
-                str(kept_cluster),
-                "--state",
-                str(state),
-            ],
-            cwd=ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    impl, variables = start_in_background(PROFILES / "reference.yaml", kept_cluster, state, log, 120, cwd=ROOT)
     try:
-        wait_for(
-            lambda: (state / "env").exists() or impl.poll() is not None,
-            bool,
-            timeout=120,
-            expected=f"implementation up to write {state / 'env'}",
-            describe=lambda _: log.read_text()[-2000:],
-        )
-        assert impl.poll() is None, f"implementation up exited with {impl.returncode}:\n{log.read_text()[-3000:]}"
         timings["implementation_up_s"] = time.monotonic() - started
-        variables = dict(line.split("=", 1) for line in (state / "env").read_text().splitlines())
         assert variables["FABRIC_MANAGER_URL"].startswith("http://127.0.0.1:"), variables
         env = dict(os.environ, **variables)
         pids = {p.stem: int(p.read_text()) for p in state.glob("*.pid")}
@@ -98,16 +74,12 @@ def test_suite_passes_on_an_implementation_it_does_not_start(kept_cluster: Path,
         # Every skip is explained before the run, with its reason.
         skips = [line for line in check.stdout.splitlines() if re.match(r"\s+\S+\s+\S+\s+skip\s", line)]
         assert all(len(line.split(None, 3)) == 4 for line in skips), skips
+        assert [line.split()[0] for line in skips] == ["IMP-7"] and "rescheduleToLocal" in skips[0], check.stdout
 
         suite_started = time.monotonic()
         code, out, outcomes = run_suite(
             tmp_path / "junit.xml",
-            "--provider",
-            "existing",
-            "--kubeconfig",
-            str(kept_cluster),
-            "--profile",
-            str(EXTERNAL),
+            *on_existing(kept_cluster, EXTERNAL),
             env=env,
         )
         timings["suite_s"] = time.monotonic() - suite_started

@@ -11,7 +11,7 @@ from pathlib import Path
 from conformance.cluster.client import Cluster
 from conformance.cluster.inventory import CHURNED, difference, inventory, listable
 from conformance.cluster.waits import WaitTimeout, wait_for
-from selftest.suite_runner import ROOT, run_suite
+from selftest.suite_runner import ROOT, on_existing, run_suite
 
 # Namespaces (the suite's, the implementation's) finalize asynchronously after the run has ended.
 SETTLE_TIMEOUT_S = 90.0
@@ -23,12 +23,7 @@ def test_a_run_on_an_existing_cluster_leaves_no_object_behind(cluster: Cluster, 
     started = time.monotonic()
     code, out, outcomes = run_suite(
         tmp_path / "junit.xml",
-        "--provider",
-        "existing",
-        "--kubeconfig",
-        str(cluster.info.kubeconfig),
-        "--profile",
-        str(ROOT / "fixtures" / "profiles" / "reference.yaml"),
+        *on_existing(cluster.info.kubeconfig, ROOT / "fixtures" / "profiles" / "reference.yaml"),
     )
     run_s = time.monotonic() - started
     # A failed verdict (1) still has to clean up: leftovers are checked whatever the verdict; a run that did not get

@@ -83,12 +83,8 @@ def test_suite_passes_on_an_implementation_it_does_not_start(kept_cluster: Path,
             env=env,
         )
         timings["suite_s"] = time.monotonic() - suite_started
-        assert code == 0, out[-5000:]
-        assert outcomes and "failure" not in outcomes.values() and "error" not in outcomes.values(), outcomes
-        assert outcomes.get("test_the_attach_in_flight_at_the_restart_completes_and_the_pod_binds") == "passed", (
-            outcomes
-        )
-        # IMP-8 restarted the controller through the role's command; the supervisor brought it back.
+        assert code in (0, 1) and outcomes, out[-5000:]  # the run got to its tests; the verdict is checked last
+        # IMP-8 ran the role's restart command; the supervisor brought the controller back.
         controller = int((state / "controller.pid").read_text())
         assert controller != pids["controller"] and not _alive(pids["controller"]), (pids, controller)
         assert "controller exited with -9" in log.read_text(), log.read_text()[-3000:]
@@ -100,6 +96,7 @@ def test_suite_passes_on_an_implementation_it_does_not_start(kept_cluster: Path,
     timings["total_s"] = time.monotonic() - started
     counts = {o: list(outcomes.values()).count(o) for o in sorted(set(outcomes.values()))}
     print(f"outcomes {counts}; timings: {', '.join(f'{k} {v:.1f}s' for k, v in timings.items())}")
+    # Whatever the verdict: the implementation stops cleanly and leaves nothing behind.
     assert impl.returncode == 0, log.read_text()[-3000:]
     assert "stopped cleanly" in log.read_text()
     running = {name: pid for name, pid in {**pids, "controller": controller}.items() if _alive(pid)}
@@ -111,3 +108,7 @@ def test_suite_passes_on_an_implementation_it_does_not_start(kept_cluster: Path,
 
     # The namespace of the implementation's manifests finalizes asynchronously: a deadline, not a sleep.
     wait_for(changed, lambda d: not d, timeout=90, expected="the cluster as it was before implementation up")
+    # Then the suite's verdict: the whole suite passes on the implementation it did not start.
+    assert code == 0, out[-5000:]
+    assert "failure" not in outcomes.values() and "error" not in outcomes.values(), outcomes
+    assert outcomes.get("test_the_attach_in_flight_at_the_restart_completes_and_the_pod_binds") == "passed", outcomes

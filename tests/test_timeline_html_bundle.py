@@ -4,6 +4,7 @@ machine has it (`make chromium`); the screenshot is kept under reports/html-chec
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import tarfile
@@ -140,6 +141,7 @@ def test_the_timeline_holds_every_decisive_moment_relative_to_the_scenario_start
     spans = {(s["lane"], s["state"]): (s["from"], s["to"]) for s in timeline["spans"]}
     assert spans[("device uuid-3", "attached node-1")] == (2.2, 20.0)
     assert seen[("claim attach-before-bind-abc/c", "deallocated")]["decides"] == []  # released after use
+    assert ("device uuid-3", "held twice") not in seen
     assert [p for _, p in phases(timeline)][:3] == [
         "claims created: scheduling",
         "allocated: waiting in PreBind for the binding conditions",
@@ -262,3 +264,14 @@ def test_chromium_renders_the_report_and_every_link_resolves(tmp_path: Path) -> 
     )
     problems = check_page(page, tmp_path / "s.png").problems
     assert any("artefacts/gone.log" in p for p in problems) and any("#nowhere" in p for p in problems), problems
+
+
+def test_a_device_in_two_live_allocations_is_marked_held_twice() -> None:
+    other = _claim(True)
+    other["metadata"]["name"] = "c2"
+    rows = records()
+    rows.insert(7, Record(0, T0 + 3.0, "claim", "MODIFIED", NS, "c2", 30, other))  # while c still holds gpu-3
+    rows = [dataclasses.replace(r, seq=i) for i, r in enumerate(rows)]
+    timeline = build(_window(), rows, {("fabric-0", "gpu-3"): "uuid-3"})
+    twice = [m for m in timeline["moments"] if m["what"] == "held twice"]
+    assert [(m["t"], m["detail"], m["decides"]) for m in twice] == [(3.0, "by c2 and c", ["IMP-6"])]

@@ -107,3 +107,13 @@ def test_a_requirement_with_a_skipped_test_is_partial(pytester: pytest.Pytester,
     assert result.ret == EXIT_PARTIAL
     entry = yaml.safe_load((tmp_path / "conformance-report.yaml").read_text())["requirements"]["SCH-3"]
     assert entry["outcome"] == "partial" and "test_nominated skipped: 1.34 shows" in entry["reason"]
+
+
+def test_a_headline_ending_in_a_colon_keeps_its_first_item() -> None:
+    from conformance.report.reasons import headline
+
+    reason = "InvariantViolated: scenario s: invariants broken while it ran:\n  07:55:24.092 held-twice u-1: a, b\nmore"
+    assert (
+        headline(reason)
+        == "InvariantViolated: scenario s: invariants broken while it ran: 07:55:24.092 held-twice u-1: a, b"
+    )

@@ -16,6 +16,9 @@ KWOK_VERSION = "v0.8.0"
 # kind release built for the kind provider and for validating kind configs (newest that builds with Go 1.26).
 KIND_VERSION = "v0.33.0"
 
+# kube-scheduler's PreBind polls the binding conditions this often, in every supported release (KEP-5007).
+PREBIND_POLL_S = 5.0
+
 
 @dataclass(frozen=True)
 class Release:

@@ -176,11 +176,21 @@ class Recorder:
 
         return record
 
-    def _append(self, kind: str, event: str, ns: str, name: str, revision: int | None, body: dict[str, Any]) -> None:
+    def _append(
+        self,
+        kind: str,
+        event: str,
+        ns: str,
+        name: str,
+        revision: int | None,
+        body: dict[str, Any],
+        at: float | None = None,
+    ) -> None:
         if len(self.records) >= MAX_RECORDS:
             self.dropped += 1
             return
-        self.records.append(Record(len(self.records), time.time(), kind, event, ns, name, revision, body))
+        when = time.time() if at is None else at  # a probe change is dated by its sample, not by the bookkeeping
+        self.records.append(Record(len(self.records), when, kind, event, ns, name, revision, body))
 
     def _sample_loop(self) -> None:
         last = None
@@ -198,13 +208,20 @@ class Recorder:
                     self.probe_samples += 1
                     if last is not None:
                         self.probe_gaps.append(now - last)
-                    last = now
+                    # A change happened between the previous sample and this one: both moments are kept.
+                    previous_sample, last = last, now
                     for device in sorted(set(state) | set(self._probe_state)):
                         before, after = self._probe_state.get(device), state.get(device)
                         if before != after:
                             node, st = after or ((before or ("", ""))[0], "free")
-                            body = {"device": device, "node": node, "state": st, "previous": list(before or ())}
-                            self._append("probe", "CHANGED", "", device, None, body)
+                            body = {
+                                "device": device,
+                                "node": node,
+                                "state": st,
+                                "previous": list(before or ()),
+                                "previousSampleAt": previous_sample,
+                            }
+                            self._append("probe", "CHANGED", "", device, None, body, at=now)
                     self._probe_state = state
             self._stop.wait(max(0.0, PROBE_PERIOD_S - (time.time() - now)))
 

@@ -23,7 +23,7 @@ from conformance.report.gather import Artefacts, snapshot
 from conformance.report.timeline import Window, build, svg
 from conformance.report.timeline import phases as timeline_phases
 
-MAX_DECISIVE_LINES = 25
+MAX_DECISIVE_LINES = 60
 T = TypeVar("T")
 
 

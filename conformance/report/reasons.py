@@ -54,5 +54,8 @@ def report_reason(report: Any, excinfo: Any | None = None) -> str:
 
 def headline(reason: str, limit: int = 300) -> str:
     """The first non-empty line of a reason, for tables and JUnit message attributes."""
-    first = next((line for line in reason.splitlines() if line.strip()), "")
+    lines = [line.strip() for line in reason.splitlines() if line.strip()]
+    first = lines[0] if lines else ""
+    if first.endswith(":") and len(lines) > 1:  # "invariants broken while it ran:" says nothing without its list
+        first = f"{first} {lines[1]}"
     return first if len(first) <= limit else first[: limit - 3] + "..."

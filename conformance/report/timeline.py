@@ -106,6 +106,7 @@ def _claims(b: _Builder, records: list[Any]) -> set[str]:
     """Moments of the scenario's claims; returns the identities (or pool/device) its claims were allocated."""
     used: set[str] = set()
     state: dict[str, dict[str, Any]] = {}
+    holders: dict[str, set[str]] = {}  # device lane -> claims whose allocation holds it (one physical device)
     for r in records:
         if r.kind != "claim" or r.namespace not in b.w.namespaces:
             continue
@@ -133,7 +134,8 @@ def _claims(b: _Builder, records: list[Any]) -> set[str]:
             for pool, device in seen["alloc"][1]:
                 dlane = b.device_lane(pool, device)
                 b.moment(r.at, dlane, "released", f"by {r.name}", **rev)
-                b.close(dlane, "allocated", r.at)
+                b.close(dlane, f"allocated {r.name}", r.at)
+                holders.setdefault(dlane, set()).discard(r.name)
             seen["ready"], seen["conds"], seen["failed"], seen["was_ready"] = False, {}, False, False
         if ident is not None and ident != seen["alloc"]:
             node = _alloc_node(allocation)
@@ -145,7 +147,18 @@ def _claims(b: _Builder, records: list[Any]) -> set[str]:
                 dlane = b.device_lane(x["pool"], x["device"])
                 used.add(b.lanes[dlane]["name"])
                 b.moment(r.at, dlane, "allocated", f"to {r.name} on {node or 'any node'}", **rev)
-                b.open(dlane, "allocated", r.at)
+                others = holders.setdefault(dlane, set()) - {r.name}
+                if others:  # the same physical device in two live allocations
+                    b.moment(
+                        r.at,
+                        dlane,
+                        "held twice",
+                        f"by {r.name} and {', '.join(sorted(others))}",
+                        decides=("IMP-6",),
+                        **rev,
+                    )
+                holders[dlane].add(r.name)
+                b.open(dlane, f"allocated {r.name}", r.at)
             seen["was_allocated"] = True
         seen["alloc"] = ident
         conds = _conditions(r.obj) if results else {}
@@ -259,11 +272,13 @@ def _fabric(b: _Builder, records: list[Any], identities: set[str], until: float)
             decides = ("IMP-5",)
             if r.at > b.w.end:
                 after_end[r.name] = True
+        since = r.obj.get("previousSampleAt")
+        window = f"; happened after {since - b.w.start:.3f}s (the previous sample)" if since else ""
         b.moment(
             r.at,
             lane,
             f"fabric {state}",
-            f"{node} (was {'/'.join(r.obj['previous']) or 'free'})",
+            f"{node} (was {'/'.join(r.obj['previous']) or 'free'}{window})",
             decides=decides,
             fabric=True,
         )
@@ -366,7 +381,7 @@ def svg(timeline: dict[str, Any]) -> str:
         if span["lane"] not in row:
             continue
         y = _TOP + row[span["lane"]] * _LANE_H + 8
-        colour = "#f4c27a" if span["state"].startswith("attached") else _COLOURS.get(span["state"], "#ddd")
+        colour = "#f4c27a" if span["state"].startswith("attached") else _COLOURS.get(span["state"].split()[0], "#ddd")
         width = max(1.0, x(span["to"]) - x(span["from"]))
         out.append(
             f'<rect x="{x(span["from"]):.1f}" y="{y}" width="{width:.1f}" height="{_LANE_H - 16}" fill="{colour}" '

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conformance.report.catalogue import CATALOGUE
+from conformance.report.reasons import headline
 
 EXIT_FAILURE = 1
 EXIT_PARTIAL = 6  # pytest uses 0-5; 6 is free
@@ -71,8 +72,7 @@ def _grouped(entries: dict[str, dict[str, Any]], ids: list[str], note: str) -> l
 
 
 def _headline(entry: dict[str, Any]) -> str:
-    lines = [line for line in str(entry.get("reason") or "").splitlines() if line.strip()]
-    return lines[0][:300] if lines else "(no reason recorded)"
+    return headline(str(entry.get("reason") or "")) or "(no reason recorded)"
 
 
 def verdicts(summary: dict[str, dict[str, Any]], *, no_implementation: str | None = None) -> dict[str, Verdict]:

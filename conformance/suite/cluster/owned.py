@@ -19,13 +19,13 @@ from tenacity import retry, retry_if_exception, stop_after_attempt, wait_fixed
 
 from conformance.cluster.client import Cluster
 from conformance.cluster.manifests import RESOURCE_API, device_class, pod_with_claim_template, unique_driver
+from conformance.cluster.versions import PREBIND_POLL_S
 from conformance.cluster.waits import WaitTimeout, wait_for
 from conformance.observe.history import SCHEDULE_S, Binding, History
 from conformance.suite.scenario import ClusterContext
 
-# The scheduler's PreBind re-reads the claim every 5 s (KEP-5007; unchanged through 1.38). A pod that must NOT bind
+# The scheduler's PreBind re-reads the claim every PREBIND_POLL_S (KEP-5007). A pod that must NOT bind
 # is watched for two polls and a second: a scheduler that bound on a partial set of conditions would have done so.
-PREBIND_POLL_S = 5.0
 HOLD_S = 2 * PREBIND_POLL_S + 1.0
 PENDING_EVENT = "BindingConditionsPending"
 INJECTED_REASON = "ConformanceInjectedFailure"

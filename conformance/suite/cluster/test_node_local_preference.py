@@ -27,6 +27,10 @@ class Preference:
     pending_events: int
 
 
+def _allocated(history: History) -> list[dict[str, Any]]:
+    return [e.obj for e in history.events("claim") if allocation_results(e.obj)]
+
+
 @scenario(
     "node-local-preference",
     "a claim matching a node-local device and a fabric device on the same node gets the node-local one",
@@ -41,8 +45,13 @@ def node_local_preference(ctx: ClusterContext) -> Preference:
     driver.pod("app", driver.claim_template(), node)
     ns = driver.namespace
     with History(ctx.cluster, ns, ctx.objects.run_id) as history:
-        history.wait(lambda h: h.binding(), timeout=SCHEDULE_S, expected="the pod to be bound")
-        claim = history.events("claim")[-1].obj
+        # The pod's and the claim's watch streams are separate: the binding can arrive before the allocation does.
+        history.wait(
+            lambda h: h.binding() and _allocated(h),
+            timeout=SCHEDULE_S,
+            expected="the pod to be bound and its claim seen allocated",
+        )
+        claim = _allocated(history)[-1]
         binding = history.binding()
     waited = pending_events(ctx.cluster, ns).get("app", 0)
     return Preference(node, local, allocation_results(claim), binding.node if binding else None, waited)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import pytest
 
 from conformance.cluster.manifests import pinned_pod
+from conformance.cluster.versions import PREBIND_POLL_S
 from conformance.cluster.waits import WaitTimeout, wait_for
 from conformance.implementation import endpoints
 from conformance.observe.history import History
@@ -39,6 +40,11 @@ class Restart:
     at_kill: tuple[str, str] | None  # the probe when the controller was killed
     conditions_at_kill: dict[str, str]
     restart_s: float
+    # The scheduler's bindingTimeout, and whether the restart alone (its measured length, the slowed attach, the
+    # promised attach and one PreBind poll) reaches it: then a binding timeout on the way is the cluster's doing, not
+    # a loss, and IMP-8 asks only that the pod still ends bound and nothing stays attached.
+    binding_timeout_s: float = 0.0
+    timeout_expected: bool = False
     outcome: Outcome | None = None
     left_attached: str = ""  # after the pod was deleted: what the probe still showed past detachSeconds
 
@@ -101,9 +107,13 @@ def controller_restart(ctx: Context) -> Restart:
             ctx.say(f"IMP-8: restarting role {role.name}: {ctx.implementation.restart_role(role)}")
             seen = Restart(node, identity, at_kill, conditions_at_kill, round(time.monotonic() - killed, 3))
             ctx.measure("controller_restart_seconds", seen.restart_s)
-            seen.outcome = follow(ctx, history, node, bind_s)
+            seen.binding_timeout_s = float(ctx.cluster.info.binding_timeout_s)
+            needed = seen.restart_s + SLOW_S + ctx.profile.promises.attach_s + PREBIND_POLL_S
+            seen.timeout_expected = needed >= seen.binding_timeout_s
+            # after a binding timeout the pod goes round again: give it one more timeout to bind
+            seen.outcome = follow(ctx, history, node, bind_s + seen.restart_s + seen.binding_timeout_s)
             ctx.measure("restart_to_bound_seconds", round(time.monotonic() - killed, 3))
-        used = {i for i in seen.outcome.final_identities() if i} or {identity}
+        used = {i for i in seen.outcome.final_identities() if i} | {identity}  # also the device of the kill
         ctx.cluster.core.delete_namespaced_pod("app", ns, grace_period_seconds=0)
         try:
             wait_for(
@@ -132,8 +142,11 @@ def test_the_attach_in_flight_at_the_restart_completes_and_the_pod_binds(restart
     assert restart.outcome is not None
     # Nothing lost: bound where the fabric says the device is, by the happy path of either model (no allocation
     # cleared by a failure or the binding timeout, none edited in place).
-    problems = restart.outcome.binding_problems(timeouts=False)
-    assert not problems, "\n".join(problems) + f"\n  {restart.outcome.describe()}"
+    problems = restart.outcome.binding_problems(timeouts=restart.timeout_expected)
+    timing = f"\n  the restart took {restart.restart_s:.1f}s; bindingTimeout {restart.binding_timeout_s:g}s" + (
+        " (a timeout on the way was accepted: the restart alone reaches it)" if restart.timeout_expected else ""
+    )
+    assert not problems, "\n".join(problems) + f"\n  {restart.outcome.describe()}" + timing
 
 
 @pytest.mark.requirement("IMP-8")

@@ -60,6 +60,7 @@ class Implementation:
     applied: list[tuple[Any, str, str | None]] = field(default_factory=list)
     _client: client.ApiClient | None = field(default=None, repr=False)
     restarts: int = 0
+    _registered: list[str] = field(default_factory=list, repr=False)  # endpoint URLs as resolved at start
 
     def resolve(self, text: str, process: Process | None = None) -> str:
         """Fill the placeholders of a profile string (see conformance.implementation.profile.Process)."""
@@ -179,8 +180,12 @@ class Implementation:
                 self._start(spec)
             for endpoint in (prof.fabric_probe, prof.fault_injector):
                 if endpoint is not None:
+                    url = self.resolve(endpoint.url)
+                    if not url.startswith(("http://", "https://")):
+                        raise ProfileError(f"profile {self.loaded.path}: {endpoint.url} is {url!r}, not an http(s) URL")
+                    self._registered.append(url)
                     endpoints.register(
-                        self.resolve(endpoint.url),
+                        url,
                         self.resolve(endpoint.ca_file) if endpoint.ca_file else None,
                         self.resolve(endpoint.token) if endpoint.token else None,
                     )
@@ -345,9 +350,8 @@ class Implementation:
             except (ImplementationFailed, ProfileError) as exc:
                 problems.append(str(exc))
         problems += self._delete_manifests()
-        for endpoint in (self.loaded.profile.fabric_probe, self.loaded.profile.fault_injector):
-            if endpoint is not None and "{url:" not in endpoint.url:
-                endpoints.unregister(endpoint.url)
+        while self._registered:
+            endpoints.unregister(self._registered.pop())
         if self._client is not None:
             self._client.close()
             self._client = None

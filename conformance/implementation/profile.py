@@ -82,9 +82,10 @@ class Process(_Strict):
 
 
 class Endpoint(_Strict):
-    """An HTTP(S) endpoint of the implementation, e.g. {url:fabric-manager}/v1/attachments or
+    """An HTTP(S) endpoint of the implementation, e.g. {url:fabric-manager}/v1/attachments,
     https://fabric.example.com:8443/v1/attachments with its own CA and a bearer token ({env:NAME} keeps the
-    token out of the file)."""
+    token out of the file), or {env:FABRIC_MANAGER_URL}/v1/attachments for an implementation the suite does not
+    start (the variable must hold an http:// or https:// URL)."""
 
     url: str
     ca_file: Annotated[str | None, Field(alias="caFile")] = None
@@ -93,8 +94,8 @@ class Endpoint(_Strict):
     @field_validator("url")
     @classmethod
     def _scheme(cls, value: str) -> str:
-        if not (value.startswith(("http://", "https://")) or value.startswith("{url:")):
-            raise ValueError(f"url {value!r} must start with http://, https:// or {{url:PROCESS}}")
+        if not value.startswith(("http://", "https://", "{url:", "{env:")):
+            raise ValueError(f"url {value!r} must start with http://, https://, {{url:PROCESS}} or {{env:NAME}}")
         return value
 
 

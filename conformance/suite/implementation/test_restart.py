@@ -65,6 +65,7 @@ def _delete_fault(url: str) -> None:
     probe=True,
     faults=True,
     controller=("process",),
+    exclusive=True,  # it restarts the shared controller: other scenarios must not see that
 )
 def controller_restart(ctx: Context) -> Restart:
     # The first restartable role (controller.process, or roles[0]: a process the suite started or a restart command

@@ -20,7 +20,7 @@ SUITE_ARGS := --provider $(PROVIDER) --k8s-version $(K8S_VERSION) --profile $(PR
 	$(if $(filter existing,$(PROVIDER)),--kubeconfig $(KUBECONFIG))
 
 .PHONY: all conformance test unit drivers selftest suite lint binaries venv bench bench-cluster clusters-down clean
-.PHONY: validate image kind-config matrix conformance-extra conformance-all chromium html-check
+.PHONY: validate image kind-config matrix conformance-extra conformance-all chromium html-check soak
 
 all: test
 
@@ -101,6 +101,16 @@ bench: binaries
 	$(BIN)/pytest conformance/suite $(SUITE_ARGS) -q --reports-dir=$(REPORTS)/bench \
 		--scale-pods $(BENCH_SCALE_PODS) $(PYTEST_ARGS) || true
 	$(BIN)/dra-conformance figures $(REPORTS)/bench/conformance-report.yaml --history $(REPORTS)/bench-history
+
+# Stability: N consecutive full runs of every reference profile (each run's reports in $(REPORTS)/soak/<i>/<profile>/),
+# then per test how often it failed and the spread (min/median/max) of every figure. Fails if any run failed.
+N ?= 20
+soak: binaries
+	rm -rf $(REPORTS)/soak
+	for i in $$(seq -w 1 $(N)); do for p in $(REFERENCE_PROFILES); do \
+		$(MAKE) --no-print-directory conformance PROFILE=$$p REPORTS=$(REPORTS)/soak/$$i/$$(basename $$p .yaml) \
+			|| true; done; done
+	$(BIN)/dra-conformance soak $(REPORTS)/soak
 
 bench-cluster: binaries
 	$(BIN)/dra-conformance bench --k8s-version $(K8S_VERSION) --out $(REPORTS)/bench-cluster.json \

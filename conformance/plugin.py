@@ -65,6 +65,9 @@ _SELECTED_KEY = pytest.StashKey[list[Scenario]]()
 _RUNNER_KEY = pytest.StashKey[ScenarioRunner]()
 _CLUSTER_RUNNER_KEY = pytest.StashKey[ScenarioRunner]()
 _EVIDENCE_KEY = pytest.StashKey[Evidence]()
+# Moments of the run, in seconds from pytest's start (where the wall goes: bring-up, implementation start, device read
+# settle, scenarios, teardown, reports); in the run report as `phases` and printed in the terminal summary.
+_MARKS_KEY = pytest.StashKey[dict[str, float]]()
 NAMESPACE_READY_S = 30.0
 DEFAULT_PROFILE = Path(__file__).resolve().parent.parent / "fixtures" / "profiles" / "reference.yaml"
 NAMESPACE_GONE_S = 60.0
@@ -134,6 +137,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="implementation profile (YAML) of the implementation under test, or 'none' to certify the cluster only "
         "(API-*, SCH-* run on suite-owned drivers; every IMP-* is skipped)",
     )
+
+
+def _mark(config: pytest.Config, moment: str) -> None:
+    """Note when a phase of the run ended (the first time only: a phase is not restarted)."""
+    reporter = config.pluginmanager.get_plugin("dra-conformance-requirements")
+    if reporter is not None:
+        config.stash.setdefault(_MARKS_KEY, {}).setdefault(moment, round(time.monotonic() - reporter.started, 2))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -246,6 +256,7 @@ def implementation(
     except (ImplementationFailed, ProfileError) as exc:
         evidence.gather_logs(workdir, "implementation", "implementation process logs")
         pytest.exit(f"cannot start the implementation of profile {profile.profile.name!r}: {exc}", returncode=3)
+    _mark(pytestconfig, "implementationReady")
     if profile.profile.fabric_probe is not None:
         recorder.probe(impl.resolve(profile.profile.fabric_probe.url))
     yield impl
@@ -280,6 +291,7 @@ def scenarios(
         model_attribute=prof.model_attribute,
     )
     pool.refresh(slices, watcher.live_nodes(), counted=prof.fabric_entries == "counted")
+    _mark(pytestconfig, "devicesRead")
     kinds = [d.kind for d in pool.devices.values()]
     counted = ", ".join(f"{c.pool}/{c.model}: {c.entries}" for c in pool.counted.values())
     say(
@@ -321,6 +333,7 @@ def scenarios(
     finally:
         try:
             runner.join()
+            _mark(pytestconfig, "implementationScenariosDone")
         finally:
             watcher.stop()
             watcher.cluster.close()
@@ -353,6 +366,7 @@ def cluster_scenarios(
         yield runner
     finally:
         runner.join()
+        _mark(pytestconfig, "clusterScenariosDone")
 
 
 @pytest.fixture(scope="session")
@@ -379,6 +393,7 @@ def cluster(pytestconfig: pytest.Config, run_id: str) -> Iterator[Cluster]:
     except (ProviderNotReady, BuildError) as exc:
         pytest.exit(f"cannot start the {provider.name} cluster: {exc}", returncode=3)
     pytestconfig.stash[_CLUSTER_KEY] = (info, getattr(provider, "timings", {}))
+    _mark(pytestconfig, "clusterReady")
     handle = Cluster(info)
     try:
         yield handle
@@ -419,6 +434,9 @@ def _cluster_summary(terminalreporter: Any, config: pytest.Config) -> None:
     terminalreporter.write_line(f"feature gates set: {gates}; binding timeout {timeout}")
     if "bring_up_s" in timings:
         terminalreporter.write_line(f"bring-up {timings['bring_up_s']:.1f}s")
+    if marks := config.stash.get(_MARKS_KEY, {}):
+        moments = sorted(marks.items(), key=lambda kv: kv[1])
+        terminalreporter.write_line("run phases (s from start): " + ", ".join(f"{k} {v:.1f}" for k, v in moments))
 
 
 def _leftover_namespaces(cluster: Cluster, run_id: str) -> list[str]:
@@ -609,6 +627,8 @@ class RequirementReporter:
                 "file": str(loaded.path),
             }
         run["wallSeconds"] = round(time.monotonic() - self.started, 1)
+        _mark(self.config, "teardownDone")
+        run["phases"] = dict(self.config.stash.get(_MARKS_KEY, {}))
         if stopped_by := interrupts.interrupted():
             run["interrupted"] = stopped_by
         if _CLUSTER_KEY in self.config.stash:

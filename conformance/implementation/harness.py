@@ -60,6 +60,18 @@ class Implementation:
     applied: list[tuple[Any, str, str | None]] = field(default_factory=list)
     _client: client.ApiClient | None = field(default=None, repr=False)
     restarts: int = 0
+    # (began, ready again) of each restart the suite made, time.monotonic(): a promise the profile makes about a
+    # running implementation (detachSeconds) runs from when a restart made meanwhile was over (IMP-5).
+    restart_spans: list[tuple[float, float]] = field(default_factory=list)
+    restarting: float | None = None  # when a restart in progress began
+
+    def ready_since(self, since: float) -> float:
+        """When the implementation was last running undisturbed from: `since`, or the end of the last restart the
+        suite began after `since` (a restart still in progress counts from now)."""
+        ends = [ready for began, ready in self.restart_spans if ready >= since]
+        if self.restarting is not None:
+            ends.append(time.monotonic())
+        return max([since, *ends])
 
     def resolve(self, text: str, process: Process | None = None) -> str:
         """Fill the placeholders of a profile string (see conformance.implementation.profile.Process)."""
@@ -210,7 +222,12 @@ class Implementation:
         if role.process is not None:
             return f"killed {role.process} and started it again (pid {self.restart(role.process)})"
         assert role.command is not None
-        self._run_once(role.name, role.command, {}, role.timeout_s, "restart")
+        began = self.restarting = time.monotonic()
+        try:
+            self._run_once(role.name, role.command, {}, role.timeout_s, "restart")
+        finally:
+            self.restart_spans.append((began, time.monotonic()))
+            self.restarting = None
         self.restarts += 1
         return f"ran the restart command of {role.name}"
 
@@ -289,6 +306,7 @@ class Implementation:
         if index is None:
             raise ImplementationFailed(f"no running process {name!r} (running: {[r.spec.name for r in self.running]})")
         run = self.running[index]
+        began = self.restarting = time.monotonic()
         # Copy-on-write: scenario threads resolve {url:...} while this runs; never mutate the list they iterate.
         self.running = [r for r in self.running if r is not run]
         if run.proc.poll() is None:
@@ -297,7 +315,11 @@ class Implementation:
         self.restarts += 1
         run.log.replace(run.log.with_suffix(f".killed-{self.restarts}.log"))
         self.progress(f"killed {name} (pid {run.proc.pid}); starting it again")
-        self._start(run.spec)
+        try:
+            self._start(run.spec)
+        finally:
+            self.restart_spans.append((began, time.monotonic()))
+            self.restarting = None
         started = self.running[-1]
         rest = self.running[:-1]
         self.running = [*rest[:index], started, *rest[index:]]

@@ -147,3 +147,29 @@ def test_fabric_concurrency_bounds_implementation_scenarios_only() -> None:
     assert max(peak) == 1
     wall = runner.wall()
     assert wall is not None and wall >= 0.6
+
+
+def test_a_scenario_that_must_run_alone_runs_before_the_others_and_alone() -> None:
+    """Fake scenarios (no cluster): the disruptive one ends before any other starts; the others overlap."""
+    spans: dict[str, tuple[float, float]] = {}
+
+    def run_for(name: str, seconds: float) -> Any:
+        def run(ctx: Context) -> str:
+            began = time.monotonic()
+            time.sleep(seconds)
+            spans[name] = (began, time.monotonic())
+            return name
+
+        return run
+
+    scenarios = [
+        _scenario("a", run_for("a", 0.2)),
+        _scenario("restart", run_for("restart", 0.3), alone=True),
+        _scenario("b", run_for("b", 0.2)),
+    ]
+    runner, _ = _runner(scenarios)
+    runner.start()
+    assert [runner.result(n) for n in ("a", "restart", "b")] == ["a", "restart", "b"]
+    runner.join()
+    assert spans["restart"][1] <= min(spans["a"][0], spans["b"][0]), spans
+    assert spans["a"][0] < spans["b"][1] and spans["b"][0] < spans["a"][1], "the others still run side by side"

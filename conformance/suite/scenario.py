@@ -23,7 +23,7 @@ from conformance.cluster.client import USER_AGENT, Cluster
 from conformance.cluster.manifests import RESOURCE_API, claim_template
 from conformance.cluster.objects import ObjectTracker
 from conformance.cluster.providers.base import NodeSpec
-from conformance.cluster.waits import wait_for
+from conformance.cluster.waits import check_cancelled, wait_for
 from conformance.implementation.harness import Implementation
 from conformance.implementation.profile import Profile
 from conformance.observe.devices import DevicePool, Kind, Lease, fabric_only_nodes
@@ -48,6 +48,10 @@ class Scenario:
     # False: certifies the cluster with suite-owned drivers (runs with --profile none; gets a ClusterContext)
     implementation: bool = True
     controller: tuple[str, ...] = ()  # controller fields of the profile it needs ("process", "serviceAccount")
+    # Runs with no other implementation scenario at once (before them): it disturbs the implementation (restarts a
+    # role), which would break the timing other scenarios hold it to (a condition within the binding timeout, the
+    # promised detach time) through no fault of the implementation.
+    alone: bool = False
 
 
 REGISTRY: dict[str, Scenario] = {}
@@ -63,6 +67,7 @@ def scenario(
     faults: bool = False,
     implementation: bool = True,
     controller: tuple[str, ...] = (),
+    alone: bool = False,
 ) -> Callable[[Callable[[Any], T]], Callable[[Any], T]]:
     """Register a scenario function; the module's tests read its result with `result_fixture`. A scenario with
     implementation=False gets a ClusterContext (no profile, no implementation, no leased devices)."""
@@ -71,7 +76,17 @@ def scenario(
         if name in REGISTRY and REGISTRY[name].module != fn.__module__:
             raise ValueError(f"scenario {name!r} is defined twice ({REGISTRY[name].module}, {fn.__module__})")
         REGISTRY[name] = Scenario(
-            name, description, requirements, fn, fn.__module__, capabilities, probe, faults, implementation, controller
+            name,
+            description,
+            requirements,
+            fn,
+            fn.__module__,
+            capabilities,
+            probe,
+            faults,
+            implementation,
+            controller,
+            alone,
         )
         return fn
 
@@ -315,11 +330,19 @@ class ScenarioRunner:
         self.timings: dict[str, Timing] = {}
         self.measurements: dict[str, list[float]] = {}
         self._lock = threading.Lock()
+        # Scenarios that must run alone go first, one at a time; the others start once every one of them ended.
+        self._alone = threading.Lock()
+        self._alone_left = sum(sc.alone for sc in scenarios)
+        self._others_may_start = threading.Event()
+        if not self._alone_left:
+            self._others_may_start.set()
 
     def start(self) -> None:
         if self.scenarios:
             bound = f" (at most {self.concurrency} at once: the profile's fabricConcurrency)" if self._slots else ""
             self._say(f"starting {len(self.scenarios)} scenarios side by side{bound}: {', '.join(self.scenarios)}")
+            if alone := [sc.name for sc in self.scenarios.values() if sc.alone]:
+                self._say(f"first alone (they restart part of the implementation): {', '.join(alone)}")
         for sc in self.scenarios.values():
             self._futures[sc.name] = self._executor.submit(self._run, sc)
 
@@ -330,6 +353,20 @@ class ScenarioRunner:
         return self._futures[name].result(timeout=SCENARIO_DEADLINE_S)
 
     def _run(self, sc: Scenario) -> Any:
+        if sc.alone:
+            try:
+                with self._alone:
+                    return self._run_slotted(sc)
+            finally:
+                with self._lock:
+                    self._alone_left -= 1
+                    if not self._alone_left:
+                        self._others_may_start.set()
+        while not self._others_may_start.wait(0.5):
+            check_cancelled()
+        return self._run_slotted(sc)
+
+    def _run_slotted(self, sc: Scenario) -> Any:
         if self._slots is None or not sc.implementation:
             return self._run_now(sc)
         with self._slots:

@@ -65,6 +65,7 @@ def _delete_fault(url: str) -> None:
     probe=True,
     faults=True,
     controller=("process",),
+    alone=True,  # the restart would break the timing the other scenarios hold the implementation to
 )
 def controller_restart(ctx: Context) -> Restart:
     process = ctx.profile.controller.process

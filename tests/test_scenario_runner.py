@@ -149,27 +149,35 @@ def test_fabric_concurrency_bounds_implementation_scenarios_only() -> None:
     assert wall is not None and wall >= 0.6
 
 
-def test_a_scenario_that_must_run_alone_runs_before_the_others_and_alone() -> None:
-    """Fake scenarios (no cluster): the disruptive one ends before any other starts; the others overlap."""
-    spans: dict[str, tuple[float, float]] = {}
+def test_an_exclusive_scenario_runs_alone_and_first() -> None:
+    """A scenario that disturbs the shared implementation (exclusive) never overlaps another implementation
+    scenario; cluster scenarios are not held."""
+    lock = threading.Lock()
+    running: set[str] = set()
+    overlaps: list[set[str]] = []
+    order: list[str] = []
 
-    def run_for(name: str, seconds: float) -> Any:
-        def run(ctx: Context) -> str:
-            began = time.monotonic()
-            time.sleep(seconds)
-            spans[name] = (began, time.monotonic())
-            return name
-
-        return run
+    def busy(ctx: Context) -> None:
+        with lock:
+            running.add(ctx.scenario.name)
+            order.append(ctx.scenario.name)
+            overlaps.append(set(running))
+        time.sleep(0.2)  # stands for a scenario's work; the test checks overlap, not time
+        with lock:
+            running.discard(ctx.scenario.name)
 
     scenarios = [
-        _scenario("a", run_for("a", 0.2)),
-        _scenario("restart", run_for("restart", 0.3), alone=True),
-        _scenario("b", run_for("b", 0.2)),
+        _scenario("imp-a", busy),
+        _scenario("restart", busy, exclusive=True),
+        _scenario("imp-b", busy),
+        _scenario("cluster-x", busy, implementation=False),
     ]
     runner, _ = _runner(scenarios)
     runner.start()
-    assert [runner.result(n) for n in ("a", "restart", "b")] == ["a", "restart", "b"]
+    for sc in scenarios:
+        runner.result(sc.name)
     runner.join()
-    assert spans["restart"][1] <= min(spans["a"][0], spans["b"][0]), spans
-    assert spans["a"][0] < spans["b"][1] and spans["b"][0] < spans["a"][1], "the others still run side by side"
+    for seen in overlaps:
+        if "restart" in seen:
+            assert seen - {"cluster-x"} == {"restart"}, overlaps
+    assert next(n for n in order if n != "cluster-x") == "restart", order

@@ -60,18 +60,10 @@ class Implementation:
     applied: list[tuple[Any, str, str | None]] = field(default_factory=list)
     _client: client.ApiClient | None = field(default=None, repr=False)
     restarts: int = 0
-    # (began, ready again) of each restart the suite made, time.monotonic(): a promise the profile makes about a
-    # running implementation (detachSeconds) runs from when a restart made meanwhile was over (IMP-5).
-    restart_spans: list[tuple[float, float]] = field(default_factory=list)
-    restarting: float | None = None  # when a restart in progress began
-
-    def ready_since(self, since: float) -> float:
-        """When the implementation was last running undisturbed from: `since`, or the end of the last restart the
-        suite began after `since` (a restart still in progress counts from now)."""
-        ends = [ready for began, ready in self.restart_spans if ready >= since]
-        if self.restarting is not None:
-            ends.append(time.monotonic())
-        return max([since, *ends])
+    # (start, end) of every restart, monotonic: a restarted component may start its timers again (e.g. a detach's
+    # idle grace), so a promise another scenario is timing counts from the end of a restart (restarted_since).
+    restart_windows: list[tuple[float, float]] = field(default_factory=list)
+    _registered: list[str] = field(default_factory=list, repr=False)  # endpoint URLs as resolved at start
 
     def resolve(self, text: str, process: Process | None = None) -> str:
         """Fill the placeholders of a profile string (see conformance.implementation.profile.Process)."""
@@ -191,8 +183,12 @@ class Implementation:
                 self._start(spec)
             for endpoint in (prof.fabric_probe, prof.fault_injector):
                 if endpoint is not None:
+                    url = self.resolve(endpoint.url)
+                    if not url.startswith(("http://", "https://")):
+                        raise ProfileError(f"profile {self.loaded.path}: {endpoint.url} is {url!r}, not an http(s) URL")
+                    self._registered.append(url)
                     endpoints.register(
-                        self.resolve(endpoint.url),
+                        url,
                         self.resolve(endpoint.ca_file) if endpoint.ca_file else None,
                         self.resolve(endpoint.token) if endpoint.token else None,
                     )
@@ -222,14 +218,16 @@ class Implementation:
         if role.process is not None:
             return f"killed {role.process} and started it again (pid {self.restart(role.process)})"
         assert role.command is not None
-        began = self.restarting = time.monotonic()
-        try:
-            self._run_once(role.name, role.command, {}, role.timeout_s, "restart")
-        finally:
-            self.restart_spans.append((began, time.monotonic()))
-            self.restarting = None
+        started = time.monotonic()
+        self._run_once(role.name, role.command, {}, role.timeout_s, "restart")
+        self.restart_windows.append((started, time.monotonic()))
         self.restarts += 1
         return f"ran the restart command of {role.name}"
+
+    def restarted_since(self, moment: float) -> float | None:
+        """The end of the last restart that ended after `moment` (monotonic), if any."""
+        ends = [end for _start, end in self.restart_windows if end > moment]
+        return max(ends, default=None)
 
     def _start(self, spec: Process) -> None:
         command = [self.resolve(arg, spec) for arg in spec.command]
@@ -310,7 +308,7 @@ class Implementation:
         if index is None:
             raise ImplementationFailed(f"no running process {name!r} (running: {[r.spec.name for r in self.running]})")
         run = self.running[index]
-        began = self.restarting = time.monotonic()
+        begun = time.monotonic()
         # Copy-on-write: scenario threads resolve {url:...} while this runs; never mutate the list they iterate.
         self.running = [r for r in self.running if r is not run]
         if run.proc.poll() is None:
@@ -319,14 +317,11 @@ class Implementation:
         self.restarts += 1
         run.log.replace(run.log.with_suffix(f".killed-{self.restarts}.log"))
         self.progress(f"killed {name} (pid {run.proc.pid}); starting it again")
-        try:
-            self._start(run.spec)
-        finally:
-            self.restart_spans.append((began, time.monotonic()))
-            self.restarting = None
+        self._start(run.spec)
         started = self.running[-1]
         rest = self.running[:-1]
         self.running = [*rest[:index], started, *rest[index:]]
+        self.restart_windows.append((begun, time.monotonic()))
         return started.proc.pid
 
     def stop(self) -> list[str]:
@@ -371,9 +366,8 @@ class Implementation:
             except (ImplementationFailed, ProfileError) as exc:
                 problems.append(str(exc))
         problems += self._delete_manifests()
-        for endpoint in (self.loaded.profile.fabric_probe, self.loaded.profile.fault_injector):
-            if endpoint is not None and "{url:" not in endpoint.url:
-                endpoints.unregister(endpoint.url)
+        while self._registered:
+            endpoints.unregister(self._registered.pop())
         if self._client is not None:
             self._client.close()
             self._client = None

@@ -23,12 +23,13 @@ from conformance.cluster.client import USER_AGENT, Cluster
 from conformance.cluster.manifests import RESOURCE_API, claim_template
 from conformance.cluster.objects import ObjectTracker
 from conformance.cluster.providers.base import NodeSpec
-from conformance.cluster.waits import check_cancelled, wait_for
+from conformance.cluster.waits import wait_for
 from conformance.implementation.harness import Implementation
 from conformance.implementation.profile import Profile
 from conformance.observe.devices import DevicePool, Kind, Lease, fabric_only_nodes
 from conformance.observe.invariants import InvariantWatcher
 from conformance.observe.probe import ProbeRecorder
+from conformance.suite.exclusive import ExclusiveGate
 
 T = TypeVar("T")
 SCENARIO_DEADLINE_S = 900.0
@@ -48,10 +49,7 @@ class Scenario:
     # False: certifies the cluster with suite-owned drivers (runs with --profile none; gets a ClusterContext)
     implementation: bool = True
     controller: tuple[str, ...] = ()  # controller fields of the profile it needs ("process", "serviceAccount")
-    # Runs with no other implementation scenario at once (before them): it disturbs the implementation (restarts a
-    # role), which would break the timing other scenarios hold it to (a condition within the binding timeout, the
-    # promised detach time) through no fault of the implementation.
-    alone: bool = False
+    exclusive: bool = False  # disturbs the shared implementation (restarts it): runs alone (suite/exclusive.py)
 
 
 REGISTRY: dict[str, Scenario] = {}
@@ -67,7 +65,7 @@ def scenario(
     faults: bool = False,
     implementation: bool = True,
     controller: tuple[str, ...] = (),
-    alone: bool = False,
+    exclusive: bool = False,
 ) -> Callable[[Callable[[Any], T]], Callable[[Any], T]]:
     """Register a scenario function; the module's tests read its result with `result_fixture`. A scenario with
     implementation=False gets a ClusterContext (no profile, no implementation, no leased devices)."""
@@ -86,7 +84,7 @@ def scenario(
             faults,
             implementation,
             controller,
-            alone,
+            exclusive,
         )
         return fn
 
@@ -322,6 +320,7 @@ class ScenarioRunner:
         # attaches one device at a time would otherwise stall every scenario behind one hung attach).
         self.concurrency = concurrency
         self._slots = threading.BoundedSemaphore(concurrency) if concurrency else None
+        self._gate = ExclusiveGate(sum(1 for s in scenarios if s.implementation and s.exclusive))
         self._make_context = make_context
         self._invariants = invariants
         self._say = say
@@ -330,19 +329,11 @@ class ScenarioRunner:
         self.timings: dict[str, Timing] = {}
         self.measurements: dict[str, list[float]] = {}
         self._lock = threading.Lock()
-        # Scenarios that must run alone go first, one at a time; the others start once every one of them ended.
-        self._alone = threading.Lock()
-        self._alone_left = sum(sc.alone for sc in scenarios)
-        self._others_may_start = threading.Event()
-        if not self._alone_left:
-            self._others_may_start.set()
 
     def start(self) -> None:
         if self.scenarios:
             bound = f" (at most {self.concurrency} at once: the profile's fabricConcurrency)" if self._slots else ""
             self._say(f"starting {len(self.scenarios)} scenarios side by side{bound}: {', '.join(self.scenarios)}")
-            if alone := [sc.name for sc in self.scenarios.values() if sc.alone]:
-                self._say(f"first alone (they restart part of the implementation): {', '.join(alone)}")
         for sc in self.scenarios.values():
             self._futures[sc.name] = self._executor.submit(self._run, sc)
 
@@ -353,24 +344,13 @@ class ScenarioRunner:
         return self._futures[name].result(timeout=SCENARIO_DEADLINE_S)
 
     def _run(self, sc: Scenario) -> Any:
-        if sc.alone:
-            try:
-                with self._alone:
-                    return self._run_slotted(sc)
-            finally:
-                with self._lock:
-                    self._alone_left -= 1
-                    if not self._alone_left:
-                        self._others_may_start.set()
-        while not self._others_may_start.wait(0.5):
-            check_cancelled()
-        return self._run_slotted(sc)
-
-    def _run_slotted(self, sc: Scenario) -> Any:
-        if self._slots is None or not sc.implementation:
+        if not sc.implementation:
             return self._run_now(sc)
-        with self._slots:
-            return self._run_now(sc)
+        with self._gate.alone() if sc.exclusive else self._gate.shared():
+            if self._slots is None:
+                return self._run_now(sc)
+            with self._slots:
+                return self._run_now(sc)
 
     def wall(self) -> float | None:
         """Seconds from the first scenario's start to the last one's end (None before all ended)."""

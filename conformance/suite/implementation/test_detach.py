@@ -5,10 +5,6 @@ One pod, pinned to a node without node-local devices, binds with a leased fabric
 allocation or the node-local copy of it: outcome.py); the fabric probe must say it is attached there. Then the pod
 and the claim are deleted, and the probe and the published slices are followed until the device is no longer
 attached and exactly one free entry offers it again, for at least PERSIST_S (a transient offer does not count).
-
-The promise is about a running implementation: when the suite restarts part of it meanwhile (IMP-8 runs side by side
-and kills the controller), the promise runs from when that restart was over, not from the release (an
-implementation may well start its timers again after a restart; the KEP sets no detach time).
 """
 
 from __future__ import annotations
@@ -39,13 +35,18 @@ class Release:
     detached_after_s: float | None = None  # release -> the probe no longer lists the device
     offered_after_s: float | None = None  # release -> detached and exactly one free entry
     last_seen: str = ""  # when the promise was broken: the probe and the free entries last seen
-    clock_from_s: float = 0.0  # release -> the promise's start: later when the suite restarted the implementation
+    # seconds from the release to the end of a restart of the implementation after it (0: none): the promise counts
+    # from then (Implementation.restarted_since)
+    clock_from_s: float = 0.0
 
     @property
+    def deadline_s(self) -> float:
+        return self.clock_from_s + self.promise_s
+
     def clock(self) -> str:
         if not self.clock_from_s:
-            return "after the release"
-        return f"after the release, counted from {self.clock_from_s:.1f}s on, when the suite's restart was over"
+            return ""
+        return f" (counted from the end of a restart of the implementation {self.clock_from_s:g}s after the release)"
 
 
 @scenario(
@@ -84,12 +85,15 @@ def detach_on_release(ctx: Context) -> Release:
         if state is None and seen.detached_after_s is None:
             seen.detached_after_s = round(time.monotonic() - released, 3)
         free = ctx.invariants.free_entries(identity)
-        if lease.counted is not None:  # offered again = its fabric offers as many entries as it has free devices
+        if lease.counted is not None:
+            # Offered again = its fabric offers (at least) every device it has free: a stack that never re-offers
+            # a detached device stays one entry short for good. Not equality: other scenarios' attaches and
+            # reschedules move both counts meanwhile, and the pool follows the fabric with a delay.
             c = lease.counted
             offered = ctx.invariants.counted_offered().get((c.pool, c.model), [])
             fabric_free = ctx.invariants.fabric_free(ctx.invariants.pool_nodes(c.pool), c.model)
             free = [f"{c.pool}/{c.model}: {len(offered)} entries offered, {fabric_free} free in the fabric", *free]
-            back = not free[1:] and fabric_free is not None and len(offered) == fabric_free
+            back = not free[1:] and fabric_free is not None and len(offered) >= fabric_free
         else:
             back = len(free) == 1
         if state is None and back:
@@ -98,31 +102,40 @@ def detach_on_release(ctx: Context) -> Release:
             met_since.clear()
         return state, free
 
-    def deadline() -> float:  # moves on when the suite restarts part of the implementation meanwhile
-        return ctx.implementation.ready_since(released) + seen.promise_s + PERSIST_S
+    def offered_for_good(_o: object) -> bool:
+        return bool(met_since) and time.monotonic() - met_since[0] >= PERSIST_S
 
-    while True:
-        try:
-            # Offered again means offered for good: the stretch must last PERSIST_S (the watcher's own rule), so a
-            # transient free entry (e.g. between a guard's removal and a pool rewrite) does not count.
-            wait_for(
-                observe,
-                lambda o: bool(met_since) and time.monotonic() - met_since[0] >= PERSIST_S,
-                timeout=max(SAMPLE_S, deadline() - time.monotonic()),
-                expected=f"{identity} detached (not in the probe) and offered by exactly one free entry (count-based: "
-                f"no copy of it offered, and as many entries offered as the fabric has free) for {PERSIST_S:g}s",
-                describe=lambda o: f"probe: {o[0] if o else None}, free entries: {o[1] if o else None}",
-                interval=SAMPLE_S,
-                max_interval=SAMPLE_S,
-            )
-            seen.offered_after_s = round(met_since[0] - released, 3)
-            break
-        except WaitTimeout as exc:
-            if time.monotonic() < deadline():  # a restart moved the promise's start meanwhile
-                continue
-            seen.last_seen = str(exc)
-            break
-    seen.clock_from_s = round(ctx.implementation.ready_since(released) - released, 3)
+    def deadline() -> float:
+        """The promise counts from the release, or from the end of a restart of the implementation after it
+        (another scenario's, e.g. IMP-8: a restarted controller may start its idle grace again)."""
+        restarted = ctx.implementation.restarted_since(released)
+        seen.clock_from_s = round(restarted - released, 3) if restarted else 0.0
+        return released + seen.clock_from_s + seen.promise_s + PERSIST_S
+
+    try:
+        # Offered again means offered for good: the stretch must last PERSIST_S (the watcher's own rule), so a
+        # transient free entry (e.g. between a guard's removal and a pool rewrite) does not count. A restart
+        # meanwhile moves the deadline: wait again until the moved one.
+        while True:
+            try:
+                wait_for(
+                    observe,
+                    offered_for_good,
+                    timeout=max(0.1, deadline() - time.monotonic()),
+                    expected=f"{identity} detached (not in the probe) and offered by exactly one free entry "
+                    "(count-based: no copy of it offered, and as many entries offered as the fabric has free devices) "
+                    f"for {PERSIST_S:g}s",
+                    describe=lambda o: f"probe: {o[0] if o else None}, free entries: {o[1] if o else None}",
+                    interval=SAMPLE_S,
+                    max_interval=SAMPLE_S,
+                )
+                break
+            except WaitTimeout:
+                if time.monotonic() >= deadline():
+                    raise
+        seen.offered_after_s = round(met_since[0] - released, 3)
+    except WaitTimeout as exc:
+        seen.last_seen = str(exc)
     if seen.detached_after_s is not None:
         ctx.measure("detach_seconds", seen.detached_after_s)
     if seen.offered_after_s is not None:
@@ -138,22 +151,16 @@ def test_device_is_detached_within_the_promised_time(release: Release) -> None:
     assert release.attached_before and release.attached_before[0] == release.node, (
         f"while the pod was bound on {release.node} the probe said {release.attached_before}"
     )
-    detached = release.detached_after_s
-    assert detached is not None and detached - release.clock_from_s <= release.promise_s, (
-        f"{release.identity} still attached {release.promise_s:g}s (detachSeconds) {release.clock}"
-        + (f" (detached after {detached:.1f}s)" if detached is not None else "")
-        + "\n"
+    assert release.detached_after_s is not None and release.detached_after_s <= release.deadline_s, (
+        f"{release.identity} still attached {release.promise_s:g}s (detachSeconds) after the release{release.clock()}\n"
         f"{release.last_seen}"
     )
 
 
 @pytest.mark.requirement("IMP-5")
 def test_device_is_offered_free_again_exactly_once(release: Release) -> None:
-    offered = release.offered_after_s
-    assert offered is not None and offered - release.clock_from_s <= release.promise_s, (
+    assert release.offered_after_s is not None and release.offered_after_s <= release.deadline_s, (
         f"{release.identity} not offered again by exactly one free entry (for {PERSIST_S:g}s) within "
-        f"{release.promise_s:g}s {release.clock}"
-        + (f" (offered after {offered:.1f}s)" if offered is not None else "")
-        + "\n"
+        f"{release.promise_s:g}s{release.clock()}\n"
         f"{release.last_seen}"
     )

@@ -255,6 +255,15 @@ def figures_command(report: Path, history: Path | None) -> None:
             click.echo(line)
 
 
+@main.command("soak")
+@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
+def soak_command(folder: Path) -> None:
+    """Summarise a soak (`make soak`): per test how often it failed, and the spread of every figure."""
+    from conformance.report.soak import report
+
+    raise SystemExit(report(folder))
+
+
 @main.group()
 def profile() -> None:
     """Write, validate and explain implementation profiles (README "Certify your stack")."""

@@ -64,6 +64,9 @@ _SELECTED_KEY = pytest.StashKey[list[Scenario]]()
 _RUNNER_KEY = pytest.StashKey[ScenarioRunner]()
 _CLUSTER_RUNNER_KEY = pytest.StashKey[ScenarioRunner]()
 _EVIDENCE_KEY = pytest.StashKey[Evidence]()
+# Moments of the run, in seconds from pytest's start (where the wall goes: bring-up, implementation start, device read
+# settle, scenarios, teardown, reports); in the run report as `phases` and printed in the terminal summary.
+_MARKS_KEY = pytest.StashKey[dict[str, float]]()
 NAMESPACE_READY_S = 30.0
 DEFAULT_PROFILE = Path(__file__).resolve().parent.parent / "fixtures" / "profiles" / "reference.yaml"
 NAMESPACE_GONE_S = 60.0
@@ -134,6 +137,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="implementation profile (YAML) of the implementation under test, or 'none' to certify the cluster only "
         "(API-*, SCH-* run on suite-owned drivers; every IMP-* is skipped)",
     )
+
+
+def _mark(config: pytest.Config, moment: str, seconds: float | None = None) -> None:
+    """Note when a phase of the run ended, now or `seconds` from the start (the first time only)."""
+    reporter = config.pluginmanager.get_plugin("dra-conformance-requirements")
+    if reporter is not None:
+        at = time.monotonic() - reporter.started if seconds is None else seconds
+        config.stash.setdefault(_MARKS_KEY, {}).setdefault(moment, round(at, 2))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -246,6 +257,7 @@ def implementation(
     except (ImplementationFailed, ProfileError) as exc:
         evidence.gather_logs(workdir, "implementation", "implementation process logs")
         pytest.exit(f"cannot start the implementation of profile {profile.profile.name!r}: {exc}", returncode=3)
+    _mark(pytestconfig, "implementationReady")
     if profile.profile.fabric_probe is not None:
         recorder.probe(impl.resolve(profile.profile.fabric_probe.url))
     yield impl
@@ -286,6 +298,7 @@ def scenarios(
         model_attribute=prof.model_attribute,
     )
     pool.refresh(slices, watcher.live_nodes(), counted=prof.fabric_entries == "counted")
+    _mark(pytestconfig, "devicesRead")
     kinds = [d.kind for d in pool.devices.values()]
     counted = ", ".join(f"{c.pool}/{c.model}: {c.entries}" for c in pool.counted.values())
     say(
@@ -397,6 +410,7 @@ def cluster(pytestconfig: pytest.Config, run_id: str) -> Iterator[Cluster]:
     except (ProviderNotReady, BuildError) as exc:
         pytest.exit(f"cannot start the {provider.name} cluster: {exc}", returncode=3)
     pytestconfig.stash[_CLUSTER_KEY] = (info, getattr(provider, "timings", {}))
+    _mark(pytestconfig, "clusterReady")
     handle = Cluster(info)
     try:
         yield handle
@@ -437,6 +451,9 @@ def _cluster_summary(terminalreporter: Any, config: pytest.Config) -> None:
     terminalreporter.write_line(f"feature gates set: {gates}; binding timeout {timeout}")
     if "bring_up_s" in timings:
         terminalreporter.write_line(f"bring-up {timings['bring_up_s']:.1f}s")
+    if marks := config.stash.get(_MARKS_KEY, {}):
+        moments = sorted(marks.items(), key=lambda kv: kv[1])
+        terminalreporter.write_line("run phases (s from start): " + ", ".join(f"{k} {v:.1f}" for k, v in moments))
 
 
 def _leftover_namespaces(cluster: Cluster, run_id: str) -> list[str]:
@@ -445,7 +462,13 @@ def _leftover_namespaces(cluster: Cluster, run_id: str) -> list[str]:
         return [ns.metadata.name for ns in items]
 
     try:
-        wait_for(names, lambda left: not left, timeout=NAMESPACE_GONE_S, expected="test namespaces to be deleted")
+        wait_for(
+            names,
+            lambda left: not left,
+            timeout=NAMESPACE_GONE_S,
+            expected="test namespaces to be deleted",
+            max_interval=0.5,  # the run's tail waits on this
+        )
     except AssertionError:
         return names()
     except Cancelled:  # interrupted meanwhile: not checked
@@ -493,6 +516,7 @@ def wait_default_service_account(cluster: Cluster, ns: str) -> None:
         bool,
         timeout=NAMESPACE_READY_S,
         expected=f"ServiceAccount {ns}/default (created by kube-controller-manager)",
+        max_interval=0.25,  # every API test waits here: the default back-off to 2 s adds up over the tests
     )
 
 
@@ -528,6 +552,7 @@ class RequirementReporter:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.started = time.monotonic()
+        self.started_at = time.time()
         self.requirement_of: dict[str, str] = {}
         self.outcomes = Outcomes()
         self.reasons: dict[tuple[str, str], str] = {}  # (nodeid, phase) -> the exception's message and evidence
@@ -627,6 +652,7 @@ class RequirementReporter:
                 "file": str(loaded.path),
             }
         run["wallSeconds"] = round(time.monotonic() - self.started, 1)
+        _mark(self.config, "teardownDone")
         if stopped_by := interrupts.interrupted():
             run["interrupted"] = stopped_by
         if _CLUSTER_KEY in self.config.stash:
@@ -646,6 +672,9 @@ class RequirementReporter:
             for r in runners:
                 for key, values in r.measurements.items():
                     measured.setdefault(key, []).extend(values)
+            ends = [t.end for t in timings.values() if t.end is not None]
+            if ends:  # scenario timings are wall-clock times; the marks count from pytest's start
+                _mark(self.config, "scenariosDone", max(ends) - self.started_at)
             run["scenarios"] = {
                 name: {"outcome": t.outcome, "seconds": round((t.end or t.start) - t.start, 2)}
                 for name, t in sorted(timings.items())
@@ -663,6 +692,8 @@ class RequirementReporter:
                 "totalLimitBytes": TOTAL_LIMIT,
                 "gatherSeconds": round(artefacts.seconds, 2),
             }
+        marks = self.config.stash.get(_MARKS_KEY, {})
+        run["phases"] = dict(sorted(marks.items(), key=lambda kv: kv[1]))
         write_conformance_report(out / "conformance-report.yaml", summary, run, self.verdicts)
         title = f"KEP-5007 conformance: {loaded.profile.name if loaded else 'cluster only'}"
         write_certification_junit(out / "certification-junit.xml", summary, title)

@@ -295,6 +295,10 @@ class Implementation:
             timeout=timeout,
             expected=f"{run.spec.name}: {expected}",
             describe=lambda _seen: f"last lines of {run.log}:\n{run.tail()}",
+            # local and cheap to check (a file, a loopback GET): the default back-off to 2 s would add up to 2 s
+            # to each process's start, one after another
+            interval=0.1,
+            max_interval=0.25,
         )
 
     def restart(self, name: str) -> int:

@@ -20,6 +20,9 @@ def figures(report: dict[str, Any]) -> list[str]:
         f"cluster bring-up            {cluster.get('bringUpSeconds', 0):8.1f} s",
         f"suite wall time             {report.get('wallSeconds', 0):8.1f} s",
     ]
+    phases = report.get("phases") or {}
+    if phases:  # moments of the run in seconds from its start: where the wall goes
+        lines.append("run phases (s from start):  " + ", ".join(f"{k} {v:.1f}" for k, v in phases.items()))
     scenarios = report.get("scenarios", {})
     if scenarios:
         lines.append("scenarios (side by side):")

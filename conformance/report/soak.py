@@ -1,0 +1,101 @@
+"""Summary of a soak (`make soak N=20`): N consecutive full runs of every reference profile, each in its own folder
+`<soak>/<run>/<profile>/` with the suite's junit.xml and conformance-report.yaml.
+
+Prints per test how often it failed (of how many runs it ran in), then the spread (min, median, max) of every figure
+the runs' reports carry: wall time, bring-up, phases, each scenario's seconds, each measurement's median. Figures,
+not verdicts: the exit status says only whether any run failed or is missing its reports.
+"""
+
+from __future__ import annotations
+
+import statistics
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+@dataclass
+class Soak:
+    runs: list[Path] = field(default_factory=list)  # one folder per (run, profile)
+    missing: list[Path] = field(default_factory=list)  # a run that left no report (crashed, interrupted)
+    ran: dict[str, int] = field(default_factory=dict)  # test -> runs it ran in (passed, failed or skipped)
+    failed: dict[str, list[str]] = field(default_factory=dict)  # test -> the runs it failed in
+    figures: dict[str, list[float]] = field(default_factory=dict)  # "profile: figure" -> one value per run
+
+
+def _cases(junit: Path) -> dict[str, str]:
+    """Outcome of each test case of pytest's JUnit XML: passed, failure, error or skipped."""
+    outcomes = {}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        kinds = [child.tag for child in case if child.tag in ("failure", "error", "skipped")]
+        name = f"{case.get('classname', '')}::{case.get('name', '')}".strip(":")
+        outcomes[name] = kinds[0] if kinds else "passed"
+    return outcomes
+
+
+def _report_figures(report: dict[str, Any]) -> dict[str, float]:
+    found: dict[str, float] = {}
+    if isinstance(report.get("wallSeconds"), int | float):
+        found["wall s"] = float(report["wallSeconds"])
+    if isinstance(up := report.get("cluster", {}).get("bringUpSeconds"), int | float):
+        found["bring-up s"] = float(up)
+    for phase, seconds in (report.get("phases") or {}).items():
+        found[f"phase {phase} s"] = float(seconds)
+    for name, entry in (report.get("scenarios") or {}).items():
+        found[f"scenario {name} s"] = float(entry["seconds"])
+    for key, m in (report.get("measurements") or {}).items():
+        found[f"{key} (median)"] = float(m["median"])
+    if isinstance(gather := (report.get("artefacts") or {}).get("gatherSeconds"), int | float):
+        found["gather s"] = float(gather)
+    return found
+
+
+def collect(root: Path) -> Soak:
+    """Every run folder under root that a soak made (a folder holding junit.xml or conformance-report.yaml, or the
+    empty folder of a run that left nothing)."""
+    soak = Soak()
+    for run in sorted(p for p in root.glob("*/*") if p.is_dir()):
+        junit, report = run / "junit.xml", run / "conformance-report.yaml"
+        if not junit.exists() or not report.exists():
+            soak.missing.append(run)
+        soak.runs.append(run)
+        label = run.relative_to(root).as_posix()
+        profile = run.name
+        if junit.exists():
+            for test, outcome in _cases(junit).items():
+                key = f"{profile}: {test}"
+                soak.ran[key] = soak.ran.get(key, 0) + 1
+                if outcome in ("failure", "error"):
+                    soak.failed.setdefault(key, []).append(label)
+        if report.exists():
+            for name, value in _report_figures(yaml.safe_load(report.read_text()) or {}).items():
+                soak.figures.setdefault(f"{profile}: {name}", []).append(value)
+    return soak
+
+
+def lines(soak: Soak) -> list[str]:
+    out = [f"soak: {len(soak.runs)} runs ({len({r.parent for r in soak.runs})} rounds x profiles)"]
+    for run in soak.missing:
+        out.append(f"  NO REPORT: {run} (the run crashed or was stopped before writing junit.xml and its report)")
+    out.append("failures per test (failed/ran, the runs it failed in):")
+    if not soak.failed:
+        out.append(f"  none: {len(soak.ran)} tests, each passed or skipped in every run")
+    for test, runs in sorted(soak.failed.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        out.append(f"  {len(runs)}/{soak.ran[test]}  {test}  [{', '.join(runs)}]")
+    out.append("figures (min / median / max over the runs, n):")
+    width = max((len(k) for k in soak.figures), default=0)
+    for name, values in sorted(soak.figures.items()):
+        spread = f"{min(values):8.2f} {statistics.median(values):8.2f} {max(values):8.2f}"
+        out.append(f"  {name:<{width}}  {spread}  n={len(values)}")
+    return out
+
+
+def report(root: Path) -> int:
+    """Print the soak's summary; 0 when every run wrote its reports and no test failed."""
+    soak = collect(root)
+    for line in lines(soak):
+        print(line)
+    return 1 if soak.failed or soak.missing or not soak.runs else 0

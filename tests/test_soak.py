@@ -1,0 +1,56 @@
+"""The soak summary from run folders written here by hand (no cluster): failures per test and figure spreads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from conformance.report.soak import collect, lines, report
+
+
+def _run(root: Path, run: str, profile: str, failed: bool, wall: float) -> None:
+    folder = root / run / profile
+    folder.mkdir(parents=True)
+    failure = '<failure message="boom"/>' if failed else ""
+    (folder / "junit.xml").write_text(
+        '<testsuites><testsuite name="pytest">'
+        f'<testcase classname="suite.test_a" name="test_one">{failure}</testcase>'
+        '<testcase classname="suite.test_a" name="test_two"><skipped message="no"/></testcase>'
+        "</testsuite></testsuites>"
+    )
+    report_doc = {
+        "wallSeconds": wall,
+        "cluster": {"bringUpSeconds": 3.0},
+        "scenarios": {"scale": {"outcome": "passed", "seconds": wall - 10}},
+        "measurements": {"detach_seconds": {"median": 12.0}},
+    }
+    (folder / "conformance-report.yaml").write_text(yaml.safe_dump(report_doc))
+
+
+def test_failures_are_counted_per_test_and_figures_spread(tmp_path: Path, capsys) -> None:
+    _run(tmp_path, "1", "reference", failed=False, wall=50)
+    _run(tmp_path, "2", "reference", failed=True, wall=70)
+    _run(tmp_path, "3", "reference", failed=False, wall=60)
+    soak = collect(tmp_path)
+    assert soak.ran["reference: suite.test_a::test_one"] == 3
+    assert soak.failed == {"reference: suite.test_a::test_one": ["2/reference"]}
+    assert soak.figures["reference: wall s"] == [50, 70, 60]
+    text = "\n".join(lines(soak))
+    assert "1/3  reference: suite.test_a::test_one  [2/reference]" in text
+    assert "50.00    60.00    70.00  n=3" in text
+    assert report(tmp_path) == 1
+
+
+def test_a_run_without_reports_fails_the_soak(tmp_path: Path) -> None:
+    _run(tmp_path, "1", "reference", failed=False, wall=50)
+    (tmp_path / "2" / "reference").mkdir(parents=True)
+    soak = collect(tmp_path)
+    assert soak.missing == [tmp_path / "2" / "reference"] and not soak.failed
+    assert "NO REPORT" in "\n".join(lines(soak))
+    assert report(tmp_path) == 1
+
+
+def test_a_clean_soak_exits_zero(tmp_path: Path) -> None:
+    _run(tmp_path, "1", "reference", failed=False, wall=50)
+    assert report(tmp_path) == 0

@@ -52,7 +52,7 @@ drivers: binaries
 
 # Tests of the tests: the suite must fail on a deliberately broken cluster (needs the binaries). Each selftest starts
 # its own cluster (free ports, own folder) and mostly waits on the KEP's timings (binding timeout, PreBind poll), so
-# they run side by side: SELFTEST_WORKERS processes (pytest-xdist), a test goes to whichever is free. The interrupt
+# they can run side by side: SELFTEST_WORKERS processes (pytest-xdist), a test goes to whichever is free. The interrupt
 # selftests then run alone: they bound how long a stop takes (20 s), which four suites at once on 2 cores exceed.
 # Default 1: side by side (e.g. 4) was measured faster but saw clusters started at once collide (setup errors).
 SELFTEST_WORKERS ?= 1

@@ -12,6 +12,11 @@ ROOT = Path(__file__).resolve().parents[2]
 VERSION_ARGS: list[str] = []
 
 
+def suite_argv(target: str, *extra: str) -> list[str]:
+    """The command line of a suite run in its own process (no cache: selftests run side by side)."""
+    return [sys.executable, "-m", "pytest", target, "-p", "no:cacheprovider", *extra]
+
+
 def run_suite(
     junit: Path,
     *args: str,
@@ -24,19 +29,7 @@ def run_suite(
     suite's environment (default: this one)."""
     accept = ["--accept", "partial"] if accept_partial else []
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            target,
-            "-p",
-            "no:cacheprovider",
-            f"--junitxml={junit}",
-            "-q",
-            *VERSION_ARGS,
-            *accept,
-            *args,
-        ],
+        suite_argv(target, f"--junitxml={junit}", "-q", *VERSION_ARGS, *accept, *args),
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -13,7 +13,6 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -22,7 +21,7 @@ import pytest
 import yaml
 
 from conformance.cluster.providers.local import PORT_OPTIONS, clusters_root, leftover_processes
-from selftest.suite_runner import ROOT
+from selftest.suite_runner import ROOT, suite_argv
 
 END_WITHIN_S = 20.0  # measured under load (2 cores shared with other runs); idle it is a few seconds
 PHASE_DEADLINE_S = 300.0
@@ -47,17 +46,7 @@ class Run:
         self.cluster: str | None = None
         self.ports: set[int] = set()
         self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                target,
-                "-p",
-                "no:cacheprovider",
-                "-q",
-                f"--basetemp={self.basetemp}",
-                f"--reports-dir={self.reports}",
-            ],
+            suite_argv(target, "-q", f"--basetemp={self.basetemp}", f"--reports-dir={self.reports}"),
             cwd=ROOT,
             env={**os.environ, **(env or {})},
             stdout=subprocess.PIPE,

@@ -31,7 +31,6 @@ from conformance.implementation.harness import Implementation, ImplementationFai
 from conformance.implementation.profile import LoadedProfile, ProfileError, load_profile
 from conformance.observe.devices import DevicePool, read_devices
 from conformance.observe.invariants import InvariantWatcher
-from conformance.observe.probe import ProbeRecorder
 from conformance.observe.publishing import settled_slices
 from conformance.observe.recorder import Recorder
 from conformance.report.bundle import make_bundle
@@ -243,6 +242,7 @@ def implementation(
         recorder.probe(impl.resolve(profile.profile.fabric_probe.url))
     yield impl
     evidence.end()  # the objects as the run left them, before the implementation removes its own
+    recorder.stop_probe()
     problems = impl.stop()
     evidence.gather_logs(workdir, "implementation", "implementation process logs")
     if CANCELLED.is_set():  # interrupted: killing what did not stop in time is expected, not a finding
@@ -252,7 +252,12 @@ def implementation(
 
 @pytest.fixture(scope="session")
 def scenarios(
-    cluster: Cluster, implementation: Implementation, profile: LoadedProfile, run_id: str, pytestconfig: pytest.Config
+    cluster: Cluster,
+    implementation: Implementation,
+    profile: LoadedProfile,
+    recorder: Recorder,
+    run_id: str,
+    pytestconfig: pytest.Config,
 ) -> Iterator[ScenarioRunner]:
     """Every selected scenario, started side by side once the implementation is up; tests read their results."""
     prof = profile.profile
@@ -260,7 +265,7 @@ def scenarios(
     # The watcher first: devices are read with the nodes' labels as they are now (an implementation may label nodes
     # when it starts), and once the implementation has finished publishing (observe/publishing.py): a half-written
     # pool read here would make scenarios skip for want of devices that were still on their way.
-    watcher = InvariantWatcher(Cluster(cluster.info), prof.driver, prof.identity_attribute, run_id).start()
+    watcher = InvariantWatcher(recorder, prof.driver, prof.identity_attribute).start()
     try:
         slices = settled_slices(cluster, prof)
     except AssertionError as exc:
@@ -279,9 +284,8 @@ def scenarios(
         f"devices of {prof.driver}: {kinds.count('fabric')} fabric, {kinds.count('local')} node-local"
         + (f"; count entries {counted}" if counted else "")
     )
-    probe = ProbeRecorder(implementation.resolve(prof.fabric_probe.url)).start() if prof.fabric_probe else None
     if prof.fabric_entries == "counted":  # offered count entries never above the fabric's free count
-        watcher.model_attribute, watcher.probe = prof.model_attribute, probe
+        watcher.model_attribute = prof.model_attribute
         watcher.counted_persist_s = prof.promises.attach_s
 
     evidence = pytestconfig.stash[_EVIDENCE_KEY]
@@ -299,9 +303,9 @@ def scenarios(
                 pool=pool,
                 objects=tracker,
                 say=evidence.say_for(sc.name, say),
+                record=recorder,
                 options=options,
                 invariants=watcher,
-                probe=probe,
             )
         )
 
@@ -316,9 +320,6 @@ def scenarios(
             runner.join()
         finally:
             watcher.stop()
-            watcher.cluster.close()
-            if probe is not None:
-                probe.stop()
 
 
 @pytest.fixture(scope="session")
@@ -334,7 +335,11 @@ def cluster_scenarios(
         handle = Cluster(cluster.info)
         return evidence.remember(
             ClusterContext(
-                scenario=sc, cluster=handle, objects=ObjectTracker(handle, run_id), say=evidence.say_for(sc.name, say)
+                scenario=sc,
+                cluster=handle,
+                objects=ObjectTracker(handle, run_id),
+                say=evidence.say_for(sc.name, say),
+                record=recorder,
             )
         )
 

@@ -1,27 +1,24 @@
-"""Unit tests of the invariant watcher's verdicts, fed with hand-made events and cache contents.
+"""Unit tests of the invariant watcher's verdicts, fed with hand-made watch events.
 
-The watch caches are replaced by lists (a fake, said so here): what is tested is the judgement — held twice,
-offered twice only when it persists, bound early by revision order — not the API plumbing, which the suite's
+The record is fed by hand instead of by watches (a fake, said so here): what is tested is the judgement — held
+twice, offered twice only when it persists, bound early by revision order — not the API plumbing, which the suite's
 runs exercise against a real apiserver.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
-from conformance.observe.invariants import InvariantWatcher, binding_state
+from conformance.observe.invariants import InvariantWatcher
+from conformance.observe.recorder import Recorder, Sample
+from conformance.observe.views import binding_state
 
 DRIVER = "gpu.example.com"
 
 
-@dataclass
-class _Items:
-    objects: list[dict[str, Any]] = field(default_factory=list)
-
-    def items(self) -> list[dict[str, Any]]:
-        return self.objects
+_names = itertools.count()
 
 
 def _claim(name: str, rv: int, device: str | None, conditions: dict[str, str] | None = None) -> dict[str, Any]:
@@ -47,14 +44,27 @@ def _pod(name: str, rv: int, node: str | None, claim: str) -> dict[str, Any]:
 def _watcher(
     slices: list[dict[str, Any]] | None = None, claims: list[dict[str, Any]] | None = None
 ) -> InvariantWatcher:
-    w = InvariantWatcher(cluster=None, driver=DRIVER, attribute="uuid", run_id="r")  # type: ignore[arg-type]
-    w.slices, w.claims, w.rules = _Items(slices or []), _Items(claims or []), _Items([])  # type: ignore[assignment]
+    record = Recorder(None, "r", "uuid")
+    for obj in slices or []:
+        record.feed("slice", "ADDED", obj)
+    for obj in claims or []:
+        record.feed("claim", "ADDED", obj)
+    w = InvariantWatcher(record, DRIVER, "uuid")
+    w.follow()
     return w
+
+
+def _event(w: InvariantWatcher, kind: str, event: str, obj: dict[str, Any]) -> None:
+    w.record.feed(kind, event, obj)
+    w.follow()
 
 
 def _slice(*devices: tuple[str, str]) -> dict[str, Any]:
     devs = [{"name": n, "attributes": {"uuid": {"string": u}}} for n, u in devices]
-    return {"metadata": {"name": "s"}, "spec": {"driver": DRIVER, "pool": {"name": "fabric"}, "devices": devs}}
+    return {
+        "metadata": {"name": f"s{next(_names)}"},
+        "spec": {"driver": DRIVER, "pool": {"name": "fabric"}, "devices": devs},
+    }
 
 
 def test_binding_state() -> None:
@@ -66,12 +76,12 @@ def test_binding_state() -> None:
 
 def test_a_pod_bound_before_its_claim_was_ready_is_a_violation_by_revision() -> None:
     w = _watcher()
-    w._on_claim("ADDED", _claim("early", 10, "d0"))
-    w._on_claim("MODIFIED", _claim("early", 30, "d0", {"x/ready": "True"}))
-    w._on_claim("ADDED", _claim("fine", 11, "d1"))
-    w._on_claim("MODIFIED", _claim("fine", 15, "d1", {"x/ready": "True"}))
-    w._on_pod("MODIFIED", _pod("a", 20, "node-0", "early"))  # revision 20: claim ready only at 30
-    w._on_pod("MODIFIED", _pod("b", 20, "node-0", "fine"))  # ready at 15 < 20
+    _event(w, "claim", "ADDED", _claim("early", 10, "d0"))
+    _event(w, "claim", "MODIFIED", _claim("early", 30, "d0", {"x/ready": "True"}))
+    _event(w, "claim", "ADDED", _claim("fine", 11, "d1"))
+    _event(w, "claim", "MODIFIED", _claim("fine", 15, "d1", {"x/ready": "True"}))
+    _event(w, "pod", "MODIFIED", _pod("a", 20, "node-0", "early"))  # revision 20: claim ready only at 30
+    _event(w, "pod", "MODIFIED", _pod("b", 20, "node-0", "fine"))  # ready at 15 < 20
     w._check_binds(final=True)
     assert [(v.what, v.identity) for v in w.violations] == [("bound-early", "ns/a")]
     assert "ns/early was pending" in str(w.violations[0])
@@ -79,11 +89,11 @@ def test_a_pod_bound_before_its_claim_was_ready_is_a_violation_by_revision() -> 
 
 def test_a_bind_seen_before_the_claim_stream_caught_up_waits_instead_of_guessing() -> None:
     w = _watcher()
-    w._on_claim("ADDED", _claim("c", 10, "d0"))
-    w._on_pod("MODIFIED", _pod("a", 20, "node-0", "c"))
+    _event(w, "claim", "ADDED", _claim("c", 10, "d0"))
+    _event(w, "pod", "MODIFIED", _pod("a", 20, "node-0", "c"))
     w._check_binds(final=False)
     assert not w.violations and len(w._binds) == 1, "must wait for the claim stream (ready may be at 19)"
-    w._on_claim("MODIFIED", _claim("c", 19, "d0", {"x/ready": "True"}))
+    _event(w, "claim", "MODIFIED", _claim("c", 19, "d0", {"x/ready": "True"}))
     w._check_binds(final=True)
     assert not w.violations
 
@@ -124,16 +134,6 @@ def test_only_the_newest_generation_of_a_pool_counts() -> None:
     assert not w.violations, "a device moving between the slices of a pool being rewritten is offered once"
 
 
-class _Probe:
-    """The newest fabric probe answer (a fake): free counts per fabric and model."""
-
-    def __init__(self, free: int) -> None:
-        self.free = free
-
-    def latest(self) -> tuple[float, dict[str, Any], list[dict[str, Any]]]:
-        return 0.0, {}, [{"fabric": "f0", "model": "gpu", "free": self.free, "total": 4, "nodes": ["n1"]}]
-
-
 def _counted_watcher(entries: int, free: int) -> InvariantWatcher:
     devs = [
         {"name": f"gpu-{i}", "attributes": {"model": {"string": "gpu"}}, "bindingConditions": ["x/ready"]}
@@ -144,8 +144,10 @@ def _counted_watcher(entries: int, free: int) -> InvariantWatcher:
     spec = {"driver": DRIVER, "pool": pool, "nodeSelector": selector, "devices": devs}
     w = _watcher([{"metadata": {"name": "s"}, "spec": spec}])
     node = {"metadata": {"name": "n1"}, "spec": {}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
-    w.nodes = _Items([node])  # type: ignore[assignment]
-    w.model_attribute, w.probe = "model", _Probe(free)
+    w.record.feed("node", "ADDED", node)
+    free_counts = ({"fabric": "f0", "model": "gpu", "free": free, "total": 4, "nodes": ["n1"]},)
+    w.record.add_sample(Sample(0.0, 0.01, {}, free_counts))  # the newest fabric probe answer
+    w.model_attribute = "model"
     return w
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.observe.history import Allocation, Binding
+from conformance.observe.views import Allocation, Binding
 from conformance.suite.implementation.outcome import Outcome, early_conditions
 
 RESCHEDULE, FAILED, READY = "x/reschedule", "x/failed", "x/ready"

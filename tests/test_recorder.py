@@ -8,7 +8,7 @@ import json
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
-from conformance.observe.recorder import Recorder
+from conformance.observe.recorder import Recorder, Sample
 
 
 def _recorder() -> Recorder:
@@ -91,3 +91,15 @@ def test_the_probe_records_each_change_once() -> None:
     assert changes == [("attaching", []), ("attached", ["node-1", "attaching"]), ("free", ["node-1", "attached"])]
     stats = rec.stats()["probe"]
     assert stats["periodSeconds"] <= 0.2 and stats["samples"] >= len(states)
+
+
+def test_probe_answers_are_kept_in_order_of_sending_and_read_by_moment() -> None:
+    rec = _recorder()
+    rec.add_sample(Sample(10.0, 10.05, {}))
+    rec.add_sample(Sample(10.2, 10.25, {"U0": ("n1", "attached")}))
+    rec.add_sample(Sample(10.1, 10.3, {"U0": ("n1", "attaching")}))  # sent before the previous one, back after it
+    assert [s.sent for s in rec.samples()] == [10.0, 10.1, 10.2]
+    assert rec.after(10.05) == {"U0": ("n1", "attaching")}, "the first answer SENT at or after the moment"
+    assert rec.after(10.15) == {"U0": ("n1", "attached")}
+    rec.add_sample(Sample(10.3, 10.35, {"U0": ("n1", "attached")}))
+    assert rec.latest() == (10.2, {"U0": ("n1", "attached")}, []), "the newest answer, from when it first showed"

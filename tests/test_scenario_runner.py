@@ -16,6 +16,7 @@ import pytest
 from conformance.implementation.profile import API_VERSION, KIND, Profile
 from conformance.observe.devices import DevicePool
 from conformance.observe.invariants import Violation
+from conformance.observe.recorder import Recorder
 from conformance.report.figures import figures
 from conformance.suite.scenario import Context, InvariantViolated, Scenario, ScenarioRunner, summarize
 
@@ -67,6 +68,7 @@ def _runner(
             pool=pool,
             objects=made[-1],  # type: ignore[arg-type]
             say=lambda _m: None,
+            record=Recorder(None, "r"),
         )
 
     runner = ScenarioRunner(scenarios, context, watcher, lambda _m: None, concurrency)  # type: ignore[arg-type]

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from conformance.observe.history import Allocation, Binding
+from conformance.observe.views import Allocation, Binding
 from conformance.suite.cluster import (
     test_binding_gate as gate_mod,
 )

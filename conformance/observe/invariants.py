@@ -1,4 +1,5 @@
-"""Invariants watched for the whole of a run, not only checked at the end of a scenario.
+"""Invariants judged for the whole of a run from the run-wide record (recorder.py), not only checked at the end of
+a scenario.
 
 - IMP-6: each physical device is offered free by at most one device entry across all slices, and no two live
   allocations hold the same physical device. "Free" = not allocated and not tainted NoSchedule/NoExecute (in the
@@ -20,17 +21,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from conformance.cluster.client import Cluster
-from conformance.cluster.objects import RUN_LABEL
 from conformance.cluster.providers.base import NodeSpec
-from conformance.observe.slices import (
-    allocation_results,
-    device_conditions,
-    device_identity,
-    reaches,
-    tainted_by_rule,
-)
-from conformance.observe.watchcache import WatchCache
+from conformance.observe.recorder import Record, Recorder
+from conformance.observe.slices import allocation_results, device_identity, reaches, tainted_by_rule
+from conformance.observe.views import binding_state
 
 PERSIST_S = 1.0
 EVALUATE_EVERY_S = 0.2
@@ -47,19 +41,6 @@ class Violation:
     def __str__(self) -> str:
         stamp = time.strftime("%H:%M:%S", time.localtime(self.at)) + f".{int(self.at * 1000) % 1000:03d}"
         return f"{stamp} {self.what} {self.identity}: {', '.join(self.objects)}"
-
-
-def binding_state(claim: dict[str, Any]) -> str:
-    """'none' (not allocated or no conditions), 'pending', 'ready' (all True) or 'failed' (a failure True)."""
-    state = "none"
-    for r in allocation_results(claim):
-        conds = device_conditions(claim, r)
-        if any(conds.get(t) == "True" for t in r.get("bindingFailureConditions") or []):
-            return "failed"
-        wanted = r.get("bindingConditions") or []
-        if wanted:
-            state = "pending" if state == "pending" or any(conds.get(t) != "True" for t in wanted) else "ready"
-    return state
 
 
 def newest_generation(slices: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -89,20 +70,18 @@ class _Bind:
 
 @dataclass
 class InvariantWatcher:
-    """Watches claims, slices, taint rules and the run's pods; records every violation with its moment."""
+    """Follows the record's claims, slices, taint rules and the run's pods; keeps every violation with its moment."""
 
-    cluster: Cluster
+    record: Recorder
     driver: str
     attribute: str  # the profile's identityAttribute
-    run_id: str
-    # Count-based fabric entries (fabricEntries: counted): the model attribute, and the run's probe sampler, whose
-    # free counts the offered entries must never exceed.
+    # Count-based fabric entries (fabricEntries: counted): the model attribute; the offered entries must never
+    # exceed the free counts of the record's fabric probe.
     model_attribute: str | None = None
     # How long offered entries may exceed the fabric's free count before it counts: the scheduler clears a
     # rescheduled entry before the implementation can rewrite its pool, so a pool lags the fabric for as long as
     # the implementation takes to react (plugin.py: the profile's attachSeconds).
     counted_persist_s: float = PERSIST_S
-    probe: Any = None  # conformance.observe.probe.ProbeRecorder (typed loosely: observe/probe imports slices only)
     violations: list[Violation] = field(default_factory=list)
     evaluations: int = 0
     _identity: dict[tuple[str, str], str] = field(default_factory=dict)  # (pool, device) -> identity, cumulative
@@ -114,43 +93,53 @@ class InvariantWatcher:
     _reported: set[tuple[str, str, tuple[str, ...]]] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
-    _caches: list[WatchCache] = field(default_factory=list)
+    _seq: int = 0  # how far the record has been followed
+    _following: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self) -> InvariantWatcher:
-        api = self.cluster.api
-        rules = self.cluster.dynamic.resources.search(group="resource.k8s.io", kind="DeviceTaintRule")
-        rule_version = rules[0].api_version if rules else None
-        self.claims = WatchCache(api, "resourceclaims", "resource.k8s.io", "v1", on_event=self._on_claim)
-        self.slices = WatchCache(api, "resourceslices", "resource.k8s.io", "v1", on_event=self._on_slice)
-        self.nodes = WatchCache(api, "nodes")
-        self.pods = WatchCache(api, "pods", label_selector=f"{RUN_LABEL}={self.run_id}", on_event=self._on_pod)
-        self.rules = WatchCache(api, "devicetaintrules", "resource.k8s.io", rule_version) if rule_version else None
-        caches = (self.claims, self.slices, self.nodes, self.pods, self.rules)
-        self._caches = [c.start() for c in caches if c is not None]
         threading.Thread(target=self._loop, daemon=True, name="invariants").start()
         return self
 
     def stop(self) -> None:
         self._stop.set()
-        for cache in self._caches:
-            cache.stop()
+        self.follow()
         self._check_binds(final=True)
 
-    # --- events ---------------------------------------------------------------------------------------------
+    # --- following the record -------------------------------------------------------------------------------
 
-    def _on_claim(self, kind: str, claim: dict[str, Any]) -> None:
-        name, revision = _name(claim), int(claim["metadata"]["resourceVersion"])
-        state = "deleted" if kind == "DELETED" else binding_state(claim)
+    def follow(self) -> None:
+        """Take in what the record gained since the last call."""
+        with self._following:
+            new = self.record.after_seq(self._seq)
+            self._seq += len(new)
+            self._take(new)
+
+    def _take(self, new: list[Record]) -> None:
+        for r in new:
+            if r.kind == "claim":
+                self._on_claim(r)
+            elif r.kind == "slice" and r.type != "DELETED":
+                self._on_slice(r.obj)
+            elif r.kind == "pod":
+                self._on_pod(r)
+
+    def _on_claim(self, r: Record) -> None:
+        name, state = f"{r.namespace}/{r.name}", "deleted" if r.type == "DELETED" else binding_state(r.obj)
         with self._lock:
             history = self._claim_history.setdefault(name, [])
             if not history or history[-1][1] != state:
-                history.append((revision, state))
+                history.append((r.revision or 0, state))
 
-    def _on_slice(self, kind: str, slice_: dict[str, Any]) -> None:
+    def _on_slice(self, summary: dict[str, Any]) -> None:
         """Every copy ever published keeps its identity and node: a device a pool has dropped since (attached,
         failed, detaching) is still recognised in the allocations that name it."""
-        if kind != "DELETED":
-            self._remember(slice_)
+        if summary.get("driver") != self.driver:
+            return
+        with self._lock:
+            for d in summary["devices"]:
+                self._node_of[(summary["pool"], d["name"])] = summary.get("nodeName") or ""
+                if "identity" in d:
+                    self._identity[(summary["pool"], d["name"])] = d["identity"]
 
     def _remember(self, slice_: dict[str, Any]) -> None:
         spec = slice_["spec"]
@@ -177,7 +166,7 @@ class InvariantWatcher:
         """Nodes a pod can be scheduled to right now, with their current labels (an implementation may label
         nodes at run time): Ready, schedulable, without NoSchedule/NoExecute taints."""
         out = []
-        for node in self.nodes.items():
+        for node in self.record.live("node"):
             spec, status = node.get("spec") or {}, node.get("status") or {}
             ready = any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions") or [])
             tainted = any(t.get("effect") in ("NoSchedule", "NoExecute") for t in spec.get("taints") or [])
@@ -187,12 +176,12 @@ class InvariantWatcher:
 
     def driver_slices(self) -> list[dict[str, Any]]:
         """The driver's slices as the scheduler reads them now (each pool's newest generation)."""
-        return newest_generation(s for s in self.slices.items() if s["spec"]["driver"] == self.driver)
+        return newest_generation(s for s in self.record.live("slice") if s["spec"]["driver"] == self.driver)
 
-    def _on_pod(self, kind: str, pod: dict[str, Any]) -> None:
-        name = _name(pod)
+    def _on_pod(self, r: Record) -> None:
+        pod, name = r.obj, f"{r.namespace}/{r.name}"
         node = (pod.get("spec") or {}).get("nodeName")
-        if kind == "DELETED" or not node or name in self._bound:
+        if r.type == "DELETED" or not node or name in self._bound:
             return
         meta = pod["metadata"]
         # Claims from templates are named in the status; shared claims directly in the spec.
@@ -201,12 +190,13 @@ class InvariantWatcher:
         claims = sorted({f"{meta['namespace']}/{s['resourceClaimName']}" for s in named if s.get("resourceClaimName")})
         with self._lock:
             self._bound.add(name)
-            self._binds.append(_Bind(name, meta["namespace"], int(meta["resourceVersion"]), claims, time.time()))
+            self._binds.append(_Bind(name, meta["namespace"], r.revision or 0, claims, r.at))
 
     # --- evaluation -----------------------------------------------------------------------------------------
 
     def _loop(self) -> None:
         while not self._stop.wait(EVALUATE_EVERY_S):
+            self.follow()
             self._check_devices()
             self._check_binds(final=False)
             self.evaluations += 1
@@ -225,7 +215,7 @@ class InvariantWatcher:
             self._remember(s)
         held: dict[str, list[str]] = {}
         allocated: set[tuple[str, str]] = set()
-        for c in self.claims.items():
+        for c in self.record.live("claim"):
             for r in allocation_results(c):
                 if r["driver"] != self.driver:
                     continue
@@ -255,7 +245,7 @@ class InvariantWatcher:
 
     def _offered(self, slices: list[dict[str, Any]], allocated: set[tuple[str, str]]) -> dict[str, list[str]]:
         """identity -> "slice:device" of every free entry (not allocated, not tainted NoSchedule/NoExecute)."""
-        rules = self.rules.items() if self.rules else []
+        rules = self.record.live("taintrule")
         offered: dict[str, list[str]] = {}
         for s in slices:
             pool = s["spec"]["pool"]["name"]
@@ -279,8 +269,8 @@ class InvariantWatcher:
             return {}
         slices = self.driver_slices() if slices is None else slices
         if allocated is None:
-            allocated = {(r["pool"], r["device"]) for c in self.claims.items() for r in allocation_results(c)}
-        rules = self.rules.items() if self.rules else []
+            allocated = {(r["pool"], r["device"]) for c in self.record.live("claim") for r in allocation_results(c)}
+        rules = self.record.live("taintrule")
         out: dict[tuple[str, str], list[str]] = {}
         for s in slices:
             pool = s["spec"]["pool"]["name"]
@@ -300,7 +290,7 @@ class InvariantWatcher:
     def fabric_free(self, pool_nodes: frozenset[str], model: str) -> int | None:
         """The probe's newest free count of `model` on the fabric whose nodes are those a pool reaches; None when
         the probe reports no such count."""
-        latest = self.probe.latest() if self.probe is not None else None
+        latest = self.record.latest()
         if not latest:
             return None
         counts = [f for f in latest[2] if f.get("model") == model and frozenset(f.get("nodes") or ()) == pool_nodes]
@@ -329,15 +319,15 @@ class InvariantWatcher:
     def offered_copies_on(self, node: str) -> list[str]:
         """Node-local copies of the driver offered free on `node` right now (e.g. an attached device nobody uses)."""
         slices = [s for s in self.driver_slices() if s["spec"].get("nodeName") == node]
-        allocated = {(r["pool"], r["device"]) for c in self.claims.items() for r in allocation_results(c)}
+        allocated = {(r["pool"], r["device"]) for c in self.record.live("claim") for r in allocation_results(c)}
         return [e for entries in self._offered(slices, allocated).values() for e in entries]
 
     def free_entries(self, identity: str) -> list[str]:
         """The entries that offer this physical device free right now, as the watcher sees the cluster."""
-        slices = newest_generation(s for s in self.slices.items() if s["spec"]["driver"] == self.driver)
+        slices = self.driver_slices()
         allocated = {
             (r["pool"], r["device"])
-            for c in self.claims.items()
+            for c in self.record.live("claim")
             for r in allocation_results(c)
             if r["driver"] == self.driver
         }

@@ -1,18 +1,24 @@
-"""The run-wide record: every change of claims, the run's pods, slices, nodes, events and taint rules, each with
-its resourceVersion (the etcd revision), plus the fabric probe sampled every PROBE_PERIOD_S where the profile has
-one. Timelines, failure snapshots and the gathered objects are read from it, after the fact.
+"""The run-wide record, the one observer of the run: every change of claims, the run's pods, slices, nodes,
+events and taint rules, each with its resourceVersion (the etcd revision), plus the fabric probe sampled every
+PROBE_PERIOD_S where the profile has one, each answer with the time its request was sent and the time it came back.
 
-Claims and pods are kept whole (a timeline needs their conditions); slices and nodes as summaries (devices and
-identities; readiness, labels, taints), so a run of hundreds of pool rewrites stays in memory. A node's heartbeat
-is not a change worth recording: only a changed summary is.
+Scenarios (views.History), the invariants (invariants.py), the attachment checks (attachments.py) and the reports
+(report/timeline.py, report/gather.py) all read it: nothing else watches the API or polls the probe.
+
+Claims and pods are kept whole (a timeline needs their conditions); slices, nodes and events as summaries
+(summaries.py); a node's heartbeat is not a change worth recording, only a changed summary is. The current objects
+of every kind are kept whole too (`live`), for the invariants and the failure snapshots.
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,17 +27,20 @@ from kubernetes import client
 from conformance.cluster.client import Cluster
 from conformance.cluster.objects import RUN_LABEL
 from conformance.implementation import endpoints
+from conformance.observe.summaries import event_summary, node_summary, slice_summary
 from conformance.observe.watchcache import WatchCache
 
 PROBE_PERIOD_S = 0.1  # the fabric probe's sampling period (the issue asks for at most 0.2 s)
 PROBE_TIMEOUT_S = 2.0
+PROBE_IN_FLIGHT = 3  # requests at once: a slow answer does not stretch the period (a tick with all busy is a gap)
 MAX_RECORDS = 400_000  # beyond this the record keeps counting but stops storing (said in its stats)
+States = dict[str, tuple[str, str]]  # physical identity -> (node, state) of every device the fabric has not free
 
 
 @dataclass(frozen=True)
 class Record:
     seq: int
-    at: float  # time.time() when the watch delivered it (or the probe was sampled)
+    at: float  # time.time() when the watch delivered it (probe: when the answer came back)
     kind: str  # claim, pod, slice, node, event, taintrule, probe
     type: str  # SYNC, ADDED, MODIFIED, DELETED; probe: CHANGED
     namespace: str
@@ -40,8 +49,18 @@ class Record:
     obj: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class Sample:
+    """One answer of the fabric probe: the fabric's state at some moment between `sent` and `received`."""
+
+    sent: float
+    received: float
+    states: States
+    free: tuple[dict[str, Any], ...] = ()
+
+
 class _Stream(WatchCache):
-    """A WatchCache over any list function (nodes, events), not only pods and custom resources."""
+    """A WatchCache over any list function (events), not only pods, nodes and custom resources."""
 
     def __init__(self, api: client.ApiClient, plural: str, func: Callable[..., Any], **kw: Any) -> None:
         super().__init__(api, "pods", **kw)
@@ -49,71 +68,32 @@ class _Stream(WatchCache):
         self._thread.name = f"record-{plural}"
 
 
-def slice_summary(obj: dict[str, Any], attribute: str | None) -> dict[str, Any]:
-    spec = obj.get("spec") or {}
-    devices = []
-    for d in spec.get("devices") or []:
-        value = ((d.get("attributes") or {}).get(attribute or "") or {}) if attribute else {}
-        devices.append({"name": d["name"], **({"identity": str(next(iter(value.values())))} if value else {})})
-    where = spec.get("nodeName") or (
-        "allNodes" if spec.get("allNodes") else "nodeSelector" if spec.get("nodeSelector") else ""
-    )
-    return {
-        "driver": spec.get("driver"),
-        "pool": (spec.get("pool") or {}).get("name"),
-        "generation": (spec.get("pool") or {}).get("generation"),
-        "where": where,
-        "devices": devices,
-    }
-
-
-def node_summary(obj: dict[str, Any]) -> dict[str, Any]:
-    conditions = {c["type"]: c["status"] for c in (obj.get("status") or {}).get("conditions") or []}
-    spec = obj.get("spec") or {}
-    return {
-        "labels": obj["metadata"].get("labels") or {},
-        "ready": conditions.get("Ready"),
-        "taints": spec.get("taints") or [],
-        "unschedulable": bool(spec.get("unschedulable")),
-    }
-
-
-def event_summary(obj: dict[str, Any]) -> dict[str, Any]:
-    involved = obj.get("involvedObject") or {}
-    return {
-        "reason": obj.get("reason"),
-        "message": obj.get("message"),
-        "type": obj.get("type"),
-        "count": obj.get("count"),
-        "object": {k: involved.get(k) for k in ("kind", "namespace", "name")},
-        "source": (obj.get("source") or {}).get("component") or obj.get("reportingComponent"),
-    }
-
-
 @dataclass
 class Recorder:
-    """Records the run; start() once the cluster is up, probe(url) once the implementation is."""
+    """Records the run; start() once the cluster is up, probe(url) once the implementation is. A Recorder that is
+    never started can be fed by hand (`feed`, `add_sample`): the unit tests do."""
 
-    cluster: Cluster
+    cluster: Cluster | None
     run_id: str
     attribute: str | None = None  # the profile's identityAttribute (slice summaries carry each device's identity)
     records: list[Record] = field(default_factory=list)
     dropped: int = 0
     probe_url: str | None = None
-    probe_samples: int = 0
     probe_errors: list[str] = field(default_factory=list)
-    probe_gaps: list[float] = field(default_factory=list)  # seconds between consecutive samples
     started: float = 0.0
     stopped: float | None = None
     _seen: set[tuple[str, str, str, int]] = field(default_factory=set)
     _nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     _live: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # kind -> ns/name -> object
-    _probe_state: dict[str, tuple[str, str]] = field(default_factory=dict)
+    _samples: list[Sample] = field(default_factory=list)  # every probe answer, in order of sending
     _streams: list[WatchCache] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _cond: threading.Condition = field(default_factory=threading.Condition)  # a new probe answer
     _stop: threading.Event = field(default_factory=threading.Event)
+    _stop_probe: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> Recorder:
+        assert self.cluster is not None
         self.started = time.time()
         api = self.cluster.api
         core = client.CoreV1Api(api)
@@ -122,59 +102,65 @@ class Recorder:
             WatchCache(api, "resourceclaims", "resource.k8s.io", "v1", on_event=self._on("claim")),
             WatchCache(api, "pods", label_selector=f"{RUN_LABEL}={self.run_id}", on_event=self._on("pod")),
             WatchCache(api, "resourceslices", "resource.k8s.io", "v1", on_event=self._on("slice")),
-            _Stream(api, "nodes", core.list_node, on_event=self._on("node")),
+            WatchCache(api, "nodes", on_event=self._on("node")),
             _Stream(api, "events", core.list_event_for_all_namespaces, on_event=self._on("event")),
         ]
         if rules:
+            version = rules[0].api_version
             streams.append(
-                WatchCache(
-                    api, "devicetaintrules", "resource.k8s.io", rules[0].api_version, on_event=self._on("taintrule")
-                )
+                WatchCache(api, "devicetaintrules", "resource.k8s.io", version, on_event=self._on("taintrule"))
             )
         self._streams = [s.start() for s in streams]
         return self
 
     def probe(self, url: str) -> None:
-        """Sample the fabric probe (identity -> node, state) every PROBE_PERIOD_S; record each change."""
+        """Sample the fabric probe every PROBE_PERIOD_S from now on; the first answer is in before this returns."""
         self.probe_url = url
+        self._sample()
         threading.Thread(target=self._sample_loop, daemon=True, name="record-probe").start()
+
+    def stop_probe(self) -> None:
+        """Stop sampling (the implementation is going away: its probe's silence is no observation)."""
+        self._stop_probe.set()
 
     def stop(self) -> None:
         self._stop.set()
+        self._stop_probe.set()
         for stream in self._streams:
             stream.stop(wait=0)
         self.stopped = time.time()
 
     # -- recording -------------------------------------------------------------------------------------------
     def _on(self, kind: str) -> Callable[[str, dict[str, Any]], None]:
-        def record(event: str, obj: dict[str, Any]) -> None:
-            meta = obj["metadata"]
-            ns, name = meta.get("namespace") or "", meta["name"]
-            revision = int(meta.get("resourceVersion") or 0)
-            with self._lock:
-                live = self._live.setdefault(kind, {})
-                if event == "DELETED":
-                    live.pop(f"{ns}/{name}", None)
-                else:
-                    live[f"{ns}/{name}"] = obj
-                key = (kind, ns, name, revision)
-                if key in self._seen and event != "DELETED":
-                    return  # a relist repeats what the watch delivered
-                self._seen.add(key)
-                if kind == "slice":
-                    body = slice_summary(obj, self.attribute)
-                elif kind == "node":
-                    body = node_summary(obj)
-                    if event not in ("DELETED", "ADDED") and self._nodes.get(name) == body:
-                        return  # a heartbeat
-                    self._nodes[name] = body
-                elif kind == "event":
-                    body = event_summary(obj)
-                else:
-                    body = obj
-                self._append(kind, event, ns, name, revision, body)
+        return lambda event, obj: self.feed(kind, event, obj)
 
-        return record
+    def feed(self, kind: str, event: str, obj: dict[str, Any]) -> None:
+        """One watch event (SYNC for the objects of a (re)list)."""
+        meta = obj["metadata"]
+        ns, name = meta.get("namespace") or "", meta["name"]
+        revision = int(meta.get("resourceVersion") or 0)
+        with self._lock:
+            live = self._live.setdefault(kind, {})
+            if event == "DELETED":
+                live.pop(f"{ns}/{name}", None)
+            else:
+                live[f"{ns}/{name}"] = obj
+            key = (kind, ns, name, revision)
+            if key in self._seen and event != "DELETED":
+                return  # a relist repeats what the watch delivered
+            self._seen.add(key)
+            if kind == "slice":
+                body = slice_summary(obj, self.attribute)
+            elif kind == "node":
+                body = node_summary(obj)
+                if event not in ("DELETED", "ADDED") and self._nodes.get(name) == body:
+                    return  # a heartbeat
+                self._nodes[name] = body
+            elif kind == "event":
+                body = event_summary(obj)
+            else:
+                body = obj
+            self._append(kind, event, ns, name, revision, body)
 
     def _append(
         self,
@@ -193,45 +179,76 @@ class Recorder:
         self.records.append(Record(len(self.records), when, kind, event, ns, name, revision, body))
 
     def _sample_loop(self) -> None:
-        last = None
-        while not self._stop.is_set():
-            now = time.time()
-            try:
-                with endpoints.urlopen(self.probe_url, timeout=PROBE_TIMEOUT_S) as response:
-                    body = json.load(response)
-                state = {a["device"]: (a["node"], a.get("state", "attached")) for a in body.get("attachments", [])}
-            except (OSError, ValueError, KeyError) as exc:
-                if len(self.probe_errors) < 100:
-                    self.probe_errors.append(f"{time.strftime('%H:%M:%S')} {exc!r}")
-            else:
-                with self._lock:
-                    self.probe_samples += 1
-                    if last is not None:
-                        self.probe_gaps.append(now - last)
-                    # A change happened between the previous sample and this one: both moments are kept.
-                    previous_sample, last = last, now
-                    for device in sorted(set(state) | set(self._probe_state)):
-                        before, after = self._probe_state.get(device), state.get(device)
-                        if before != after:
-                            node, st = after or ((before or ("", ""))[0], "free")
-                            body = {
-                                "device": device,
-                                "node": node,
-                                "state": st,
-                                "previous": list(before or ()),
-                                "previousSampleAt": previous_sample,
-                            }
-                            self._append("probe", "CHANGED", "", device, None, body, at=now)
-                    self._probe_state = state
-            self._stop.wait(max(0.0, PROBE_PERIOD_S - (time.time() - now)))
+        slots = threading.BoundedSemaphore(PROBE_IN_FLIGHT)
 
-    # -- reading ---------------------------------------------------------------------------------------------
-    def select(self, kinds: tuple[str, ...] = (), since: float = 0.0, until: float | None = None) -> list[Record]:
+        def one() -> None:
+            try:
+                self._sample()
+            finally:
+                slots.release()
+
+        with ThreadPoolExecutor(PROBE_IN_FLIGHT, thread_name_prefix="record-probe") as pool:
+            tick = time.monotonic()
+            while not self._stop_probe.wait(max(0.0, tick + PROBE_PERIOD_S - time.monotonic())):
+                tick = max(tick + PROBE_PERIOD_S, time.monotonic() - PROBE_PERIOD_S)
+                if slots.acquire(blocking=False):
+                    pool.submit(one)
+
+    def _sample(self) -> None:
+        sent = time.time()
+        try:
+            with endpoints.urlopen(self.probe_url, timeout=PROBE_TIMEOUT_S) as response:
+                body = json.load(response)
+            states = {a["device"]: (a["node"], a.get("state", "attached")) for a in body.get("attachments", [])}
+        except (OSError, ValueError, KeyError) as exc:  # the fabric manager restarting, a slow answer: a gap
+            if len(self.probe_errors) < 100:
+                self.probe_errors.append(f"{time.strftime('%H:%M:%S')} {exc!r}")
+            return
+        self.add_sample(Sample(sent, time.time(), states, tuple(body.get("free") or ())))
+
+    def add_sample(self, sample: Sample) -> None:
+        """Keep one probe answer, in order of sending; record the devices whose state it changed against the answer
+        sent before it (the timelines show them)."""
+        with self._cond:
+            i = bisect.bisect_right(self._samples, sample.sent, key=lambda s: s.sent)
+            before = self._samples[i - 1].states if i else {}
+            previous_sent = self._samples[i - 1].sent if i else None
+            self._samples.insert(i, sample)
+            self._cond.notify_all()
+        with self._lock:
+            for device in sorted(set(sample.states) | set(before)):
+                old, new = before.get(device), sample.states.get(device)
+                if old != new:
+                    node, st = new or ((old or ("", ""))[0], "free")
+                    body = {
+                        "device": device,
+                        "node": node,
+                        "state": st,
+                        "previous": list(old or ()),
+                        "previousSampleAt": previous_sent,
+                    }
+                    # A change is dated by the answer that showed it, not by the bookkeeping.
+                    self._append("probe", "CHANGED", "", device, None, body, at=sample.sent)
+
+    # -- reading: the API's side -----------------------------------------------------------------------------
+    def select(
+        self, kinds: tuple[str, ...] = (), since: float = 0.0, until: float | None = None, namespace: str | None = None
+    ) -> list[Record]:
         with self._lock:
             found = list(self.records)
         return [
-            r for r in found if (not kinds or r.kind in kinds) and r.at >= since and (until is None or r.at <= until)
+            r
+            for r in found
+            if (not kinds or r.kind in kinds)
+            and r.at >= since
+            and (until is None or r.at <= until)
+            and (namespace is None or r.namespace == namespace)
         ]
+
+    def after_seq(self, seq: int) -> list[Record]:
+        """Records from sequence number `seq` on (a reader that follows the record keeps its own position)."""
+        with self._lock:
+            return self.records[seq:]
 
     def live(self, kind: str) -> list[dict[str, Any]]:
         """The current objects of a kind as the watches last delivered them."""
@@ -247,19 +264,76 @@ class Recorder:
                     out[(r.obj["pool"], d["name"])] = d["identity"]
         return out
 
+    # -- reading: the fabric's side --------------------------------------------------------------------------
+    @property
+    def probed(self) -> bool:
+        return self.probe_url is not None or bool(self._samples)
+
+    def samples(self, since: float = 0.0) -> list[Sample]:
+        with self._cond:
+            i = bisect.bisect_left(self._samples, since, key=lambda s: s.sent)
+            return self._samples[i:]
+
+    def after(self, at: float, timeout: float = 10.0) -> States:
+        """The probe's answer to the first request sent at or after `at` (waits for it): the fabric at `at` or
+        later, so "not attached after the condition was seen True" proves the condition came first."""
+        return self._answer_after(at, timeout).states
+
+    def free_after(self, at: float, timeout: float = 10.0) -> list[dict[str, Any]]:
+        """The probe's free counts (`free: [{fabric, model, free, total, nodes}]`) in the first answer sent at or
+        after `at`; empty when the probe does not report them."""
+        return list(self._answer_after(at, timeout).free)
+
+    def now(self) -> States:
+        return self.after(time.time())
+
+    def latest(self) -> tuple[float, States, list[dict[str, Any]]] | None:
+        """The newest answer: (send time of the first answer of the run of equal ones it ends, attachments, free
+        counts); None before the first answer."""
+        with self._cond:
+            if not self._samples:
+                return None
+            last = self._samples[-1]
+            i = len(self._samples) - 1
+            while i > 0 and (self._samples[i - 1].states, self._samples[i - 1].free) == (last.states, last.free):
+                i -= 1
+            return self._samples[i].sent, last.states, list(last.free)
+
+    def _answer_after(self, at: float, timeout: float) -> Sample:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                i = bisect.bisect_left(self._samples, at, key=lambda s: s.sent)
+                if i < len(self._samples):
+                    return self._samples[i]
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(
+                        f"no fabric probe answer after {at:.3f} in {timeout:g}s: {self.probe_errors[-3:]}"
+                    )
+                self._cond.wait(min(left, PROBE_PERIOD_S))
+
     def stats(self) -> dict[str, Any]:
         """How much was recorded and how well the probe was sampled (stated in the report)."""
         counts: dict[str, int] = {}
         for r in self.select():
             counts[r.kind] = counts.get(r.kind, 0) + 1
-        gaps = sorted(self.probe_gaps)
-        probe: dict[str, Any] = {"url": self.probe_url, "periodSeconds": PROBE_PERIOD_S}
+        samples = self.samples()
+        gaps = sorted(b.sent - a.sent for a, b in itertools.pairwise(samples))
+        latency = sorted(s.received - s.sent for s in samples)
+        # The attachment rules (attachments.py) tolerate one period at the end of a binding-condition stretch.
+        probe: dict[str, Any] = {
+            "url": self.probe_url,
+            "periodSeconds": PROBE_PERIOD_S,
+            "toleranceSeconds": PROBE_PERIOD_S,
+        }
         if self.probe_url:
-            probe |= {"samples": self.probe_samples, "errors": len(self.probe_errors)}
+            probe |= {"samples": len(samples), "errors": len(self.probe_errors)}
             if gaps:
                 probe |= {
                     "gapMedianSeconds": round(gaps[len(gaps) // 2], 3),
                     "gapP99Seconds": round(gaps[min(len(gaps) - 1, int(len(gaps) * 0.99))], 3),
                     "gapMaxSeconds": round(gaps[-1], 3),
+                    "answerP99Seconds": round(latency[min(len(latency) - 1, int(len(latency) * 0.99))], 3),
                 }
         return {"records": counts, "dropped": self.dropped, "maxRecords": MAX_RECORDS, "probe": probe}

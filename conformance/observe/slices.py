@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import urllib.request
 from typing import Any
@@ -11,7 +10,6 @@ from kubernetes import client
 
 from conformance.cluster.client import Cluster
 from conformance.implementation import endpoints
-from conformance.observe.watchcache import WatchCache
 
 
 def driver_slices(cluster: Cluster, driver: str) -> list[dict[str, Any]]:
@@ -130,13 +128,6 @@ def identity_of(slices: list[dict[str, Any]], attribute: str) -> dict[tuple[str,
     return out
 
 
-def probe_body(url: str) -> dict[str, Any]:
-    """One answer of the fabric probe: `attachments` (every device not free) and, where the probe reports them, the
-    free counts per model (`free`)."""
-    with endpoints.urlopen(url, timeout=5) as response:
-        return json.load(response)
-
-
 def tainted_by_rule(rules: list[dict[str, Any]], driver: str, pool: str, device: str) -> bool:
     """Whether a DeviceTaintRule with a NoSchedule/NoExecute taint selects this device."""
     for rule in rules:
@@ -147,41 +138,6 @@ def tainted_by_rule(rules: list[dict[str, Any]], driver: str, pool: str, device:
         if all(sel.get(k) in (None, v) for k, v in (("driver", driver), ("pool", pool), ("device", device))):
             return True
     return False
-
-
-def taint_rules(cluster: Cluster) -> list[dict[str, Any]]:
-    """Every DeviceTaintRule, in whichever version the server serves (none if it serves none)."""
-    found = cluster.dynamic.resources.search(group="resource.k8s.io", kind="DeviceTaintRule")
-    return found[0].get().to_dict()["items"] if found else []
-
-
-def free_copies(cluster: Cluster, driver: str, attribute: str, identity: str) -> list[str]:
-    """The published copies of a physical device that a scheduler could allocate right now: listed in a slice,
-    not allocated to any claim, not tainted (in the slice or by a DeviceTaintRule)."""
-    claims = client.CustomObjectsApi(cluster.api).list_cluster_custom_object("resource.k8s.io", "v1", "resourceclaims")
-    allocated = set()
-    for c in claims["items"]:
-        allocation = (c.get("status") or {}).get("allocation") or {}
-        allocated |= {
-            (r["driver"], r["pool"], r["device"]) for r in (allocation.get("devices") or {}).get("results") or []
-        }
-    slices = driver_slices(cluster, driver)
-    identities = identity_of(slices, attribute)
-    rules = taint_rules(cluster)
-    free = []
-    for s in slices:
-        pool = s["spec"]["pool"]["name"]
-        for d in s["spec"].get("devices") or []:
-            if identities.get((pool, d["name"])) != identity or (driver, pool, d["name"]) in allocated:
-                continue
-            if not d.get("taints") and not tainted_by_rule(rules, driver, pool, d["name"]):
-                free.append(f"{s['metadata']['name']}:{d['name']}")
-    return free
-
-
-def probe_states(url: str) -> dict[str, tuple[str, str]]:
-    """The fabric probe with operations in flight: physical identity -> (node, state), every device not free."""
-    return {a["device"]: (a["node"], a.get("state", "attached")) for a in probe_body(url).get("attachments", [])}
 
 
 def post_json(url: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -221,63 +177,6 @@ def device_conditions(claim: dict[str, Any], result: dict[str, Any]) -> dict[str
         if result_key(entry) == result_key(result):
             return {c["type"]: c["status"] for c in entry.get("conditions") or []}
     return {}
-
-
-class ClaimHistory:
-    """Every allocation the claims of some namespaces go through, from a watch: one entry per change.
-
-    A rewrite in place shows as two different allocations in a row with no None ("cleared") between them.
-    """
-
-    def __init__(self, cluster: Cluster, namespaces: set[str]) -> None:
-        self.namespaces = namespaces
-        self.history: dict[str, list[tuple[tuple[str, str, str], ...] | None]] = {}
-        self.true_conditions: dict[str, list[str]] = {}  # claim -> condition types seen True, in order
-        self.first_allocated: dict[str, dict[str, Any]] = {}  # claim -> the claim as first seen allocated
-        self._cache = WatchCache(cluster.api, "resourceclaims", "resource.k8s.io", "v1", on_event=self._event)
-
-    def __enter__(self) -> ClaimHistory:
-        self._cache.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._cache.stop()
-
-    def _event(self, kind: str, claim: dict[str, Any]) -> None:
-        meta = claim["metadata"]
-        if meta.get("namespace") not in self.namespaces or kind == "DELETED":
-            return
-        name = f"{meta['namespace']}/{meta['name']}"
-        key = allocation_key(claim)
-        seen = self.history.setdefault(name, [])
-        if not seen or seen[-1] != key:
-            seen.append(key)
-        if key is not None:
-            self.first_allocated.setdefault(name, claim)
-        conds = self.true_conditions.setdefault(name, [])
-        allocation = (claim.get("status") or {}).get("allocation") or {}
-        for r in (allocation.get("devices") or {}).get("results") or []:
-            conds += [t for t, s in device_conditions(claim, r).items() if s == "True" and t not in conds]
-
-    def allocations(self, name: str) -> list[tuple[tuple[str, str, str], ...] | None]:
-        return list(self.history.get(name, []))
-
-    def in_place_rewrites(self) -> list[str]:
-        return [
-            f"{name}: {before} -> {after}"
-            for name, seen in self.history.items()
-            for before, after in itertools.pairwise(seen)
-            if before is not None and after is not None and before != after
-        ]
-
-
-def pod_claim(cluster: Cluster, namespace: str, pod: str) -> dict[str, Any]:
-    """The (generated) claim of a pod with one claim, as a dict."""
-    statuses = cluster.core.read_namespaced_pod(pod, namespace).status.resource_claim_statuses or []
-    [name] = [s.resource_claim_name for s in statuses if s.resource_claim_name]
-    return client.CustomObjectsApi(cluster.api).get_namespaced_custom_object(
-        "resource.k8s.io", "v1", namespace, "resourceclaims", name
-    )
 
 
 # Beyond the promised attach time: the scheduler's 5 s PreBind poll, one binding-timeout retry and one

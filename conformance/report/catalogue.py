@@ -52,6 +52,15 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     _r("IMP-7", "implementation", "SHOULD", "AllocationResult rewriting only by deallocation + reallocation", _IMP),
     _r("IMP-8", "implementation", "MUST", "controller restart mid-attach loses nothing", _IMP),
     _r("IMP-9", "implementation", "SHOULD", "least privilege, refused on other drivers' claims", _IMP),
+    _r(
+        "IMP-10",
+        "implementation",
+        "MUST",
+        "a device stays attached to its pod's node from binding until the pod is gone",
+        _IMP,
+    ),
+    _r("IMP-11", "implementation", "MUST", "binding conditions True only while the fabric says attached there", _IMP),
+    _r("IMP-12", "implementation", "MUST", "no attachment outlives its claim; released devices offered again", _IMP),
     _r("SCALE-1", "scale", "SHOULD", "many pods waiting in PreBind all bind, none lost", "Test Plan / e2e"),
 )
 CATALOGUE: dict[str, Requirement] = {r.id: r for r in REQUIREMENTS}

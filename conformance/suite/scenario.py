@@ -28,7 +28,8 @@ from conformance.implementation.harness import Implementation
 from conformance.implementation.profile import Profile
 from conformance.observe.devices import DevicePool, Kind, Lease, fabric_only_nodes
 from conformance.observe.invariants import InvariantWatcher
-from conformance.observe.probe import ProbeRecorder
+from conformance.observe.recorder import Recorder
+from conformance.observe.views import History
 
 T = TypeVar("T")
 SCENARIO_DEADLINE_S = 900.0
@@ -133,6 +134,7 @@ class ClusterContext:
     cluster: Cluster
     objects: ObjectTracker
     say: Callable[[str], None]
+    record: Recorder  # the run-wide record: what scenarios observe is read from it
     namespaces: set[str] = field(default_factory=set)
     measurements: dict[str, list[float]] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)  # run options scenarios read (e.g. scale_pods)
@@ -150,6 +152,10 @@ class ClusterContext:
             expected=f"ServiceAccount {name}/default (created by kube-controller-manager)",
         )
         return name
+
+    def history(self, namespace: str) -> History:
+        """The claims and pods of one of the scenario's namespaces, as the run-wide record holds them."""
+        return History(self.record, namespace)
 
     def measure(self, key: str, value: float) -> None:
         self.measurements.setdefault(key, []).append(value)
@@ -177,8 +183,12 @@ class Context(ClusterContext):
     leases: list[Lease] = field(default_factory=list)
     # The session's invariant watcher, for scenarios that check it observed their critical window (IMP-6).
     invariants: InvariantWatcher | None = None
-    probe: ProbeRecorder | None = None  # the run's fabric probe samples (None: the profile declares no probe)
     _classes: int = 0
+
+    @property
+    def probe(self) -> Recorder | None:
+        """The run's fabric probe samples (in the record); None where the profile declares no probe."""
+        return self.record if self.record.probed else None
 
     def nodes(self) -> list[NodeSpec]:
         """Schedulable nodes with their labels as they are now (watched), not as the cluster created them."""
@@ -386,6 +396,15 @@ class ScenarioRunner:
             raise InvariantViolated(
                 f"scenario {sc.name}: invariants broken while it ran:\n" + "\n".join(f"  {v}" for v in broken) + then
             ) from failure
+
+    def say(self, message: str) -> None:
+        """A line of progress on the terminal (for what judges the scenarios after they ended)."""
+        self._say(message)
+
+    def wait_all(self) -> list[str]:
+        """Wait until every scenario has ended (its cleanup included); the names of those that ran."""
+        wait(self._futures.values(), timeout=SCENARIO_DEADLINE_S)
+        return [name for name, t in self.timings.items() if t.outcome != "skipped"]
 
     def join(self) -> None:
         """Wait for every scenario (their cleanup runs in their threads), then stop the pool."""

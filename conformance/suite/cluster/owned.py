@@ -21,7 +21,7 @@ from conformance.cluster.client import Cluster
 from conformance.cluster.manifests import RESOURCE_API, device_class, pod_with_claim_template, unique_driver
 from conformance.cluster.versions import PREBIND_POLL_S
 from conformance.cluster.waits import WaitTimeout, wait_for
-from conformance.observe.history import SCHEDULE_S, Binding, History
+from conformance.observe.views import SCHEDULE_S, Binding, History
 from conformance.suite.scenario import ClusterContext
 
 # The scheduler's PreBind re-reads the claim every PREBIND_POLL_S (KEP-5007). A pod that must NOT bind
@@ -195,27 +195,27 @@ class OwnedDriver:
         return int(written["metadata"]["resourceVersion"])
 
 
-def pending_events(cluster: Cluster, namespace: str) -> dict[str, int]:
-    """Pod name -> how many BindingConditionsPending events the scheduler emitted for it."""
+def pending_events(history: History) -> dict[str, int]:
+    """Pod name -> how many BindingConditionsPending events the scheduler emitted for it (from the record)."""
     counts: dict[str, int] = {}
-    for e in cluster.core.list_namespaced_event(namespace).items:
-        if e.reason == PENDING_EVENT and e.involved_object.kind == "Pod":
-            counts[e.involved_object.name] = counts.get(e.involved_object.name, 0) + (e.count or 1)
+    for e in history.k8s_events():
+        if e["reason"] == PENDING_EVENT and e["object"]["kind"] == "Pod":
+            counts[e["object"]["name"]] = counts.get(e["object"]["name"], 0) + (e["count"] or 1)
     return counts
 
 
-def wait_pending(cluster: Cluster, namespace: str, pods: list[str]) -> dict[str, int]:
+def wait_pending(history: History, pods: list[str]) -> dict[str, int]:
     """Wait until every pod has a BindingConditionsPending event; return what was seen (also when not all came)."""
     try:
         return wait_for(
-            lambda: pending_events(cluster, namespace),
+            lambda: pending_events(history),
             lambda seen: all(seen.get(p) for p in pods),
             timeout=SCHEDULE_S,
             expected=f"a {PENDING_EVENT} event for each of {pods}",
             max_interval=0.5,
         )
     except WaitTimeout:
-        return pending_events(cluster, namespace)
+        return pending_events(history)
 
 
 def hold(history: History, pod: str | None = None) -> Binding | None:

@@ -17,7 +17,7 @@ import pytest
 
 from conformance.cluster.client import Cluster
 from conformance.cluster.versions import parse_version
-from conformance.observe.history import SCHEDULE_S, Allocation, Binding, History
+from conformance.observe.views import SCHEDULE_S, Allocation, Binding
 from conformance.suite.cluster.owned import PREBIND_POLL_S, hold, nominated, start, wait_pending
 from conformance.suite.scenario import ClusterContext, result_fixture, scenario
 
@@ -53,12 +53,12 @@ def binding_gate(ctx: ClusterContext) -> Gate:
     gate = Gate(node, reach, {d["name"]: d for d in driver.pools["a-fabric"]["spec"]["devices"] if d["name"] in names})
     driver.pod("app", driver.claim_template(), node)
     ns = driver.namespace
-    with History(ctx.cluster, ns, ctx.objects.run_id) as history:
+    with ctx.history(ns) as history:
         try:
             gate.allocation = history.wait(
                 lambda h: next(iter(h.allocations()), None), timeout=SCHEDULE_S, expected="the claim to be allocated"
             )
-            gate.pending = wait_pending(ctx.cluster, ns, ["app"])
+            gate.pending = wait_pending(ctx.history(ns), ["app"])
             claim = history.events("claim")[-1].name
             gate.first_write = driver.set_conditions(claim, gate.allocation.devices, [driver.attached])
             gate.early = hold(history)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from conformance.observe.history import SCHEDULE_S, Allocation, Binding, History
+from conformance.observe.views import SCHEDULE_S, Allocation, Binding
 from conformance.suite.cluster.owned import PREBIND_POLL_S, start
 from conformance.suite.scenario import ClusterContext, result_fixture, scenario
 
@@ -59,7 +59,7 @@ def binding_timeout(ctx: ClusterContext) -> Timeout:
     driver.fabric_pool([run.node])
     driver.pod("app", driver.claim_template(), run.node)
     ns = driver.namespace
-    with History(ctx.cluster, ns, ctx.objects.run_id) as history:
+    with ctx.history(ns) as history:
         try:
             history.wait(lambda h: h.allocations(), timeout=SCHEDULE_S, expected="the claim to be allocated")
             again = history.wait(
@@ -75,8 +75,8 @@ def binding_timeout(ctx: ClusterContext) -> Timeout:
         except AssertionError as exc:
             run.stopped = str(exc)
         run.allocations, run.pod_conditions = history.allocations(), history.pod_conditions()
-    events = ctx.cluster.core.list_namespaced_event(ns, field_selector="involvedObject.name=app").items
-    run.events = [{"type": e.type, "reason": e.reason, "message": e.message or ""} for e in events]
+    events = [e for e in ctx.history(ns).k8s_events() if e["object"]["name"] == "app"]
+    run.events = [{"type": e["type"], "reason": e["reason"], "message": e["message"] or ""} for e in events]
     return run
 
 

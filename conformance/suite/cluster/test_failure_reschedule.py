@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from conformance.observe.history import SCHEDULE_S, Allocation, Binding, History
+from conformance.observe.views import SCHEDULE_S, Allocation, Binding
 from conformance.suite.cluster.owned import INJECTED_REASON, PREBIND_POLL_S, start
 from conformance.suite.scenario import ClusterContext, result_fixture, scenario
 
@@ -42,7 +42,7 @@ def failure_reschedule(ctx: ClusterContext) -> Failure:
     driver.pod("app", driver.claim_template(), node)
     ns = driver.namespace
     run = Failure(node)
-    with History(ctx.cluster, ns, ctx.objects.run_id) as history:
+    with ctx.history(ns) as history:
         try:
             first = history.wait(
                 lambda h: next(iter(h.allocations()), None), timeout=SCHEDULE_S, expected="the claim to be allocated"

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from conformance.observe.history import SCHEDULE_S, Allocation, Binding, History
+from conformance.observe.views import SCHEDULE_S, Allocation, Binding
 from conformance.suite.cluster.owned import PREBIND_POLL_S, hold, start, wait_pending
 from conformance.suite.scenario import ClusterContext, result_fixture, scenario
 
@@ -38,12 +38,12 @@ def multi_device_claim(ctx: ClusterContext) -> Multi:
     driver.fabric_pool([run.node], count=2)
     driver.pod("app", driver.claim_template(count=2), run.node)
     ns = driver.namespace
-    with History(ctx.cluster, ns, ctx.objects.run_id) as history:
+    with ctx.history(ns) as history:
         try:
             run.allocation = history.wait(
                 lambda h: next(iter(h.allocations()), None), timeout=SCHEDULE_S, expected="the claim to be allocated"
             )
-            wait_pending(ctx.cluster, ns, ["app"])
+            wait_pending(ctx.history(ns), ["app"])
             claim = history.events("claim")[-1].name
             first, *rest = run.allocation.devices
             run.first_write = driver.set_conditions(claim, [first], [driver.attached])

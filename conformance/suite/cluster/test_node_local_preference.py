@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from conformance.observe.history import SCHEDULE_S, History
 from conformance.observe.slices import allocation_results
+from conformance.observe.views import SCHEDULE_S, History
 from conformance.suite.cluster.owned import pending_events, start
 from conformance.suite.scenario import ClusterContext, result_fixture, scenario
 
@@ -44,7 +44,7 @@ def node_local_preference(ctx: ClusterContext) -> Preference:
     driver.fabric_pool([node], pool="a-fabric")
     driver.pod("app", driver.claim_template(), node)
     ns = driver.namespace
-    with History(ctx.cluster, ns, ctx.objects.run_id) as history:
+    with ctx.history(ns) as history:
         # The pod's and the claim's watch streams are separate: the binding can arrive before the allocation does.
         history.wait(
             lambda h: h.binding() and _allocated(h),
@@ -53,7 +53,7 @@ def node_local_preference(ctx: ClusterContext) -> Preference:
         )
         claim = _allocated(history)[-1]
         binding = history.binding()
-    waited = pending_events(ctx.cluster, ns).get("app", 0)
+    waited = pending_events(ctx.history(ns)).get("app", 0)
     return Preference(node, local, allocation_results(claim), binding.node if binding else None, waited)
 
 

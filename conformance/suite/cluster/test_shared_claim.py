@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from conformance.cluster.manifests import RESOURCE_API, pod_with_claim_template
-from conformance.observe.history import SCHEDULE_S, Binding, History
+from conformance.observe.views import SCHEDULE_S, Binding
 from conformance.suite.cluster.owned import PREBIND_POLL_S, hold, pinned, start, wait_pending
 from conformance.suite.scenario import ClusterContext, result_fixture, scenario
 
@@ -46,7 +46,7 @@ def shared_claim(ctx: ClusterContext) -> Shared:
     request = {"name": "dev", "exactly": {"deviceClassName": driver.device_class(), "count": 1}}
     claim = {"apiVersion": RESOURCE_API, "kind": "ResourceClaim", "metadata": {"name": "shared"}}
     ctx.objects.create({**claim, "spec": {"devices": {"requests": [request]}}}, ns)
-    with History(ctx.cluster, ns, ctx.objects.run_id) as history:
+    with ctx.history(ns) as history:
         for name in run.pods:
             pod = pod_with_claim_template(name, "unused")
             pod["spec"]["resourceClaims"] = [{"name": "dev", "resourceClaimName": "shared"}]
@@ -55,7 +55,7 @@ def shared_claim(ctx: ClusterContext) -> Shared:
             allocation = history.wait(
                 lambda h: next(iter(h.allocations()), None), timeout=SCHEDULE_S, expected="the claim to be allocated"
             )
-            run.pending = wait_pending(ctx.cluster, ns, run.pods)
+            run.pending = wait_pending(ctx.history(ns), run.pods)
             run.early = hold(history)
             run.ready_write = driver.set_conditions("shared", allocation.devices, [driver.attached])
             history.wait(

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from conformance.implementation.profile import Profile
-from conformance.observe.history import Allocation, Binding, History
-from conformance.observe.probe import ProbeRecorder, States
+from conformance.observe.recorder import Recorder, States
 from conformance.observe.slices import BIND_SLACK_S
+from conformance.observe.views import Allocation, Binding, History
 from conformance.suite.scenario import Context
 
 Path = Literal["fabric", "local", "none"]
@@ -182,7 +182,7 @@ def outcome(ctx: Context, history: History, node: str) -> Outcome:
     return seen
 
 
-def _identify_count_entries(ctx: Context, seen: Outcome, probe: ProbeRecorder) -> None:
+def _identify_count_entries(ctx: Context, seen: Outcome, probe: Recorder) -> None:
     """A count entry the pod bound with names no device. On a node the scenario has to itself (no other scenario's
     attach, no idle copy there when it started), the devices the fabric attached to that node between the first
     allocation and the binding are the scenario's: with one such device and one entry, that is its identity."""
@@ -195,7 +195,7 @@ def _identify_count_entries(ctx: Context, seen: Outcome, probe: ProbeRecorder) -
         seen.identity[unknown[0]] = new[0]
 
 
-def early_conditions(seen: Outcome, probe: ProbeRecorder) -> list[str]:
+def early_conditions(seen: Outcome, probe: Recorder) -> list[str]:
     """IMP-3: every binding condition, and every condition that means `reschedule` (it says "attached, now
     reallocate"), seen True on a fabric allocation while the fabric did not yet say the device was attached to the
     allocation's node. The probe answer compared is the first one sent after the watch delivered the condition."""

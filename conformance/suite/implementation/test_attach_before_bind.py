@@ -15,7 +15,6 @@ from conformance.cluster.client import Cluster
 from conformance.cluster.manifests import pinned_pod
 from conformance.implementation.harness import Implementation
 from conformance.implementation.profile import LoadedProfile
-from conformance.observe.history import History
 from conformance.observe.slices import device_identity, driver_slices, fabric_slices, model_disagreements
 from conformance.suite.implementation.outcome import Outcome, follow
 from conformance.suite.scenario import Context, result_fixture, scenario
@@ -29,7 +28,7 @@ from conformance.suite.scenario import Context, result_fixture, scenario
 def attach_before_bind(ctx: Context) -> Outcome:
     # Count-based: the node is the scenario's alone, with no idle copy the pod could take without an attach.
     node, _, ns = ctx.remote_fabric(exclusive=ctx.counted)
-    with History(ctx.cluster, ns, ctx.objects.run_id) as history:
+    with ctx.history(ns) as history:
         ctx.objects.create(pinned_pod("app", "gpu", node), ns)
         seen = follow(ctx, history, node)
     if seen.binding and seen.allocations:

@@ -17,9 +17,7 @@ from kubernetes.client.exceptions import ApiException
 
 from conformance.cluster.manifests import pinned_pod
 from conformance.cluster.waits import WaitTimeout, wait_for
-from conformance.observe.history import History
 from conformance.observe.invariants import PERSIST_S
-from conformance.observe.slices import pod_claim, probe_states
 from conformance.suite.implementation.outcome import follow
 from conformance.suite.scenario import Context, result_fixture, scenario
 
@@ -48,16 +46,17 @@ def detach_on_release(ctx: Context) -> Release:
     # Count-based: the node is the scenario's alone, so no other scenario's pod takes the released copy meanwhile
     # (a class of the model matches every copy of it).
     node, lease, ns = ctx.remote_fabric(exclusive=ctx.counted)
-    probe = ctx.implementation.resolve(ctx.profile.fabric_probe.url)
-    with History(ctx.cluster, ns, ctx.objects.run_id) as history:
+    probe = ctx.probe
+    assert probe is not None  # probe=True: skipped without one
+    with ctx.history(ns) as history:
         ctx.objects.create(pinned_pod("app", "gpu", node), ns)
         bound = follow(ctx, history, node)
     # The device the pod used: the node-local copy's (reschedule-to-local, counted entries), else the leased one.
     identity = next((i for i in bound.final_identities() if i), None) or next(iter(lease.identities), None)
     if identity is None:
         raise AssertionError(f"the pod's device has no physical identity in any slice:\n  {bound.describe()}")
-    claim = pod_claim(ctx.cluster, ns, "app")["metadata"]["name"]
-    seen = Release(identity, node, probe_states(probe).get(identity), ctx.profile.promises.detach_s)
+    [claim] = history.latest("claim")
+    seen = Release(identity, node, probe.now().get(identity), ctx.profile.promises.detach_s)
 
     released = time.monotonic()
     ctx.cluster.core.delete_namespaced_pod("app", ns, grace_period_seconds=0)
@@ -69,7 +68,7 @@ def detach_on_release(ctx: Context) -> Release:
     met_since: list[float] = []  # start of the current stretch in which the device is detached and offered once
 
     def observe() -> tuple[tuple[str, str] | None, list[str]]:
-        state = probe_states(probe).get(identity)
+        state = probe.now().get(identity)
         if state is None and seen.detached_after_s is None:
             seen.detached_after_s = round(time.monotonic() - released, 3)
         free = ctx.invariants.free_entries(identity)

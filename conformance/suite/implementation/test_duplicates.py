@@ -20,8 +20,8 @@ import pytest
 from conformance.cluster.manifests import claim_template, pinned_pod
 from conformance.cluster.waits import wait_for
 from conformance.observe.devices import fabric_only_nodes
-from conformance.observe.invariants import binding_state
-from conformance.observe.slices import BIND_SLACK_S, ClaimHistory, allocation_key
+from conformance.observe.slices import BIND_SLACK_S, allocation_key
+from conformance.observe.views import binding_state
 from conformance.suite.scenario import Context, result_fixture, scenario
 
 K = 2
@@ -74,11 +74,10 @@ def duplicate_burst(ctx: Context) -> Burst:
     seen = Burst(node, k)
     names = [f"app-{i}" for i in range(PODS)]
     deadline_s = ctx.profile.promises.attach_s + BIND_SLACK_S
-    pods_api = ctx.cluster.kind("v1", "Pod")
-    claims_api = ctx.cluster.kind("resource.k8s.io/v1", "ResourceClaim")
+    history = ctx.history(ns)
 
     def sample() -> dict[str, dict[str, Any]]:
-        pods = {p["metadata"]["name"]: p for p in pods_api.get(namespace=ns).to_dict()["items"]}
+        pods = history.latest("pod")
         alive = [n for n, p in pods.items() if p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")]
         seen.most_bound = max(seen.most_bound, len(alive))
         for name, pod in pods.items():
@@ -86,7 +85,7 @@ def duplicate_burst(ctx: Context) -> Burst:
             if bound and seen.bound_to.setdefault(name, bound) != bound:
                 seen.rebound.append(f"{name}: {seen.bound_to[name]} -> {bound}")
         holders: dict[Any, list[str]] = {}  # physical device (the copy, if unidentified) -> claims
-        for claim in claims_api.get(namespace=ns).to_dict()["items"]:
+        for claim in history.latest("claim").values():
             if binding_state(claim) == "failed":  # being cleared (e.g. reschedule): it can no longer bind
                 continue
             for pool, device, _ in allocation_key(claim) or ():
@@ -97,7 +96,7 @@ def duplicate_burst(ctx: Context) -> Burst:
         ]
         return pods
 
-    with ClaimHistory(ctx.cluster, {ns}) as history:
+    with history:
         start = threading.Barrier(PODS)
 
         def create(name: str) -> None:

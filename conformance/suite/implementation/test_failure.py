@@ -18,8 +18,7 @@ from conformance.cluster.manifests import claim_template, pod_with_claim_templat
 from conformance.cluster.waits import WaitTimeout
 from conformance.implementation.faults import FaultInjector
 from conformance.observe.devices import fabric_only_nodes
-from conformance.observe.history import SCHEDULE_S, Allocation, Binding, History
-from conformance.observe.slices import free_copies
+from conformance.observe.views import SCHEDULE_S, Allocation, Binding, History
 from conformance.suite.implementation.outcome import bind_timeout
 from conformance.suite.scenario import Context, result_fixture, scenario
 
@@ -66,7 +65,7 @@ def attach_failure(ctx: Context) -> FailureRun:
     run = FailureRun(node, lease.identities, meanings=dict(ctx.profile.failure_conditions))
     url = ctx.implementation.resolve(ctx.profile.fault_injector.url)
     scope = (frozenset(lease.identities), frozenset({node}) if ctx.counted else frozenset())
-    with History(ctx.cluster, ns, ctx.objects.run_id) as history, FaultInjector(url, *scope) as f:
+    with ctx.history(ns) as history, FaultInjector(url, *scope) as f:
         message = f"conformance scenario {ctx.scenario.name}: attach refused"
         # count=FAIL_ATTEMPTS: an implementation may retry an attach whose outcome it lost (e.g. the controller
         # restarted meanwhile: IMP-8 runs side by side); the retry must fail too, or no failure would be reported.
@@ -89,7 +88,7 @@ def attach_failure(ctx: Context) -> FailureRun:
 
 
 def _follow(ctx: Context, history: History, faults: FaultInjector, armed: dict[str, str], run: FailureRun) -> None:
-    attribute, attach_s = ctx.profile.identity_attribute, ctx.profile.promises.attach_s
+    attach_s = ctx.profile.promises.attach_s
     failed = history.wait(
         lambda h: next((a for a in h.allocations() if _failures(a, ctx)), None),
         timeout=SCHEDULE_S + attach_s,
@@ -115,9 +114,8 @@ def _follow(ctx: Context, history: History, faults: FaultInjector, armed: dict[s
     )
     for moment, done, timeout in moments:
         history.wait(done, timeout=timeout, expected=f"the claim to be {moment} after the failure")
-        run.free_after_failure[moment] = free_copies(
-            ctx.cluster, ctx.profile.driver, attribute, run.failed_identity or ""
-        )
+        assert ctx.invariants is not None, "the free entries are read from the session's invariant watcher"
+        run.free_after_failure[moment] = ctx.invariants.free_entries(run.failed_identity or "")
     history.wait(lambda h: h.binding(), timeout=bind_timeout(ctx.profile), expected="the pod to be bound")
 
 

@@ -16,6 +16,7 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -23,8 +24,8 @@ from conformance.cluster.manifests import pinned_pod
 from conformance.cluster.versions import PREBIND_POLL_S
 from conformance.cluster.waits import WaitTimeout, wait_for
 from conformance.implementation import endpoints
-from conformance.observe.history import History
-from conformance.observe.slices import device_conditions, pod_claim, post_json, probe_states
+from conformance.observe.slices import allocation_results, device_conditions, post_json
+from conformance.observe.views import SCHEDULE_S, History
 from conformance.suite.implementation.outcome import Outcome, bind_timeout, follow
 from conformance.suite.scenario import Context, result_fixture, scenario
 
@@ -72,21 +73,22 @@ def controller_restart(ctx: Context) -> Restart:
     # Count-based entries: the physical device is not known before the attach, so the fault selects the attaches to
     # the scenario's node, which it has to itself meanwhile; the device is the one the probe then shows attaching.
     node, lease, ns = ctx.remote_fabric(exclusive=ctx.counted)
-    probe = ctx.implementation.resolve(ctx.profile.fabric_probe.url)
+    probe = ctx.probe
+    assert probe is not None  # probe=True: skipped without one
     faults = ctx.implementation.resolve(ctx.profile.fault_injector.url)
     bind_s = bind_timeout(ctx.profile, SLOW_S)
     target = {"node": node} if ctx.counted else {"device": lease.identities[0]}
     fault = post_json(faults, {"mode": "slow", "operation": "attach", "delaySeconds": SLOW_S} | target)
 
     def attaching() -> tuple[str, tuple[str, str]] | None:
-        states = probe_states(probe)
+        states = probe.now()
         if not ctx.counted:
             state = states.get(lease.identities[0])
             return (lease.identities[0], state) if state else None
         return next(((i, s) for i, s in sorted(states.items()) if s == (node, "attaching")), None)
 
     try:
-        with History(ctx.cluster, ns, ctx.objects.run_id) as history:
+        with ctx.history(ns) as history:
             ctx.objects.create(pinned_pod("app", "gpu", node), ns)
             identity, at_kill = wait_for(
                 attaching,
@@ -96,7 +98,7 @@ def controller_restart(ctx: Context) -> Restart:
                 interval=0.1,
                 max_interval=0.2,
             )
-            claim = pod_claim(ctx.cluster, ns, "app")
+            claim = history.wait(_allocated_claim, timeout=SCHEDULE_S, expected="the pod's claim allocated")
             conditions_at_kill = {
                 t: s
                 for r in claim["status"]["allocation"]["devices"]["results"]
@@ -116,7 +118,7 @@ def controller_restart(ctx: Context) -> Restart:
         ctx.cluster.core.delete_namespaced_pod("app", ns, grace_period_seconds=0)
         try:
             wait_for(
-                lambda: {i: s for i, s in probe_states(probe).items() if i in used},
+                lambda: {i: s for i, s in probe.now().items() if i in used},
                 lambda left: not left,
                 timeout=ctx.profile.promises.detach_s,
                 expected=f"{sorted(used)} detached once its pod and claim are gone",
@@ -126,6 +128,10 @@ def controller_restart(ctx: Context) -> Restart:
         return seen
     finally:
         _delete_fault(f"{faults}/{fault['id']}")
+
+
+def _allocated_claim(history: History) -> dict[str, Any] | None:
+    return next((c for c in history.latest("claim").values() if allocation_results(c)), None)
 
 
 restart = result_fixture("restart", "controller-restart-mid-attach")

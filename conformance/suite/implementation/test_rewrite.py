@@ -16,7 +16,6 @@ from dataclasses import dataclass
 import pytest
 
 from conformance.cluster.manifests import pinned_pod
-from conformance.observe.history import History
 from conformance.suite.implementation.outcome import Outcome, follow
 from conformance.suite.scenario import Context, result_fixture, scenario
 
@@ -37,7 +36,7 @@ class Move:
 def reschedule_to_local(ctx: Context) -> Move:
     assert ctx.invariants is not None, "no double allocation in the window is checked by the invariant watcher"
     node, _, ns = ctx.remote_fabric(exclusive=ctx.counted)
-    with History(ctx.cluster, ns, ctx.objects.run_id) as history:
+    with ctx.history(ns) as history:
         before = ctx.invariants.evaluations
         created = time.monotonic()
         ctx.objects.create(pinned_pod("app", "gpu", node), ns)

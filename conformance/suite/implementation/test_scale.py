@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
 from conformance.cluster.manifests import claim_template, device, device_class, pod_with_claim_template, unique_driver
+from conformance.cluster.waits import wait_for
 from conformance.observe.devices import fabric_only_nodes
 from conformance.observe.slices import allocation_results, result_key
-from conformance.observe.trace import Trace
+from conformance.observe.views import History
 from conformance.suite.scenario import Context, result_fixture, scenario
 
 MAX_SLICE_DEVICES = 128  # resource.k8s.io/v1: devices per ResourceSlice
@@ -88,26 +89,29 @@ def _wave(ctx: Context, device_class_name: str, count: int, label: str, nodes: l
         list(pool.map(create, names))
     peak = [0]
     reported = [started]
+    history = ctx.history(ns)
 
-    def done(trace: Trace) -> bool:
-        allocated = {c["metadata"]["name"] for c in trace.claims.values() if allocation_results(c)}
-        bound_claims = {
-            s.resource_claim_name
-            for n, p in trace.pods.items()
-            if n in trace.bound
-            for s in p.status.resource_claim_statuses or []
-        }
+    def done(seen: _Seen) -> bool:
+        allocated = {name for name, c in seen.claims.items() if allocation_results(c)}
+        bound_claims = {seen.claim_of(name) for name in seen.bound}
         peak[0] = max(peak[0], len(allocated - bound_claims))
         if time.time() - reported[0] > 10:
             reported[0] = time.time()
-            ctx.say(f"SCALE-1 {label}: {len(trace.bound)}/{count} bound, {len(allocated - bound_claims)} waiting")
-        return len(trace.bound) >= count
+            ctx.say(f"SCALE-1 {label}: {len(seen.bound)}/{count} bound, {len(allocated - bound_claims)} waiting")
+        return len(seen.bound) >= count
 
-    trace = Trace(ns, every=max(0.1, count / 500)).follow(ctx.cluster, done, deadline, f"{count} pods of {ns} bound")
+    trace = wait_for(
+        lambda: _Seen.of(history),
+        done,
+        timeout=deadline,
+        expected=f"{count} pods of {ns} bound",
+        describe=lambda s: f"{len(s.bound) if s else 0} of {count} bound",
+        max_interval=max(0.2, count / 500),
+    )
     seconds = max(when for _, when in trace.bound.values()) - started
     devices, misplaced = set(), []
-    for name, pod in trace.pods.items():
-        claim = trace.claims[pod.status.resource_claim_statuses[0].resource_claim_name]
+    for name in trace.pods:
+        claim = trace.claims[trace.claim_of(name)]
         results = allocation_results(claim)
         devices |= {result_key(r) for r in results}
         terms = claim["status"]["allocation"].get("nodeSelector", {}).get("nodeSelectorTerms", [])
@@ -115,12 +119,42 @@ def _wave(ctx: Context, device_class_name: str, count: int, label: str, nodes: l
         if nodes and trace.bound[name][0] not in nodes:
             misplaced.append(f"{name} on {trace.bound[name][0]}, allocation on {sorted(nodes)}")
     if label == "with-conditions":  # claim first seen allocated -> pod seen bound, per pod
-        for name, pod in trace.pods.items():
-            claim = pod.status.resource_claim_statuses[0].resource_claim_name
-            if claim in trace.allocated_at:
-                ctx.measure("attach_to_bind_seconds", round(trace.bound[name][1] - trace.allocated_at[claim], 3))
+        for name in trace.pods:
+            claim_name = trace.claim_of(name)
+            if claim_name in trace.allocated_at:
+                ctx.measure("attach_to_bind_seconds", round(trace.bound[name][1] - trace.allocated_at[claim_name], 3))
     ctx.say(f"SCALE-1 {label}: {count} pods bound in {seconds:.1f}s ({count / seconds:.1f}/s)")
     return Wave(count, round(seconds, 2), len(trace.bound), peak[0], len(devices), misplaced)
+
+
+@dataclass
+class _Seen:
+    """A wave's pods and claims as the run-wide record holds them."""
+
+    claims: dict[str, dict[str, Any]] = field(default_factory=dict)  # latest state
+    pods: dict[str, dict[str, Any]] = field(default_factory=dict)
+    allocated_at: dict[str, float] = field(default_factory=dict)  # claim -> first recorded allocated
+    bound: dict[str, tuple[str, float]] = field(default_factory=dict)  # pod -> (node, first recorded bound)
+
+    @classmethod
+    def of(cls, history: History) -> _Seen:
+        seen = cls()
+        for e in history.events():
+            if e.deleted:
+                continue
+            if e.kind == "claim":
+                seen.claims[e.name] = e.obj
+                if allocation_results(e.obj):
+                    seen.allocated_at.setdefault(e.name, e.at)
+            else:
+                seen.pods[e.name] = e.obj
+                if node := (e.obj.get("spec") or {}).get("nodeName"):
+                    seen.bound.setdefault(e.name, (node, e.at))
+        return seen
+
+    def claim_of(self, pod: str) -> str:
+        statuses = (self.pods[pod].get("status") or {}).get("resourceClaimStatuses") or []
+        return next((s["resourceClaimName"] for s in statuses if s.get("resourceClaimName")), "")
 
 
 @scenario(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import click
-from test_decide import KEEP, LOCAL, NOW, claim, claim_obj, conditions, dev, plan_for, rule
+from test_decide import DRIVER, KEEP, LOCAL, NOW, claim, claim_obj, conditions, dev, plan_for, rule
 from test_reconciler import reconciler
 
 from fake_drivers.controller.cli import BROKEN_FLAGS, main
@@ -92,3 +92,40 @@ def test_forget_on_restart_never_reports_an_attach_found_in_flight_at_start() ->
     correct, kube2, _ = reconciler(KEEP, [dev(0, "attached", "node-0")], [claim_obj()])
     correct.reconcile_once()
     assert ("write_condition", "attached") in kube2.calls
+
+
+# --- IMP-10..12: the fabric's truth ----------------------------------------------------------------------------
+
+
+def test_detach_while_used_detaches_a_ready_device_a_second_after_it_was_first_seen_ready() -> None:
+    broken = replace(KEEP, broken_detach_while_used=True)
+    device = dev(0, "attached", "node-0")
+    ready = (claim(conditions={f"{DRIVER}/attached": "True"}),)
+    first = plan_for(broken, [device], ready)
+    assert first.detaches == [], "not at once: the pod binds first"
+    later = plan_for(broken, [device], ready, memory=Memory(idle_since=first.idle_since), now=NOW + 1.5)
+    assert [d.uuid for d in later.detaches] == [device.uuid]
+    assert plan_for(KEEP, [device], ready, memory=Memory(idle_since=first.idle_since), now=NOW + 1.5).detaches == []
+
+
+def test_report_while_attaching_writes_attached_once_the_attach_has_been_in_flight_a_while() -> None:
+    broken = replace(KEEP, broken_report_while_attaching=True)
+    busy = Memory(inflight={"uuid-fabric-0-0": "attach"})
+    first = plan_for(broken, [dev(0, "attaching", "node-0")], (claim(),), memory=busy)
+    assert conditions(first) == []
+    memory = replace(busy, idle_since=first.idle_since)
+    later = plan_for(broken, [dev(0, "attaching", "node-0")], (claim(),), memory=memory, now=NOW + 0.5)
+    assert conditions(later) == [("attached", "BrokenOnPurpose")]
+    assert conditions(plan_for(KEEP, [dev(0, "attaching", "node-0")], (claim(),), memory=memory, now=NOW + 1)) == []
+
+
+def test_keep_unready_attach_never_detaches_a_device_whose_claim_went_away_before_ready() -> None:
+    broken = replace(KEEP, broken_keep_unready_attach=True)
+    held = plan_for(
+        broken, [dev(0, "attaching", "node-0")], (claim(),), memory=Memory(inflight={"uuid-fabric-0-0": "attach"})
+    )
+    memory = Memory(idle_since={**held.idle_since, "uuid-fabric-0-0": NOW - 3600})
+    device = dev(0, "attached", "node-0")
+    plan = plan_for(broken, [device], taints=(rule(Purpose.DETACH, device),), memory=memory)
+    assert plan.detaches == [] and plan.create_taints == []
+    assert [d.uuid for d in plan_for(KEEP, [device], taints=(rule(Purpose.DETACH, device),), memory=memory).detaches]

@@ -29,6 +29,15 @@ from .model import Claim, CountedEntry, FabricDevice, NodeCopy, Result, TaintRul
 from .settings import Mode, Purpose, Settings
 
 FREE, ATTACHING, ATTACHED, DETACHING = "free", "attaching", "attached", "detaching"
+BROKEN_DETACH_AFTER_S = 1.0  # --broken-detach-while-used: ready (or in use node-locally) this long, then detached
+BROKEN_REPORT_AFTER_S = 0.3  # --broken-report-while-attaching: attach in flight this long, then reported
+
+
+def _timer(plan: Plan, memory: Memory, key: str, now: float) -> float:
+    """Seconds since `key` was first seen (broken modes only: kept in the idle timers, under a prefixed key)."""
+    since = memory.idle_since.get(key, now)
+    plan.idle_since[key] = since
+    return now - since
 
 
 @dataclass(frozen=True)
@@ -256,6 +265,7 @@ def _device(
         plan.delete_taints.append(hold.name)
 
     if holders:
+        _broken_while_held(settings, plan, d, holders, busy, memory, now)
         if guard is not None and d.state != DETACHING and not busy:
             plan.delete_taints.append(guard.name)  # claimed again before the detach started: keep it
         losers = _losers(holders)
@@ -263,7 +273,7 @@ def _device(
             plan.states[key] = "HELD TWICE by " + ", ".join(h.claim.key for h in holders)
         for holding in holders:
             if holding.via_fabric:
-                _fabric_holder(settings, plan, d, holding, holding in losers, why, busy, copies, memory)
+                _fabric_holder(settings, plan, d, holding, holding in losers, why, busy, copies, memory, now)
             else:
                 plan.states[holding.label] = f"in use through the node-local copy on {holding.result.pool}"
         plan.states.setdefault(key, f"{d.state} {d.node or ''}".strip() + f", held by {holders[0].claim.key}")
@@ -276,6 +286,13 @@ def _device(
         plan.states[key] = f"quarantined ({why.reason})" if why else "free"
     elif d.state == ATTACHED and settings.broken_never_detach:
         plan.states[key] = f"idle on {d.node}, never detached (broken on purpose)"
+    elif (
+        d.state in (ATTACHING, ATTACHED)
+        and settings.broken_keep_unready_attach
+        and f"unready:{d.uuid}" in memory.idle_since
+    ):
+        _timer(plan, memory, f"unready:{d.uuid}", now)
+        plan.states[key] = f"{d.state} {d.node}, its claim went away before ready: never detached (broken on purpose)"
     elif d.state == ATTACHED:
         since = memory.idle_since.get(d.uuid, now)
         plan.idle_since[d.uuid] = since
@@ -293,6 +310,25 @@ def _device(
         plan.states[key] = f"detaching from {d.node}"
     else:
         plan.states[key] = f"attaching to {d.node} without a claim" + (" (hung)" if d.hung else "")
+
+
+def _broken_while_held(
+    settings: Settings,
+    plan: Plan,
+    d: FabricDevice,
+    holders: list[Holding],
+    busy: str | None,
+    memory: Memory,
+    now: float,
+) -> None:
+    """The broken modes that act on a held device (selftests only; every one off by default)."""
+    if settings.broken_keep_unready_attach and any(h.via_fabric and not h.ready() and not h.failed() for h in holders):
+        _timer(plan, memory, f"unready:{d.uuid}", now)  # remembered once nobody holds it: never detached then
+    in_use = any(h.ready() or not h.via_fabric for h in holders)
+    due = settings.broken_detach_while_used and in_use and d.state == ATTACHED and not busy
+    if due and _timer(plan, memory, f"used:{d.uuid}", now) >= BROKEN_DETACH_AFTER_S:
+        plan.detaches.append(Detach(d.uuid, d.node, recheck=False))
+        plan.states[f"device {d.name}"] = f"in use on {d.node}, detached (broken on purpose)"
 
 
 def _available(
@@ -408,6 +444,7 @@ def _fabric_holder(
     busy: str | None,
     copies: list[NodeCopy],
     memory: Memory,
+    now: float,
 ) -> None:
     claim, result, label = holding.claim, holding.result, holding.label
     node = claim.node
@@ -432,6 +469,9 @@ def _fabric_holder(
         write(settings.attach_failed, why.reason, why.message, f"attach-failed ({why.reason})")
     elif loser:
         write(settings.reschedule, "DeviceInUse", f"device {d.uuid} is held by another claim", "reschedule (in use)")
+    elif settings.broken_report_while_attaching and (busy == "attach" or d.state == ATTACHING):
+        if _timer(plan, memory, f"attaching:{d.uuid}", now) >= BROKEN_REPORT_AFTER_S:
+            write(settings.attached, "BrokenOnPurpose", "reported while the attach is in flight", "attached (broken)")
     elif busy:
         plan.states[label] = f"{busy} in flight ({node})"
     elif d.state == FREE:

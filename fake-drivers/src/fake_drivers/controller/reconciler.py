@@ -147,6 +147,7 @@ class Reconciler:
         snap = self.snapshot()
         assert self.caches is not None
         uids = {o["metadata"]["uid"] for o in self.caches.claims.items()}
+        first = self._forgotten is None
         if self._forgotten is None:
             self._forgotten = self._found_at_start(snap)
         with self._lock:
@@ -162,6 +163,8 @@ class Reconciler:
                 dict(self._assigned),
             )
         plan = decide(self.settings, snap, memory, now)
+        if first and self.settings.broken_detach_all_on_restart:  # broken on purpose: in use or not
+            plan.detaches += [Detach(d.uuid, d.node, recheck=False) for d in snap.devices if d.state == "attached"]
         with self._lock:
             self._idle = plan.idle_since
         self.statelog.update(plan.states)

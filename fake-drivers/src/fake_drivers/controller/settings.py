@@ -68,6 +68,10 @@ class Settings:
     broken_never_detach: bool = False
     broken_no_failure_condition: bool = False
     broken_forget_on_restart: bool = False
+    broken_detach_while_used: bool = False
+    broken_report_while_attaching: bool = False
+    broken_keep_unready_attach: bool = False
+    broken_detach_all_on_restart: bool = False
 
     def __post_init__(self) -> None:
         if self.counted and self.mode is not Mode.RESCHEDULE_TO_LOCAL:

@@ -157,13 +157,13 @@ class FabricManager:
 
     def fabrics(self) -> list[FabricSummary]:
         summaries = {fabric: FabricSummary(fabric, nodes) for fabric, nodes in self.config.fabrics.items()}
-        for record in self.store.find():
-            summary = summaries.get(record.fabric)
+        for fabric, model, state, n in self.store.counts():
+            summary = summaries.get(fabric)
             if summary is None:
                 continue
-            counts = summary.models.setdefault(record.model, {str(state): 0 for state in DeviceState} | {"total": 0})
-            counts[str(record.state)] += 1
-            counts["total"] += 1
+            counts = summary.models.setdefault(model, {str(s): 0 for s in DeviceState} | {"total": 0})
+            counts[state] += n
+            counts["total"] += n
         return list(summaries.values())
 
     # --- operations ---------------------------------------------------------------------------------------

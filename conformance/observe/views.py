@@ -1,25 +1,22 @@
-"""Every change of a scenario's claims and pods, in etcd order: the allocations a claim went through, the
-conditions each one carried, and the moment a pod was bound.
+"""Views of the run-wide record (recorder.py) for one namespace: the allocations a claim went through, the
+conditions each one carried, and the moment a pod was bound, in etcd order.
 
-Built on watches, not samples: a reallocation that lasts a few milliseconds is still seen. Events of both
-streams carry the object's resourceVersion (the etcd revision of the write), so a pod's binding is ordered
-against its claim's changes exactly (see conformance.observe.watchcache).
+The record is built on watches, not samples: a reallocation that lasts a few milliseconds is still seen. Claims
+and pods carry their resourceVersion (the etcd revision of the write), so a pod's binding is ordered against its
+claim's changes exactly.
 """
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, TypeVar
 
-from conformance.cluster.client import Cluster
-from conformance.cluster.objects import RUN_LABEL
 from conformance.cluster.waits import wait_for
-from conformance.observe.invariants import binding_state
-from conformance.observe.watchcache import WatchCache
+from conformance.observe.recorder import Recorder
+from conformance.observe.slices import allocation_results
+from conformance.observe.slices import device_conditions as condition_states
 
 T = TypeVar("T")
 # How long a scenario waits for one scheduler step: a scheduling cycle, the scheduler's 5 s PreBind poll and its
@@ -76,6 +73,19 @@ def device_conditions(claim: dict[str, Any], result: dict[str, Any]) -> list[dic
     return []
 
 
+def binding_state(claim: dict[str, Any]) -> str:
+    """'none' (not allocated or no conditions), 'pending', 'ready' (all True) or 'failed' (a failure True)."""
+    state = "none"
+    for r in allocation_results(claim):
+        conds = condition_states(claim, r)
+        if any(conds.get(t) == "True" for t in r.get("bindingFailureConditions") or []):
+            return "failed"
+        wanted = r.get("bindingConditions") or []
+        if wanted:
+            state = "pending" if state == "pending" or any(conds.get(t) != "True" for t in wanted) else "ready"
+    return state
+
+
 @dataclass(frozen=True)
 class Binding:
     revision: int
@@ -85,52 +95,43 @@ class Binding:
 
 
 class History:
-    """Watches the claims and the run's pods of one namespace from creation on (use as a context manager)."""
+    """One namespace's claims and the run's pods in it, as the run-wide record holds them (a view: it watches
+    nothing itself). Usable as a context manager, so a scenario reads as the window it observes."""
 
-    def __init__(self, cluster: Cluster, namespace: str, run_id: str) -> None:
+    def __init__(self, record: Recorder, namespace: str) -> None:
         self.namespace = namespace
-        self._events: list[Event] = []
-        self._seen: set[tuple[str, str, int]] = set()
-        self._lock = threading.Lock()
-        self._cluster = Cluster(cluster.info, f"{cluster.user_agent}/history")  # the watch threads' own client
-        api = self._cluster.api
-        self._caches = [
-            WatchCache(api, "resourceclaims", "resource.k8s.io", "v1", on_event=self._on("claim")),
-            WatchCache(api, "pods", label_selector=f"{RUN_LABEL}={run_id}", on_event=self._on("pod")),
-        ]
-
-    def _on(self, kind: str) -> Callable[[str, dict[str, Any]], None]:
-        def record(event: str, obj: dict[str, Any]) -> None:
-            meta = obj["metadata"]
-            if meta.get("namespace") != self.namespace:
-                return
-            key = (kind, meta["name"], int(meta["resourceVersion"]))
-            with self._lock:
-                if key in self._seen and event != "DELETED":
-                    return  # a relist repeats what the watch delivered
-                self._seen.add(key)
-                self._events.append(Event(key[2], time.time(), kind, meta["name"], event == "DELETED", obj))
-
-        return record
+        self._record = record
 
     def __enter__(self) -> History:
-        for cache in self._caches:
-            cache.start()
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        # Not waiting for the threads: a quiet watch returns only at its next event, and what comes now is unused.
-        for cache in self._caches:
-            cache.stop(wait=0)
+        return None
 
     def events(self, kind: str | None = None) -> list[Event]:
-        with self._lock:
-            return sorted((e for e in self._events if kind in (None, e.kind)), key=lambda e: e.revision)
+        kinds = (kind,) if kind else ("claim", "pod")
+        found = self._record.select(kinds, namespace=self.namespace)
+        return sorted(
+            (Event(r.revision or 0, r.at, r.kind, r.name, r.type == "DELETED", r.obj) for r in found),
+            key=lambda e: e.revision,
+        )
 
-    def allocations(self) -> list[Allocation]:
-        """The allocations of the namespace's (single) claim, in order, with the failures each one showed."""
+    def latest(self, kind: str) -> dict[str, dict[str, Any]]:
+        """name -> the object as last recorded, for objects not deleted."""
+        out: dict[str, dict[str, Any]] = {}
+        for e in self.events(kind):
+            if e.deleted:
+                out.pop(e.name, None)
+            else:
+                out[e.name] = e.obj
+        return out
+
+    def allocations(self, claim: str | None = None) -> list[Allocation]:
+        """The allocations of one claim (default: the namespace's single claim), in order, with their failures."""
         out: list[Allocation] = []
         for e in self.events("claim"):
+            if claim is not None and e.name != claim:
+                continue
             current = out[-1] if out and out[-1].cleared_revision is None else None
             allocation = None if e.deleted else (e.obj.get("status") or {}).get("allocation")
             if current and (allocation is None or _identity(allocation) != _identity(current.allocation)):
@@ -149,6 +150,23 @@ class History:
                         if failing and c["type"] not in {f["type"] for f in current.failures}:
                             current.failures.append({**c, "device": (r["pool"], r["device"]), "revision": e.revision})
         return out
+
+    def k8s_events(self) -> list[dict[str, Any]]:
+        """The namespace's Events (summaries: reason, message, type, count, object), each as last recorded."""
+        latest: dict[str, dict[str, Any]] = {}
+        for r in self._record.select(("event",), namespace=self.namespace):
+            latest[r.name] = r.obj
+        return list(latest.values())
+
+    def in_place_rewrites(self) -> list[str]:
+        """Allocations replaced by another with no clearing in between (API-6 forbids it, IMP-7 avoids it)."""
+        claims = {e.name for e in self.events("claim")}
+        return [
+            f"{claim}: {a.devices} (revision {a.revision}) rewritten at revision {a.cleared_revision}"
+            for claim in sorted(claims)
+            for a in self.allocations(claim)
+            if a.rewritten
+        ]
 
     def binding(self) -> Binding | None:
         """The first event that shows a pod bound, with the claim's binding state as of that revision."""

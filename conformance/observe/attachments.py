@@ -1,0 +1,331 @@
+"""The fabric's truth against the API's, for every device of the run, judged from the run-wide record.
+
+Three rules (catalogue IMP-10..12), each compared moment by moment: the record keeps every claim and pod change
+with the time its watch delivered it, and every probe answer with the time its request was sent and the time the
+answer came back, so an answer is the fabric's state at some moment inside [sent, received]:
+
+- IMP-10 attached while used: from the moment a pod is seen bound until it is seen deleted (less one probe period,
+  for the watch's delivery lag), every probe answer that lies wholly inside that window says each device of the
+  pod's claims is attached to the pod's node;
+- IMP-11 no condition ahead of the fabric: while all binding conditions of an allocated device are seen True,
+  every probe answer wholly inside that stretch (less one probe period at its end, for the watch's delivery lag)
+  says the device is attached to the allocation's node;
+- IMP-12 no attachment outlives its claim: every probe answer that lists a device (attaching, attached,
+  detaching) falls while an allocation holds it, or within detachSeconds (plus one probe period) of the last
+  release; a device with identified fabric entries is offered again by then (or held again).
+
+Devices are identified by their published copies (the identity attribute), else by status.devices[].data (a
+counted fabric entry names the device it became there); an allocation of a counted entry that never named one is a
+possible holder of any device the fabric attached to its node. A device the probe never listed and no fabric slice
+published is node-local by nature: none of these rules is about it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from conformance.observe.recorder import PROBE_PERIOD_S, Record, Recorder, Sample
+from conformance.observe.slices import allocation_results, device_conditions, result_key
+
+SKEW_S = 1.0  # an attach seen up to this long before the allocation's watch event is stream skew, not a violation
+
+
+def stamp(at: float | None) -> str:
+    if at is None:
+        return "(not yet)"
+    return time.strftime("%H:%M:%S", time.localtime(at)) + f".{int(at * 1000) % 1000:03d}"
+
+
+@dataclass
+class Held:
+    """One allocated device of one claim, from the write that allocated it to the one that cleared it."""
+
+    claim: str  # ns/name
+    pool: str
+    device: str
+    node: str | None  # the allocation's node (bindsToNode / node-local), None if not pinned to one
+    start: float
+    end: float | None  # None: still allocated when the record was read
+    revision: int
+    identity: str | None = None
+    conditions: list[str] = field(default_factory=list)  # binding conditions
+    true: list[tuple[float, float | None]] = field(default_factory=list)  # stretches with all conditions True
+
+    def covers(self, sent: float, received: float) -> bool:
+        return self.start - SKEW_S <= received and (self.end is None or self.end >= sent)
+
+    def __str__(self) -> str:
+        return f"{self.claim} {self.pool}/{self.device} ({self.identity or 'unidentified'}) on {self.node}"
+
+
+@dataclass
+class Used:
+    """A bound pod of the run and what it holds."""
+
+    pod: str  # ns/name
+    node: str
+    bound: float
+    revision: int
+    gone: float | None
+    claims: list[str]
+
+
+@dataclass
+class Verdicts:
+    """What each rule found, and what it could not judge (with why)."""
+
+    checked: dict[str, int] = field(default_factory=dict)  # rule -> how many windows were judged
+    violations: dict[str, list[str]] = field(default_factory=dict)
+    unjudged: dict[str, list[str]] = field(default_factory=dict)
+
+    def fail(self, rule: str, message: str) -> None:
+        self.violations.setdefault(rule, []).append(message)
+
+    def skip(self, rule: str, message: str) -> None:
+        self.unjudged.setdefault(rule, []).append(message)
+
+    def count(self, rule: str) -> None:
+        self.checked[rule] = self.checked.get(rule, 0) + 1
+
+
+def _node(allocation: dict[str, Any]) -> str | None:
+    terms = (allocation.get("nodeSelector") or {}).get("nodeSelectorTerms") or []
+    names = {
+        v
+        for t in terms
+        for f in t.get("matchFields") or []
+        if f["key"] == "metadata.name" and f["operator"] == "In"
+        for v in f["values"]
+    }
+    return next(iter(names)) if len(names) == 1 else None
+
+
+def _data_identity(claim: dict[str, Any], result: dict[str, Any], attribute: str) -> str | None:
+    name = attribute.rpartition("/")[2]
+    for entry in (claim.get("status") or {}).get("devices") or []:
+        if result_key(entry) == result_key(result):
+            value = (entry.get("data") or {}).get(name) or (entry.get("data") or {}).get(attribute)
+            return str(value) if value else None
+    return None
+
+
+def holdings(
+    records: Iterable[Record], driver: str, attribute: str, identities: dict[tuple[str, str], str]
+) -> list[Held]:
+    """Every allocated device of the driver, per claim, with its binding-condition stretches and its identity."""
+    out: list[Held] = []
+    current: dict[str, tuple[tuple[Any, ...], list[Held]]] = {}
+    for r in sorted((r for r in records if r.kind == "claim"), key=lambda r: r.revision or 0):
+        name = f"{r.namespace}/{r.name}"
+        allocation = None if r.type == "DELETED" else (r.obj.get("status") or {}).get("allocation")
+        results = [x for x in allocation_results(r.obj) if x["driver"] == driver] if allocation else []
+        key = (allocation.get("allocationTimestamp"), tuple(result_key(x) for x in results)) if allocation else None
+        if name in current and current[name][0] != key:
+            for h in current.pop(name)[1]:
+                h.end = r.at
+                if h.true and h.true[-1][1] is None:
+                    h.true[-1] = (h.true[-1][0], r.at)
+        if not results:
+            continue
+        if name not in current:
+            held = [Held(name, x["pool"], x["device"], _node(allocation), r.at, None, r.revision or 0) for x in results]
+            for h, x in zip(held, results, strict=True):
+                h.conditions = list(x.get("bindingConditions") or [])
+                h.identity = identities.get((x["pool"], x["device"]))
+            current[name] = (key, held)
+            out += held
+        for h, x in zip(current[name][1], results, strict=True):
+            h.identity = h.identity or _data_identity(r.obj, x, attribute)
+            if not h.conditions:
+                continue
+            states = device_conditions(r.obj, x)
+            ready = all(states.get(t) == "True" for t in h.conditions)
+            open_ = bool(h.true) and h.true[-1][1] is None
+            if ready and not open_:
+                h.true.append((r.at, None))
+            elif not ready and open_:
+                h.true[-1] = (h.true[-1][0], r.at)
+    return out
+
+
+def usages(records: Iterable[Record]) -> list[Used]:
+    """Every pod of the run that was bound: where, from when, until when, with which claims."""
+    out: dict[str, Used] = {}
+    for r in sorted((r for r in records if r.kind == "pod"), key=lambda r: r.revision or 0):
+        name = f"{r.namespace}/{r.name}"
+        if r.type == "DELETED":
+            if name in out and out[name].gone is None:
+                out[name].gone = r.at
+            continue
+        node = (r.obj.get("spec") or {}).get("nodeName")
+        named = (r.obj.get("status") or {}).get("resourceClaimStatuses") or []
+        named += (r.obj.get("spec") or {}).get("resourceClaims") or []
+        claims = sorted({f"{r.namespace}/{s['resourceClaimName']}" for s in named if s.get("resourceClaimName")})
+        if node and name not in out:
+            out[name] = Used(name, node, r.at, r.revision or 0, None, claims)
+        elif name in out:
+            out[name].claims = sorted(set(out[name].claims) | set(claims))
+    return list(out.values())
+
+
+def _within(samples: list[Sample], start: float, end: float | None) -> list[Sample]:
+    """The answers wholly inside [start, end]: sent at or after start, back at or before end."""
+    i = bisect.bisect_left(samples, start, key=lambda s: s.sent)
+    return [s for s in samples[i:] if end is None or s.received <= end]
+
+
+def _said(sample: Sample, identity: str) -> str:
+    said = sample.states.get(identity, "free")
+    return f"the probe answer sent {stamp(sample.sent)}, back {stamp(sample.received)}, says {said}"
+
+
+@dataclass
+class Judge:
+    """The three rules over one record (judge() may be called again as the record grows)."""
+
+    driver: str
+    attribute: str
+    detach_s: float
+    period: float = PROBE_PERIOD_S
+
+    def judge(self, record: Recorder, end: float | None = None) -> Verdicts:
+        records = record.select(("claim", "pod", "slice"))
+        samples = record.samples()
+        verdicts = Verdicts()
+        if not samples:
+            return verdicts
+        end = end or samples[-1].received
+        held = holdings(records, self.driver, self.attribute, record.identities())
+        fabric = self._fabric_identities(records, samples)
+        self._attached_while_used(verdicts, held, usages(records), samples, fabric)
+        self._conditions_follow_the_fabric(verdicts, held, samples)
+        self._no_attachment_outlives_its_claim(verdicts, held, samples, records, end)
+        return verdicts
+
+    def _fabric_identities(self, records: list[Record], samples: list[Sample]) -> set[str]:
+        """Devices the fabric deals in: listed by the probe once, or published by a fabric slice of the driver."""
+        out = {i for s in samples for i in s.states}
+        for r in records:
+            if r.kind == "slice" and r.obj.get("driver") == self.driver and not r.obj.get("nodeName"):
+                out |= {d["identity"] for d in r.obj["devices"] if "identity" in d}
+        return out
+
+    def _attached_while_used(
+        self, v: Verdicts, held: list[Held], used: list[Used], samples: list[Sample], fabric: set[str]
+    ) -> None:
+        rule = "IMP-10"
+        for u in used:
+            devices = [
+                h for h in held if h.claim in u.claims and h.start <= u.bound and (h.end is None or h.end > u.bound)
+            ]
+            for h in devices:
+                if h.identity is None:
+                    v.skip(rule, f"{u.pod}: {h} names no physical device (no identity published, no status data)")
+                    continue
+                if h.identity not in fabric:
+                    continue
+                v.count(rule)
+                until = None if u.gone is None else u.gone - self.period  # the pod stream may lag the release
+                wrong = [
+                    s for s in _within(samples, u.bound, until) if s.states.get(h.identity) != (u.node, "attached")
+                ]
+                if wrong:
+                    v.fail(
+                        rule,
+                        f"pod {u.pod} bound on {u.node} at {stamp(u.bound)} (revision {u.revision}), deleted at "
+                        f"{stamp(u.gone)}: device {h.identity} of {h.claim} ({h.pool}/{h.device}): "
+                        f"{_said(wrong[0], h.identity)} ({len(wrong)} such answers while the pod was bound)",
+                    )
+
+    def _conditions_follow_the_fabric(self, v: Verdicts, held: list[Held], samples: list[Sample]) -> None:
+        rule = "IMP-11"
+        for h in held:
+            for start, stop in h.true:
+                if h.identity is None:
+                    v.skip(rule, f"{h}: binding conditions True from {stamp(start)}, device never named")
+                    continue
+                v.count(rule)
+                until = None if stop is None else stop - self.period
+                wrong = [s for s in _within(samples, start, until) if s.states.get(h.identity) != (h.node, "attached")]
+                if wrong:
+                    v.fail(
+                        rule,
+                        f"{h}: binding conditions {h.conditions} True from {stamp(start)} until {stamp(stop)}; "
+                        f"{_said(wrong[0], h.identity)} ({len(wrong)} such answers; tolerance {self.period:g}s)",
+                    )
+
+    def _no_attachment_outlives_its_claim(
+        self, v: Verdicts, held: list[Held], samples: list[Sample], records: list[Record], end: float
+    ) -> None:
+        rule = "IMP-12"
+        before = set(samples[0].states)  # attached before the run looked: not the run's
+        listing: dict[str, list[Sample]] = {}
+        for s in samples:
+            for identity in s.states:
+                if identity not in before:
+                    listing.setdefault(identity, []).append(s)
+        anonymous = [h for h in held if h.identity is None]
+        grace = self.detach_s + self.period
+        for identity, seen in sorted(listing.items()):
+            own = [h for h in held if h.identity == identity]
+            v.count(rule)
+            for s in seen:
+                node = s.states[identity][0]
+                holders = own + [h for h in anonymous if h.node in (None, node)]
+                if any(h.covers(s.sent, s.received) for h in holders):
+                    continue
+                last = max((h.end for h in holders if h.end is not None and h.end <= s.sent), default=None)
+                if last is not None and s.sent - last <= grace:
+                    continue
+                why = (
+                    f"its last holder was released at {stamp(last)}, {s.sent - last:.1f}s before"
+                    if last is not None
+                    else "no allocation of the run ever held it"
+                )
+                v.fail(rule, f"{identity} on {node}: {_said(s, identity)}; {why} (detachSeconds {self.detach_s:g})")
+                break
+            self._offered_again(v, identity, own, records, end)
+
+    def _offered_again(self, v: Verdicts, identity: str, own: list[Held], records: list[Record], end: float) -> None:
+        """After its last release, a device with identified fabric entries is offered by one again (or held)."""
+        rule = "IMP-12"
+        ends = [h.end for h in own if h.end is not None]
+        if not own or len(ends) < len(own):
+            return  # never identified by a fabric entry, or held until the end
+        last = max(ends)
+        due = last + self.detach_s + self.period
+        if due > end:
+            return
+        entries = [r for r in records if r.kind == "slice" and r.obj.get("driver") == self.driver]
+        if not any(not r.obj.get("nodeName") and any("identity" in d for d in r.obj["devices"]) for r in entries):
+            v.skip(rule, f"{identity}: the fabric pools name no device (counted entries): offered again not judged")
+            return
+        if _offered(entries, identity, due):
+            return
+        v.fail(
+            rule,
+            f"{identity}: released at {stamp(last)}, not offered by any fabric entry at {stamp(due)} "
+            f"(detachSeconds {self.detach_s:g} later)",
+        )
+
+
+def _offered(slices: list[Record], identity: str, at: float) -> bool:
+    """Whether, as the record stood at `at`, the newest generation of a fabric pool listed the device untainted."""
+    latest: dict[str, Record] = {}
+    for r in slices:
+        if r.at <= at:
+            latest[r.name] = r
+    live = [r for r in latest.values() if r.type != "DELETED" and not r.obj.get("nodeName")]
+    newest: dict[str, int] = {}
+    for r in live:
+        newest[r.obj["pool"]] = max(newest.get(r.obj["pool"], 0), int(r.obj.get("generation") or 0))
+    return any(
+        d.get("identity") == identity and not d.get("taints")
+        for r in live
+        if int(r.obj.get("generation") or 0) == newest[r.obj["pool"]]
+        for d in r.obj["devices"]
+    )

@@ -1,0 +1,125 @@
+"""Unit tests of the attachment rules (IMP-10..12) on a hand-fed record (a fake: no watches, no probe endpoint;
+what is tested is the judgement of moments, which the suite's runs exercise against a real fabric manager)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conformance.observe.attachments import Judge
+from conformance.observe.recorder import Record, Recorder, Sample
+from conformance.observe.summaries import slice_summary
+
+DRIVER = "gpu.example.com"
+T0 = 1000.0
+
+
+def _claim(rv: int, node: str, ready: bool, uuid_data: str | None = None, device: str = "d0") -> dict[str, Any]:
+    result = {"driver": DRIVER, "pool": "fabric", "device": device, "request": "r"}
+    result |= {"bindingConditions": ["x/ready"], "bindingFailureConditions": ["x/failed"]}
+    selector = {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}
+    entry: dict[str, Any] = {"driver": DRIVER, "pool": "fabric", "device": device}
+    entry["conditions"] = [{"type": "x/ready", "status": "True" if ready else "False"}]
+    if uuid_data:
+        entry["data"] = {"uuid": uuid_data}
+    return {
+        "metadata": {"name": "c", "namespace": "ns", "resourceVersion": str(rv)},
+        "status": {
+            "allocation": {"allocationTimestamp": "t", "devices": {"results": [result]}, "nodeSelector": selector},
+            "devices": [entry],
+        },
+    }
+
+
+def _pod(rv: int, node: str | None) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "p", "namespace": "ns", "resourceVersion": str(rv)},
+        "spec": {"nodeName": node},
+        "status": {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "c"}]},
+    }
+
+
+def _record(
+    events: list[tuple[float, str, str, dict[str, Any]]], probe: list[tuple[float, dict[str, Any]]]
+) -> Recorder:
+    """events: (time, kind, type, object); probe: (sent time, states) answered 10 ms later."""
+    rec = Recorder(None, "r", "uuid")
+    fabric = {
+        "metadata": {"name": "fabric", "resourceVersion": "1"},
+        "spec": {"driver": DRIVER, "pool": {"name": "fabric", "generation": 1}, "allNodes": True, "devices": []},
+    }
+    fabric["spec"]["devices"] = [{"name": "d0", "attributes": {"uuid": {"string": "U0"}}}]
+    rec.records.append(Record(0, T0 - 10, "slice", "ADDED", "", "fabric", 1, slice_summary(fabric, "uuid")))
+    for at, kind, type_, obj in events:
+        meta = obj["metadata"]
+        rev = int(meta["resourceVersion"])
+        rec.records.append(Record(len(rec.records), at, kind, type_, meta["namespace"], meta["name"], rev, obj))
+    for sent, states in probe:
+        rec.add_sample(Sample(sent, sent + 0.01, states))
+    return rec
+
+
+def _probe(until: float, attached: tuple[float, float], node: str = "n1", state: str = "attached") -> list:
+    """A sample every 0.1 s from T0 to `until`; U0 listed on `node` from attached[0] to attached[1]."""
+    out, t = [], T0
+    while t < until:
+        listed = attached[0] <= t < attached[1]
+        out.append((t, {"U0": (node, state)} if listed else {}))
+        t = round(t + 0.1, 3)
+    return out
+
+
+def _judge(rec: Recorder, detach_s: float = 5.0) -> dict[str, list[str]]:
+    return Judge(DRIVER, "uuid", detach_s).judge(rec).violations
+
+
+def _life(detached_at: float, condition_at: float = T0 + 2.0) -> Recorder:
+    """Allocated at +1, condition True at `condition_at`, pod bound at +3, pod gone at +10, claim gone at +11."""
+    events = [
+        (T0 + 1, "claim", "ADDED", _claim(10, "n1", False)),
+        (condition_at, "claim", "MODIFIED", _claim(11, "n1", True)),
+        (T0 + 3, "pod", "MODIFIED", _pod(12, "n1")),
+        (T0 + 10, "pod", "DELETED", _pod(13, "n1")),
+        (T0 + 11, "claim", "DELETED", _claim(14, "n1", True)),
+    ]
+    return _record(events, _probe(T0 + 20, (T0 + 1.5, detached_at)))
+
+
+def test_the_reference_life_of_a_device_breaks_no_rule() -> None:
+    assert _judge(_life(detached_at=T0 + 12)) == {}
+
+
+def test_a_device_detached_while_its_pod_runs_breaks_imp10_and_imp11() -> None:
+    found = _judge(_life(detached_at=T0 + 6))
+    assert set(found) == {"IMP-10", "IMP-11"}
+    assert "pod ns/p bound on n1" in found["IMP-10"][0] and "says free" in found["IMP-10"][0]
+
+
+def test_a_condition_true_while_the_attach_is_in_flight_breaks_imp11() -> None:
+    rec = _life(detached_at=T0 + 12, condition_at=T0 + 1.2)  # the probe lists U0 only from +1.5
+    assert set(_judge(rec)) == {"IMP-11"}
+
+
+def test_an_attachment_kept_past_detach_seconds_breaks_imp12() -> None:
+    found = _judge(_life(detached_at=T0 + 19), detach_s=5.0)
+    assert set(found) == {"IMP-12"}
+    assert "last holder was released" in found["IMP-12"][0]
+
+
+def test_a_claim_released_before_ready_must_let_go_too() -> None:
+    events = [
+        (T0 + 1, "claim", "ADDED", _claim(10, "n1", False)),
+        (T0 + 2, "claim", "DELETED", _claim(11, "n1", False)),
+    ]
+    assert set(_judge(_record(events, _probe(T0 + 20, (T0 + 1.5, T0 + 20))))) == {"IMP-12"}
+    assert _judge(_record(events, _probe(T0 + 20, (T0 + 1.5, T0 + 4)))) == {}
+
+
+def test_a_counted_entry_is_identified_from_its_status_data() -> None:
+    events = [
+        (T0 + 1, "claim", "ADDED", _claim(10, "n1", False, device="fake-gpu-7")),
+        (T0 + 2, "claim", "MODIFIED", _claim(11, "n1", True, uuid_data="U0", device="fake-gpu-7")),
+        (T0 + 3, "pod", "MODIFIED", _pod(12, "n1")),
+    ]
+    rec = _record(events, _probe(T0 + 8, (T0 + 1.5, T0 + 6)))
+    found = _judge(rec)
+    assert set(found) == {"IMP-10", "IMP-11"}, found

@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Callable
@@ -60,6 +61,8 @@ class Implementation:
     applied: list[tuple[Any, str, str | None]] = field(default_factory=list)
     _client: client.ApiClient | None = field(default=None, repr=False)
     restarts: int = 0
+    # Scenarios restart roles side by side (IMP-8's steps): one restart at a time, never two kills of one process.
+    _restarting: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     def resolve(self, text: str, process: Process | None = None) -> str:
         """Fill the placeholders of a profile string (see conformance.implementation.profile.Process)."""
@@ -207,12 +210,13 @@ class Implementation:
 
     def restart_role(self, role: Role) -> str:
         """Restart one role of the stack (IMP-8): its process, or its restart command. Says what was done."""
-        if role.process is not None:
-            return f"killed {role.process} and started it again (pid {self.restart(role.process)})"
-        assert role.command is not None
-        self._run_once(role.name, role.command, {}, role.timeout_s, "restart")
-        self.restarts += 1
-        return f"ran the restart command of {role.name}"
+        with self._restarting:
+            if role.process is not None:
+                return f"killed {role.process} and started it again (pid {self.restart(role.process)})"
+            assert role.command is not None
+            self._run_once(role.name, role.command, {}, role.timeout_s, "restart")
+            self.restarts += 1
+            return f"ran the restart command of {role.name}"
 
     def _start(self, spec: Process) -> None:
         command = [self.resolve(arg, spec) for arg in spec.command]
@@ -285,6 +289,10 @@ class Implementation:
     def restart(self, name: str) -> int:
         """Kill process `name` without warning (SIGKILL: no clean shutdown) and start it again; wait until it is
         ready. Returns the new pid. The killed run's log is kept next to the new one."""
+        with self._restarting:
+            return self._restart(name)
+
+    def _restart(self, name: str) -> int:
         index = next((i for i, r in enumerate(self.running) if r.spec.name == name), None)
         if index is None:
             raise ImplementationFailed(f"no running process {name!r} (running: {[r.spec.name for r in self.running]})")

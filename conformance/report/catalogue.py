@@ -61,6 +61,20 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     ),
     _r("IMP-11", "implementation", "MUST", "binding conditions True only while the fabric says attached there", _IMP),
     _r("IMP-12", "implementation", "MUST", "no attachment outlives its claim; released devices offered again", _IMP),
+    _r(
+        "IMP-13",
+        "implementation",
+        "MUST",
+        "a pod deleted in PreBind leaves nothing attached; device offered again",
+        _IMP,
+    ),
+    _r(
+        "IMP-14",
+        "implementation",
+        "MUST",
+        "an attach completing after the binding timeout: no orphan, the pod binds",
+        _IMP,
+    ),
     _r("SCALE-1", "scale", "SHOULD", "many pods waiting in PreBind all bind, none lost", "Test Plan / e2e"),
 )
 CATALOGUE: dict[str, Requirement] = {r.id: r for r in REQUIREMENTS}

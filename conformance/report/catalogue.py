@@ -75,6 +75,13 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "an attach completing after the binding timeout: no orphan, the pod binds",
         _IMP,
     ),
+    _r(
+        "IMP-15",
+        "implementation",
+        "MUST",
+        "fabric manager out of reach: no condition claims an attach; converges",
+        _IMP,
+    ),
     _r("SCALE-1", "scale", "SHOULD", "many pods waiting in PreBind all bind, none lost", "Test Plan / e2e"),
 )
 CATALOGUE: dict[str, Requirement] = {r.id: r for r in REQUIREMENTS}

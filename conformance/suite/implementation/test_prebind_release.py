@@ -31,6 +31,9 @@ from conformance.suite.implementation.settle import LetGo, attached_at, let_go, 
 from conformance.suite.scenario import Context, result_fixture, scenario
 
 SLOW_S = 6.0  # the slowed attach: still in flight well after the pod and its claim were deleted
+# The claim waits in PreBind this long with its attach in flight before the pod is deleted: a stack that reports the
+# attach before the fabric finished it has the time to show it.
+WAITING_S = 1.5
 
 
 @dataclass
@@ -111,7 +114,8 @@ def _prebind_delete(ctx: Context, mode: Literal["slow", "hang"]) -> Walk:
     began = time.time()
     with faults, ctx.history(ns) as history:
         ctx.objects.create(pinned_pod("app", "gpu", node), ns)
-        seen.device, seen.in_flight = _attaching(ctx, faults, fault, node, bind_timeout(ctx.profile))
+        seen.device, _ = _attaching(ctx, faults, fault, node, bind_timeout(ctx.profile))
+        seen.in_flight = probe.after(time.time() + WAITING_S, timeout=WAITING_S + 10).get(seen.device)
         seen.claim_gone_s = _delete(ctx, ns, history)
         ended = time.monotonic()
         if mode == "hang":  # the attach completes only now, its claim gone

@@ -85,6 +85,7 @@ class Reconciler:
         self._lock = threading.Lock()
         self._inflight: dict[str, str] = {}
         self._failures: dict[str, Failure] = {}
+        self._errored: dict[str, str] = {}  # --broken-report-on-fabric-error only
         self._idle: dict[str, float] = {}
         self._rescheduled: dict[str, int] = {}
         self._assigned: dict[AssignmentKey, str] = {}  # counted: written to claims, maybe not in the cache yet
@@ -161,12 +162,18 @@ class Reconciler:
                 dict(self._rescheduled),
                 self._forgotten,
                 dict(self._assigned),
+                dict(self._errored),
             )
         plan = decide(self.settings, snap, memory, now)
         if first and self.settings.broken_detach_all_on_restart:  # broken on purpose: in use or not
             plan.detaches += [Detach(d.uuid, d.node, recheck=False) for d in snap.devices if d.state == "attached"]
         with self._lock:
             self._idle = plan.idle_since
+            if first:
+                # Found idle at start: when it was released is unknown (maybe a grace ago, before the restart), so its
+                # grace counts as over; a restart must not push a detach past the promised detach time.
+                grace = self.settings.idle_grace_s
+                self._idle = {k: (t - grace if ":" not in k else t) for k, t in plan.idle_since.items()}
         self.statelog.update(plan.states)
         self.metrics.reconciles.inc()
         for state in ("free", "attaching", "attached", "detaching"):
@@ -309,4 +316,7 @@ class Reconciler:
         if kind == "attach" and outcome.failed:
             with self._lock:
                 self._failures[op.uuid] = Failure(outcome.reason, outcome.message or outcome.error)
+        elif kind == "attach" and not outcome.ok and self.settings.broken_report_on_fabric_error:
+            with self._lock:
+                self._errored[op.uuid] = op.node
         self.wake()

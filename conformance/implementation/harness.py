@@ -63,6 +63,8 @@ class Implementation:
     restarts: int = 0
     # Scenarios restart roles side by side (IMP-8's steps): one restart at a time, never two kills of one process.
     _restarting: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    # (start, end) in time.time() of every role restart: the stack cannot act on anything while a role is down.
+    down: list[tuple[float, float]] = field(default_factory=list)
 
     def resolve(self, text: str, process: Process | None = None) -> str:
         """Fill the placeholders of a profile string (see conformance.implementation.profile.Process)."""
@@ -211,12 +213,20 @@ class Implementation:
     def restart_role(self, role: Role) -> str:
         """Restart one role of the stack (IMP-8): its process, or its restart command. Says what was done."""
         with self._restarting:
-            if role.process is not None:
-                return f"killed {role.process} and started it again (pid {self.restart(role.process)})"
-            assert role.command is not None
-            self._run_once(role.name, role.command, {}, role.timeout_s, "restart")
-            self.restarts += 1
-            return f"ran the restart command of {role.name}"
+            began = time.time()
+            try:
+                if role.process is not None:
+                    return f"killed {role.process} and started it again (pid {self.restart(role.process)})"
+                assert role.command is not None
+                self._run_once(role.name, role.command, {}, role.timeout_s, "restart")
+                self.restarts += 1
+                return f"ran the restart command of {role.name}"
+            finally:
+                self.down.append((began, time.time()))
+
+    def downtime(self, since: float, until: float) -> float:
+        """Seconds of [since, until] (time.time()) during which a role was being restarted."""
+        return sum(max(0.0, min(end, until) - max(start, since)) for start, end in list(self.down))
 
     def _start(self, spec: Process) -> None:
         command = [self.resolve(arg, spec) for arg in spec.command]

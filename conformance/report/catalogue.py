@@ -50,7 +50,13 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     _r("IMP-5", "implementation", "MUST", "detach on release within the promised time", _IMP),
     _r("IMP-6", "implementation", "MUST", "no physical device offered or held twice", _IMP),
     _r("IMP-7", "implementation", "SHOULD", "AllocationResult rewriting only by deallocation + reallocation", _IMP),
-    _r("IMP-8", "implementation", "MUST", "controller restart mid-attach loses nothing", _IMP),
+    _r(
+        "IMP-8",
+        "implementation",
+        "MUST",
+        "a restart of any role at any step of an attach or detach loses nothing",
+        _IMP,
+    ),
     _r("IMP-9", "implementation", "SHOULD", "least privilege, refused on other drivers' claims", _IMP),
     _r(
         "IMP-10",

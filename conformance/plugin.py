@@ -69,6 +69,7 @@ DEFAULT_PROFILE = Path(__file__).resolve().parent.parent / "fixtures" / "profile
 NAMESPACE_GONE_S = 60.0
 NO_PROFILE = "none"
 NO_PROFILE_REASON = "no implementation profile (--profile none): this run certifies the cluster only"
+_FULL_TRACE = [False]  # pytest --full-trace, for the interrupt hook (which gets no config)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -139,6 +140,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "requirement(id): the catalogue requirement a test checks, e.g. API-2")
     # SIGINT and SIGTERM stop the run at once; the implementation's and the cluster's teardown still run (shielded).
     interrupts.install()
+    _FULL_TRACE[0] = bool(config.getoption("fulltrace", False))
     try:
         parse_version(config.getoption("--k8s-version"))
     except UnsupportedVersion as exc:
@@ -173,8 +175,11 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> None:
             raise value.error
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
-    """Ctrl-C or SIGTERM: stop the scenario threads' waits, so teardown does not wait for their deadlines."""
+    """Ctrl-C or SIGTERM: say so at once, and stop the scenario threads' waits, so teardown does not wait for their
+    deadlines. pytest then renders the interrupt's traceback (only its last line is shown): cut to that line, which
+    took seconds on a busy machine (--full-trace keeps it whole)."""
     if excinfo.type is not KeyboardInterrupt:  # pytest's own stops (collection errors, -x) come here too
         return
     CANCELLED.set()
@@ -184,6 +189,8 @@ def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> N
         file=sys.stderr,
         flush=True,
     )
+    if not _FULL_TRACE[0]:
+        excinfo.traceback = excinfo.traceback[-1:]
 
 
 @pytest.hookimpl(tryfirst=True)

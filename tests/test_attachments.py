@@ -123,3 +123,22 @@ def test_a_counted_entry_is_identified_from_its_status_data() -> None:
     rec = _record(events, _probe(T0 + 8, (T0 + 1.5, T0 + 6)))
     found = _judge(rec)
     assert set(found) == {"IMP-10", "IMP-11"}, found
+
+
+def _resched(rv: int, name: str, on: bool) -> dict[str, Any]:
+    claim = _claim(rv, "n1", False)
+    claim["metadata"]["name"] = name
+    claim["status"]["devices"][0]["conditions"].append({"type": "x/resched", "status": "True" if on else "False"})
+    return claim
+
+
+def test_a_condition_meaning_reschedule_says_attached_unless_another_claim_holds_the_device() -> None:
+    judge = Judge(DRIVER, "uuid", 5.0, reschedule=frozenset({"x/resched"}))
+    early = [
+        (T0 + 1, "claim", "ADDED", _resched(10, "c", False)),
+        (T0 + 2, "claim", "MODIFIED", _resched(11, "c", True)),
+    ]
+    probe = _probe(T0 + 4, (T0 + 3, T0 + 4))  # attaching only from +3: the reschedule at +2 came first
+    assert set(judge.judge(_record(early, probe)).violations) == {"IMP-11"}
+    held = [(T0 + 0.5, "claim", "ADDED", _resched(9, "winner", False)), *early]  # the winner holds U0 meanwhile
+    assert "IMP-11" not in judge.judge(_record(held, probe)).violations

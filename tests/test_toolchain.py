@@ -32,25 +32,28 @@ def _fake_go(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, go_directive: str)
     return calls
 
 
-def test_a_module_needing_a_newer_go_is_downloaded_with_the_newer_toolchain(
-    machine_go: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+@pytest.mark.parametrize(
+    ("go_directive", "version", "toolchain", "said_text"),
+    [
+        ("1.27.0", "v1.38.0-beta.0", "go1.27.3", "this machine's go 1.26.8 is older, so GOTOOLCHAIN=go1.27.3"),
+        ("1.26.0", "v1.37.2", "local", "this machine's go 1.26.8"),
+    ],
+)
+def test_the_download_runs_with_the_toolchain_the_module_asks_for(
+    machine_go: None,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    go_directive: str,
+    version: str,
+    toolchain: str,
+    said_text: str,
 ) -> None:
-    calls = _fake_go(monkeypatch, tmp_path, "1.27.0")
+    calls = _fake_go(monkeypatch, tmp_path, go_directive)
     said: list[str] = []
-    build._download("k8s.io/kubernetes", "v1.38.0-beta.0", tmp_path / "src", said.append)
-    assert [args[:2] for args, _ in calls] == [["list", "-m"], ["mod", "download"]]
-    assert calls[1][1] == "go1.27.3"
-    assert any("asks for go 1.27.0" in line and "GOTOOLCHAIN=go1.27.3" in line for line in said), said
-
-
-def test_a_module_the_machine_can_build_uses_the_local_go(
-    machine_go: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    calls = _fake_go(monkeypatch, tmp_path, "1.26.0")
-    said: list[str] = []
-    build._download("k8s.io/kubernetes", "v1.37.2", tmp_path / "src", said.append)
-    assert calls[1][1] == "local"
-    assert any("this machine's go 1.26.8" in line for line in said), said
+    build._download("k8s.io/kubernetes", version, tmp_path / "src", said.append)
+    assert [args[:2] for args, _ in calls] == [["list", "-m"], ["mod", "download"]], "go.mod read before the download"
+    assert calls[1][1] == toolchain
+    assert any(f"asks for go {go_directive}" in line and said_text in line for line in said), said
 
 
 def test_an_exported_toolchain_is_kept_and_named(monkeypatch: pytest.MonkeyPatch) -> None:

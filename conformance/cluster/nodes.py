@@ -35,14 +35,21 @@ def create_nodes(core: client.CoreV1Api, nodes: list[NodeSpec]) -> None:
         core.create_node(fake_node(spec))
 
 
+# Put on every new Node by kube-apiserver (admission TaintNodesByCondition), taken off by kube-controller-manager's
+# node lifecycle controller once the node is Ready: until then no test pod can land there.
+CONDITION_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+
+
 def _ready(node: client.V1Node) -> bool:
-    return any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
+    """Ready, and the controller manager has taken the condition taints off (pods can be scheduled there)."""
+    ready = any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
+    return ready and not any(t.key in CONDITION_TAINTS for t in (node.spec.taints or []))
 
 
 def wait_nodes_ready(
     core: client.CoreV1Api, names: list[str], timeout: float, stop: threading.Event | None = None
 ) -> None:
-    """Follow the nodes by watch (no polling) until every one of `names` is Ready."""
+    """Follow the nodes by watch (no polling) until every one of `names` is Ready and schedulable."""
     wanted = set(names)
 
     def not_ready(nodes: dict[str, Any]) -> list[str]:
@@ -52,7 +59,7 @@ def wait_nodes_ready(
         core.list_node,
         lambda nodes: not not_ready(nodes),
         timeout=timeout,
-        expected=f"nodes {sorted(wanted)} to be Ready",
+        expected=f"nodes {sorted(wanted)} to be Ready, without the {' and '.join(CONDITION_TAINTS)} taints",
         describe=lambda nodes: f"not Ready: {not_ready(nodes)}",
         stop=stop,
     )

@@ -54,6 +54,8 @@ class Held:
     identity: str | None = None
     conditions: list[str] = field(default_factory=list)  # binding conditions
     true: list[tuple[float, float | None]] = field(default_factory=list)  # stretches with all conditions True
+    # stretches with a condition True that the profile says means reschedule: "attached, now reallocate me"
+    again: list[tuple[float, float | None]] = field(default_factory=list)
 
     def covers(self, sent: float, received: float) -> bool:
         return self.start - SKEW_S <= received and (self.end is None or self.end >= sent)
@@ -113,10 +115,24 @@ def _data_identity(claim: dict[str, Any], result: dict[str, Any], attribute: str
     return None
 
 
+def _stretch(stretches: list[tuple[float, float | None]], on: bool, at: float) -> None:
+    """Open or close the last stretch at `at`."""
+    open_ = bool(stretches) and stretches[-1][1] is None
+    if on and not open_:
+        stretches.append((at, None))
+    elif not on and open_:
+        stretches[-1] = (stretches[-1][0], at)
+
+
 def holdings(
-    records: Iterable[Record], driver: str, attribute: str, identities: dict[tuple[str, str], str]
+    records: Iterable[Record],
+    driver: str,
+    attribute: str,
+    identities: dict[tuple[str, str], str],
+    reschedule: frozenset[str] = frozenset(),
 ) -> list[Held]:
-    """Every allocated device of the driver, per claim, with its binding-condition stretches and its identity."""
+    """Every allocated device of the driver, per claim, with its identity and the stretches in which its binding
+    conditions were all True, and those in which a condition meaning reschedule was True."""
     out: list[Held] = []
     current: dict[str, tuple[tuple[Any, ...], list[Held]]] = {}
     for r in sorted((r for r in records if r.kind == "claim"), key=lambda r: r.revision or 0):
@@ -127,8 +143,8 @@ def holdings(
         if name in current and current[name][0] != key:
             for h in current.pop(name)[1]:
                 h.end = r.at
-                if h.true and h.true[-1][1] is None:
-                    h.true[-1] = (h.true[-1][0], r.at)
+                _stretch(h.true, False, r.at)
+                _stretch(h.again, False, r.at)
         if not results:
             continue
         if name not in current:
@@ -143,12 +159,8 @@ def holdings(
             if not h.conditions:
                 continue
             states = device_conditions(r.obj, x)
-            ready = all(states.get(t) == "True" for t in h.conditions)
-            open_ = bool(h.true) and h.true[-1][1] is None
-            if ready and not open_:
-                h.true.append((r.at, None))
-            elif not ready and open_:
-                h.true[-1] = (h.true[-1][0], r.at)
+            _stretch(h.true, all(states.get(t) == "True" for t in h.conditions), r.at)
+            _stretch(h.again, any(states.get(t) == "True" for t in reschedule), r.at)
     return out
 
 
@@ -191,6 +203,10 @@ class Judge:
     attribute: str
     detach_s: float
     period: float = PROBE_PERIOD_S
+    # Conditions the profile says mean reschedule: True on a fabric allocation, they say "attached, reallocate me to
+    # the node-local copy" (reschedule-to-local's happy path), so they are judged like binding conditions, except
+    # while another claim holds the same device (contention: "in use, try another").
+    reschedule: frozenset[str] = frozenset()
 
     def judge(self, record: Recorder, end: float | None = None) -> Verdicts:
         records = record.select(("claim", "pod", "slice"))
@@ -199,7 +215,7 @@ class Judge:
         if not samples:
             return verdicts
         end = end or samples[-1].received
-        held = holdings(records, self.driver, self.attribute, record.identities())
+        held = holdings(records, self.driver, self.attribute, record.identities(), self.reschedule)
         fabric = self._fabric_identities(records, samples)
         self._attached_while_used(verdicts, held, usages(records), samples, fabric)
         self._conditions_follow_the_fabric(verdicts, held, samples)
@@ -244,9 +260,15 @@ class Judge:
     def _conditions_follow_the_fabric(self, v: Verdicts, held: list[Held], samples: list[Sample]) -> None:
         rule = "IMP-11"
         for h in held:
-            for start, stop in h.true:
+            stretches = [(start, stop, f"binding conditions {h.conditions}") for start, stop in h.true]
+            stretches += [
+                (start, stop, f"a condition meaning reschedule {sorted(self.reschedule)}")
+                for start, stop in h.again
+                if not any(o is not h and o.identity == h.identity and o.covers(start, start) for o in held)
+            ]
+            for start, stop, what in stretches:
                 if h.identity is None:
-                    v.skip(rule, f"{h}: binding conditions True from {stamp(start)}, device never named")
+                    v.skip(rule, f"{h}: {what} True from {stamp(start)}, device never named")
                     continue
                 v.count(rule)
                 until = None if stop is None else stop - self.period
@@ -254,7 +276,7 @@ class Judge:
                 if wrong:
                     v.fail(
                         rule,
-                        f"{h}: binding conditions {h.conditions} True from {stamp(start)} until {stamp(stop)}; "
+                        f"{h}: {what} True from {stamp(start)} until {stamp(stop)}; "
                         f"{_said(wrong[0], h.identity)} ({len(wrong)} such answers; tolerance {self.period:g}s)",
                     )
 
@@ -304,12 +326,15 @@ class Judge:
         if not any(not r.obj.get("nodeName") and any("identity" in d for d in r.obj["devices"]) for r in entries):
             v.skip(rule, f"{identity}: the fabric pools name no device (counted entries): offered again not judged")
             return
-        if _offered(entries, identity, due):
+        # Any moment up to the due time will do: a pool being rewritten shows two generations for a moment, and an
+        # entry of the older one does not count then (persistence is IMP-5's question).
+        moments = [r.at for r in entries if last <= r.at <= due] + [due]
+        if any(_offered(entries, identity, at) for at in moments):
             return
         v.fail(
             rule,
-            f"{identity}: released at {stamp(last)}, not offered by any fabric entry at {stamp(due)} "
-            f"(detachSeconds {self.detach_s:g} later)",
+            f"{identity}: released at {stamp(last)}, offered by no fabric entry (of its pool's newest generation, "
+            f"untainted) from then until {stamp(due)} (detachSeconds {self.detach_s:g} later)",
         )
 
 

@@ -211,10 +211,10 @@ class Recorder:
         sent before it (the timelines show them)."""
         with self._cond:
             i = bisect.bisect_right(self._samples, sample.sent, key=lambda s: s.sent)
-            before = self._samples[i - 1].states if i else {}
-            previous_sent = self._samples[i - 1].sent if i else None
+            previous = self._samples[i - 1] if i else None
             self._samples.insert(i, sample)
             self._cond.notify_all()
+        before = previous.states if previous else {}
         with self._lock:
             for device in sorted(set(sample.states) | set(before)):
                 old, new = before.get(device), sample.states.get(device)
@@ -225,9 +225,9 @@ class Recorder:
                         "node": node,
                         "state": st,
                         "previous": list(old or ()),
-                        "previousSampleAt": previous_sent,
+                        # The change happened between the previous answer and this one: both moments are kept.
+                        "previousSampleAt": previous.sent if previous else None,
                     }
-                    # A change is dated by the answer that showed it, not by the bookkeeping.
                     self._append("probe", "CHANGED", "", device, None, body, at=sample.sent)
 
     # -- reading: the API's side -----------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from conformance.cluster.versions import Release, parse_version
 from conformance.report.catalogue import KEP_URL, REQUIREMENTS
 
 RUN_RECORD = "run.json"
-SYMBOL = {"passed": "✅", "failed": "❌", "skipped": "⏭", "not-covered": "—", "error": "💥"}
+SYMBOL = {"passed": "✅", "partial": "◐", "failed": "❌", "skipped": "⏭", "not-covered": "—", "error": "💥"}
 
 
 @dataclass
@@ -219,9 +219,9 @@ def _release_rows(matrix: Matrix) -> list[tuple[str, list[str]]]:
         ("implementation verdict", [s["verdicts"].get("implementation", "") for s in summaries]),
         ("tests", [s["tests"] for s in summaries]),
         (
-            "requirements passed / failed / skipped",
+            "requirements passed / partial / failed / skipped",
             [
-                f"{s['totals'].get('passed', 0)} / {s['totals'].get('failed', 0)} / {s['totals'].get('skipped', 0)}"
+                " / ".join(str(s["totals"].get(k, 0)) for k in ("passed", "partial", "failed", "skipped"))
                 for s in summaries
             ],
         ),
@@ -234,9 +234,14 @@ def _release_rows(matrix: Matrix) -> list[tuple[str, list[str]]]:
     ]
 
 
-def _cell_text(cell: dict[str, str]) -> str:
+def _cell_text(cell: dict[str, str], limit: int | None = None) -> str:
+    """Symbol, outcome and reason; with `limit`, only the reason's first line, cut there (the YAML has all of it)."""
     text = f"{SYMBOL.get(cell['outcome'], '?')} {cell['outcome']}"
-    return f"{text}: {cell['reason']}" if cell["reason"] else text
+    reason = cell["reason"]
+    if limit is not None and reason:
+        first = reason.strip().splitlines()[0]
+        reason = first if len(first) <= limit else first[:limit] + " …"
+    return f"{text}: {reason}" if reason else text
 
 
 def markdown(matrix: Matrix) -> str:
@@ -253,7 +258,7 @@ def markdown(matrix: Matrix) -> str:
     lines += [f"| {name} | " + " | ".join(esc(v) for v in values) + " |" for name, values in _release_rows(matrix)]
     lines += ["", "| requirement | " + " | ".join(versions) + " |", "|---|" + "---|" * len(versions)]
     for req in REQUIREMENTS:
-        cells = [esc(_cell_text(run.cell(req.id))) for run in matrix.runs]
+        cells = [esc(_cell_text(run.cell(req.id), limit=240)) for run in matrix.runs]
         lines.append(f"| **{req.id}** ({req.level}) {esc(req.title)} | " + " | ".join(cells) + " |")
     if unexplained := matrix.unexplained():
         lines += ["", "Skipped without a reason: " + ", ".join(unexplained)]
@@ -264,7 +269,7 @@ def markdown(matrix: Matrix) -> str:
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:2em}table{border-collapse:collapse;margin-bottom:2em}
 td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top;font-size:90%}th{background:#f4f4f4}
-.passed{background:#e8f7e8}.failed,.error{background:#fde2e2}.skipped{background:#fff6d9}.not-covered{background:#eee}
+.passed{background:#e8f7e8}.partial{background:#eef7e0}.failed,.error{background:#fde2e2}.skipped{background:#fff6d9}.not-covered{background:#eee}
 """
 
 

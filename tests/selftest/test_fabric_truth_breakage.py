@@ -36,3 +36,5 @@ def test_each_broken_variant_fails_its_requirement(tmp_path: Path, flag: str, ru
     assert code == 1, f"expected a failure (exit 1), got {code}:\n{out[-3000:]}"
     assert outcomes.get(RULES[rule]) == "failure", f"{rule} did not fail with {flag}: {outcomes}\n{out[-3000:]}"
     assert says in out, out[-4000:]
+    shown = [line.strip() for line in out.splitlines() if says in line]
+    print(f"{flag}: {rule} failed with: {shown[0][:600]}")  # what the variant showed (-rP prints it)

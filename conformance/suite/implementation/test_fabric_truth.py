@@ -119,6 +119,13 @@ def device_lifecycle(ctx: Context) -> Lifecycle:
 lifecycle = result_fixture("lifecycle", "device-lifecycle")
 
 
+NOTHING = {  # why a rule had nothing to judge, when no device was left unidentified
+    "IMP-10": "no pod of the run was bound with a device the fabric deals in",
+    "IMP-11": "no binding condition, and no condition meaning reschedule, was True on an allocated device",
+    "IMP-12": "the fabric probe never listed a device attached during the run",
+}
+
+
 @dataclass
 class Truth:
     verdicts: Verdicts
@@ -149,7 +156,9 @@ def truth(scenarios: ScenarioRunner, profile: LoadedProfile, recorder: Recorder)
         left = {i: s for i, s in recorder.now().items() if i not in before}
     waited = time.monotonic() - began
     began = time.monotonic()
-    verdicts = Judge(prof.driver, prof.identity_attribute, prof.promises.detach_s).judge(recorder)
+    reschedule = frozenset(t for t, meaning in prof.failure_conditions.items() if meaning == "reschedule")
+    judge = Judge(prof.driver, prof.identity_attribute, prof.promises.detach_s, reschedule=reschedule)
+    verdicts = judge.judge(recorder)
     truth = Truth(verdicts, round(time.monotonic() - began, 3), round(waited, 3), left)
     judged = ", ".join(f"{rule} {n}" for rule, n in sorted(verdicts.checked.items()))
     scenarios.say(
@@ -169,7 +178,8 @@ def _verdict(truth: Truth, rule: str, record_property: Any) -> None:
     found = v.violations.get(rule, [])
     assert not found, f"{len(found)} violations (probe period {PROBE_PERIOD_S:g}s):\n  " + "\n  ".join(found[:20])
     if not v.checked.get(rule):
-        pytest.skip(f"{rule}: nothing could be judged: {v.unjudged.get(rule, ['no device was used'])[:3]}")
+        why = v.unjudged.get(rule) or [NOTHING[rule]]
+        pytest.skip(f"{rule}: nothing could be judged: {why[:3]}")
 
 
 @pytest.mark.requirement("IMP-10")

@@ -229,6 +229,13 @@ def test_an_idle_device_is_hidden_then_rechecked_then_detached_then_offered_agai
     assert plan_for(KEEP, [dev(0)], taints=(guard,)).delete_taints == [guard.name]
 
 
+def test_after_a_restart_an_idle_device_is_hidden_at_once_its_grace_was_before_the_restart() -> None:
+    device = dev(0, "attached", "node-0")
+    assert plan_for(KEEP, [device]).create_taints == [], "a device seen idle for the first time waits its grace"
+    fresh = plan_for(KEEP, [device], memory=Memory(fresh=True))
+    assert [(t.purpose, t.uuid) for t in fresh.create_taints] == [(Purpose.DETACH, device.uuid)]
+
+
 def test_a_device_claimed_again_before_its_detach_keeps_its_attachment() -> None:
     device = dev(0, "attached", "node-0")
     guard = rule(Purpose.DETACH, device)

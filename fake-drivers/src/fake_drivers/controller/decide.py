@@ -70,6 +70,10 @@ class Memory:
     assigned: Mapping[AssignmentKey, str] = field(default_factory=dict)
     # --broken-report-on-fabric-error only: uuid -> node of the last attach the fabric answered with an error
     errored: Mapping[str, str] = field(default_factory=dict)
+    # The first pass after a (re)start: idle timers were lost with the old process, and a device found attached with
+    # nobody holding it was released before the restart at the latest, so its grace is over (a restart must not
+    # postpone a detach past the promise; the detach guard and the recheck still protect a device claimed meanwhile).
+    fresh: bool = False
 
 
 # (claim uid, allocationTimestamp, (driver, pool, device)): one allocation of a count entry. A claim reallocated to
@@ -296,7 +300,7 @@ def _device(
         _timer(plan, memory, f"unready:{d.uuid}", now)
         plan.states[key] = f"{d.state} {d.node}, its claim went away before ready: never detached (broken on purpose)"
     elif d.state == ATTACHED:
-        since = memory.idle_since.get(d.uuid, now)
+        since = memory.idle_since.get(d.uuid, now - settings.idle_grace_s if memory.fresh else now)
         plan.idle_since[d.uuid] = since
         if now - since < settings.idle_grace_s:
             plan.states[key] = f"idle on {d.node}"

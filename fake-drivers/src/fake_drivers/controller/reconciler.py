@@ -162,18 +162,14 @@ class Reconciler:
                 dict(self._rescheduled),
                 self._forgotten,
                 dict(self._assigned),
-                dict(self._errored),
+                errored=dict(self._errored),
+                fresh=first,
             )
         plan = decide(self.settings, snap, memory, now)
         if first and self.settings.broken_detach_all_on_restart:  # broken on purpose: in use or not
             plan.detaches += [Detach(d.uuid, d.node, recheck=False) for d in snap.devices if d.state == "attached"]
         with self._lock:
             self._idle = plan.idle_since
-            if first:
-                # Found idle at start: when it was released is unknown (maybe a grace ago, before the restart), so its
-                # grace counts as over; a restart must not push a detach past the promised detach time.
-                grace = self.settings.idle_grace_s
-                self._idle = {k: (t - grace if ":" not in k else t) for k, t in plan.idle_since.items()}
         self.statelog.update(plan.states)
         self.metrics.reconciles.inc()
         for state in ("free", "attaching", "attached", "detaching"):

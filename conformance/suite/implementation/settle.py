@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from kubernetes.client.exceptions import ApiException
+
 from conformance.cluster.waits import WaitTimeout, wait_for
 from conformance.observe.devices import Lease
 from conformance.observe.invariants import PERSIST_S
@@ -13,6 +15,17 @@ from conformance.observe.recorder import PROBE_PERIOD_S, Recorder
 from conformance.observe.slices import allocation_results, device_conditions
 from conformance.observe.views import History
 from conformance.suite.scenario import Context
+
+
+def delete_pod(ctx: Context, ns: str, history: History, pod: str = "app") -> None:
+    """Delete the pod at once and the namespace's claims (a generated claim may be gone already)."""
+    ctx.cluster.core.delete_namespaced_pod(pod, ns, grace_period_seconds=0)
+    for claim in history.latest("claim"):
+        try:
+            ctx.cluster.resource.delete_namespaced_resource_claim(claim, ns)
+        except ApiException as exc:
+            if exc.status != 404:  # the resourceclaim controller may have removed the generated claim already
+                raise
 
 
 @dataclass

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import pytest
-from kubernetes.client.exceptions import ApiException
 
 from conformance.cluster.manifests import pinned_pod
 from conformance.cluster.waits import wait_for
@@ -27,7 +26,7 @@ from conformance.implementation.faults import FaultInjector
 from conformance.observe.recorder import PROBE_PERIOD_S
 from conformance.observe.views import SCHEDULE_S, History
 from conformance.suite.implementation.outcome import Outcome, bind_timeout, follow
-from conformance.suite.implementation.settle import LetGo, attached_at, let_go, unbacked_conditions
+from conformance.suite.implementation.settle import LetGo, attached_at, delete_pod, let_go, unbacked_conditions
 from conformance.suite.scenario import Context, result_fixture, scenario
 
 SLOW_S = 6.0  # the slowed attach: still in flight well after the pod and its claim were deleted
@@ -90,13 +89,7 @@ def _attaching(
 def _delete(ctx: Context, ns: str, history: History) -> float:
     """Delete the pod and its claims; wait until the claims are gone from the API. Returns how long that took."""
     began = time.monotonic()
-    ctx.cluster.core.delete_namespaced_pod("app", ns, grace_period_seconds=0)
-    for claim in history.latest("claim"):
-        try:
-            ctx.cluster.resource.delete_namespaced_resource_claim(claim, ns)
-        except ApiException as exc:
-            if exc.status != 404:  # the resourceclaim controller may have removed the generated claim already
-                raise
+    delete_pod(ctx, ns, history)
     history.wait(
         lambda h: not h.latest("claim") or None,
         timeout=SCHEDULE_S,

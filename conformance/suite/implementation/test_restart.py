@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import pytest
-from kubernetes.client.exceptions import ApiException
 
 from conformance.cluster.manifests import pinned_pod
 from conformance.cluster.versions import PREBIND_POLL_S
@@ -37,7 +36,7 @@ from conformance.observe.recorder import PROBE_PERIOD_S
 from conformance.observe.slices import allocation_results, device_conditions
 from conformance.observe.views import History
 from conformance.suite.implementation.outcome import Outcome, bind_timeout, follow
-from conformance.suite.implementation.settle import LetGo, let_go
+from conformance.suite.implementation.settle import LetGo, delete_pod, let_go
 from conformance.suite.scenario import Context, ScenarioFailed, result_fixture, scenario
 
 Step = Literal["before-attach", "attach-in-flight", "attached-unreported", "detach-in-flight"]
@@ -69,16 +68,6 @@ def _conditions(history: History) -> dict[str, str]:
     if claim is None:
         return {}
     return {t: s for r in allocation_results(claim) for t, s in device_conditions(claim, r).items()}
-
-
-def _delete(ctx: Context, ns: str, history: History) -> None:
-    ctx.cluster.core.delete_namespaced_pod("app", ns, grace_period_seconds=0)
-    for claim in history.latest("claim"):
-        try:
-            ctx.cluster.resource.delete_namespaced_resource_claim(claim, ns)
-        except ApiException as exc:
-            if exc.status != 404:  # the resourceclaim controller may have removed the generated claim already
-                raise
 
 
 def _restart(ctx: Context, role: Role, seen: Restart) -> None:
@@ -146,7 +135,7 @@ def _one(ctx: Context, step: Step, role: Role) -> Restart:
             seen.device = next((i for i in seen.outcome.final_identities() if i), "") or lease.identities[0]
             detach = {"node": node} if ctx.counted else {"device": seen.device}
             faults.arm("slow", operation="detach", delaySeconds=SLOW_S, **detach)
-            _delete(ctx, ns, history)
+            delete_pod(ctx, ns, history)
             seen.at_kill = wait_for(
                 lambda: probe.now().get(seen.device),
                 lambda s: s is None or s[1] == "detaching",
@@ -160,7 +149,7 @@ def _one(ctx: Context, step: Step, role: Role) -> Restart:
             _restart(ctx, role, seen)
         released = time.monotonic()
         if step != "detach-in-flight":
-            _delete(ctx, ns, history)
+            delete_pod(ctx, ns, history)
             released = time.monotonic()
         used = sorted({i for i in seen.outcome.final_identities() if i} | ({seen.device} - {""}))
         deadline = ctx.profile.promises.detach_s + (SLOW_S if step == "detach-in-flight" else 0.0)

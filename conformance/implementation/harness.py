@@ -210,8 +210,9 @@ class Implementation:
             tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
             raise ImplementationFailed(f"{phase} {name} exited with {done.returncode}; last lines of {log}:\n{tail}")
 
-    def restart_role(self, role: Role) -> str:
-        """Restart one role of the stack (IMP-8): its process, or its restart command. Says what was done."""
+    def restart_role(self, role: Role, window: list[float] | None = None) -> str:
+        """Restart one role of the stack (IMP-8): its process, or its restart command. Says what was done; `window`
+        gets the restart's own start and end (time.time()), after any wait for another scenario's restart."""
         with self._restarting:
             began = time.time()
             try:
@@ -223,6 +224,14 @@ class Implementation:
                 return f"ran the restart command of {role.name}"
             finally:
                 self.down.append((began, time.time()))
+                if window is not None:
+                    window[:] = list(self.down[-1])
+
+    @property
+    def restart_lock(self) -> threading.RLock:
+        """Held by a restart; a scenario holds it too while it sets up the moment of its restart, so that no other
+        scenario's restart comes in between (restart_role takes it again: re-entrant)."""
+        return self._restarting
 
     def downtime(self, since: float, until: float) -> float:
         """Seconds of [since, until] (time.time()) during which a role was being restarted."""

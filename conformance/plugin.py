@@ -28,7 +28,7 @@ from conformance.cluster.toolchain.gobuild import BuildError
 from conformance.cluster.versions import DEFAULT_VERSION, UnsupportedVersion, parse_version
 from conformance.cluster.waits import CANCELLED, Cancelled, wait_for
 from conformance.implementation.harness import Implementation, ImplementationFailed
-from conformance.implementation.profile import LoadedProfile, ProfileError, load_profile
+from conformance.implementation.profile import DEFAULT_BINDING_TIMEOUT_S, LoadedProfile, ProfileError, load_profile
 from conformance.observe.devices import DevicePool, read_devices
 from conformance.observe.invariants import InvariantWatcher
 from conformance.observe.publishing import settled_slices
@@ -90,8 +90,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--binding-timeout",
         type=int,
-        default=20,
-        help="scheduler bindingTimeout in seconds, where the release lets it be set (default 20)",
+        default=None,
+        help="scheduler bindingTimeout in seconds, where the release lets it be set (default: from the profile's "
+        "promised attach, at least 20; on an existing cluster: what it is configured with, 20 if not given)",
     )
     group.addoption(
         "--feature-gates",
@@ -163,7 +164,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("--nodes must be at least 1")
     if config.getoption("--scale-pods") < 2:
         raise pytest.UsageError("--scale-pods must be at least 2 (pods waiting in PreBind side by side)")
-    if config.getoption("--binding-timeout") < 1:
+    if (config.getoption("--binding-timeout") or 1) < 1:
         raise pytest.UsageError("--binding-timeout must be at least 1 second (the scheduler's minimum)")
 
 
@@ -360,6 +361,18 @@ def cluster_scenarios(
         runner.join()
 
 
+def _binding_timeout(config: pytest.Config) -> int:
+    """--binding-timeout, or what the profile's promises need (Profile.binding_timeout_s) on a cluster the suite
+    starts; an existing cluster's cannot be read, so there it is what the user states."""
+    given = config.getoption("--binding-timeout")
+    if given is not None:
+        return int(given)
+    loaded = config.stash.get(_PROFILE_KEY, None)
+    if loaded is None or config.getoption("--provider") == "existing":
+        return DEFAULT_BINDING_TIMEOUT_S
+    return loaded.profile.binding_timeout_s()
+
+
 @pytest.fixture(scope="session")
 def cluster(pytestconfig: pytest.Config, run_id: str) -> Iterator[Cluster]:
     """A running cluster for the whole session; torn down at the end unless --keep-cluster."""
@@ -367,7 +380,7 @@ def cluster(pytestconfig: pytest.Config, run_id: str) -> Iterator[Cluster]:
     spec = ClusterSpec(
         version=parse_version(opt("--k8s-version")),
         nodes=default_nodes(opt("--nodes")),
-        binding_timeout_s=opt("--binding-timeout"),
+        binding_timeout_s=_binding_timeout(pytestconfig),
         keep=opt("--keep-cluster"),
         feature_gates=parse_gate_overrides(opt("--feature-gates")),
     )

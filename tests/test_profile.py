@@ -53,3 +53,13 @@ def test_placeholders_resolve_and_unknown_ones_are_refused(tmp_path: Path) -> No
         impl.resolve("{nonsense}")
     with pytest.raises(ProfileError, match="earlier process"):
         impl.resolve("{url:fabric-manager}")
+
+
+def test_binding_timeout_covers_what_the_profile_promises(tmp_path: Path) -> None:
+    """A cluster the suite starts never times out a correct implementation that is as slow as it promised."""
+    keep = load_profile(write(tmp_path, HEAD + "driver: d\npromises: {attachSeconds: 10}\n")).profile
+    assert keep.binding_timeout_s() == 20  # one round: the attach and two PreBind polls
+    slow = load_profile(write(tmp_path, HEAD + "driver: d\npromises: {attachSeconds: 45.5}\n")).profile
+    assert slow.binding_timeout_s() == 56
+    resched = HEAD + "driver: d\nbindingModel: reschedule-to-local\nfailureConditions: {d/r: reschedule}\n"
+    assert load_profile(write(tmp_path, resched)).profile.binding_timeout_s() == 80  # two rounds of (30 + 10)

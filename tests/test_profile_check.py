@@ -17,10 +17,22 @@ PROFILES = sorted((Path(__file__).resolve().parent.parent / "fixtures" / "profil
 
 
 @pytest.mark.parametrize("path", PROFILES, ids=lambda p: p.name)
-def test_every_reference_profile_checks_clean(path: Path) -> None:
+def test_every_reference_profile_checks_clean(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # What `dra-conformance implementation up` writes to its state folder's env (reference-external.yaml uses it).
+    monkeypatch.setenv("FABRIC_MANAGER_URL", "http://127.0.0.1:8790")
+    monkeypatch.setenv("DRA_CONFORMANCE_STATE", "/tmp/state")
     result = check(load_profile(path))
     assert result.errors == []
     assert [r.requirement for r in result.plan] == [r.id for r in REQUIREMENTS]
+
+
+def test_the_external_profile_needs_the_environment_of_implementation_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FABRIC_MANAGER_URL", raising=False)
+    monkeypatch.delenv("DRA_CONFORMANCE_STATE", raising=False)
+    [external] = [p for p in PROFILES if p.name == "reference-external.yaml"]
+    errors = check(load_profile(external)).errors
+    assert any("$FABRIC_MANAGER_URL is not set" in e for e in errors), errors
+    assert any("$DRA_CONFORMANCE_STATE is not set" in e for e in errors), errors
 
 
 def test_the_published_schema_is_the_schema_of_the_code() -> None:

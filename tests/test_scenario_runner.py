@@ -149,3 +149,37 @@ def test_fabric_concurrency_bounds_implementation_scenarios_only() -> None:
     assert max(peak) == 1
     wall = runner.wall()
     assert wall is not None and wall >= 0.6
+
+
+def test_an_exclusive_scenario_runs_alone_and_first() -> None:
+    """A scenario that disturbs the shared implementation (exclusive) never overlaps another implementation
+    scenario; cluster scenarios are not held."""
+    lock = threading.Lock()
+    running: set[str] = set()
+    overlaps: list[set[str]] = []
+    order: list[str] = []
+
+    def busy(ctx: Context) -> None:
+        with lock:
+            running.add(ctx.scenario.name)
+            order.append(ctx.scenario.name)
+            overlaps.append(set(running))
+        time.sleep(0.2)  # stands for a scenario's work; the test checks overlap, not time
+        with lock:
+            running.discard(ctx.scenario.name)
+
+    scenarios = [
+        _scenario("imp-a", busy),
+        _scenario("restart", busy, exclusive=True),
+        _scenario("imp-b", busy),
+        _scenario("cluster-x", busy, implementation=False),
+    ]
+    runner, _ = _runner(scenarios)
+    runner.start()
+    for sc in scenarios:
+        runner.result(sc.name)
+    runner.join()
+    for seen in overlaps:
+        if "restart" in seen:
+            assert seen - {"cluster-x"} == {"restart"}, overlaps
+    assert next(n for n in order if n != "cluster-x") == "restart", order

@@ -61,10 +61,12 @@ class Implementation:
     applied: list[tuple[Any, str, str | None]] = field(default_factory=list)
     _client: client.ApiClient | None = field(default=None, repr=False)
     restarts: int = 0
-    # Scenarios restart roles side by side (IMP-8's steps): one restart at a time, never two kills of one process.
+    # Scenarios may restart roles side by side: one restart at a time, never two kills of one process.
     _restarting: threading.RLock = field(default_factory=threading.RLock, repr=False)
-    # (start, end) in time.time() of every role restart: the stack cannot act on anything while a role is down.
-    down: list[tuple[float, float]] = field(default_factory=list)
+    # (start, end) of every restart, monotonic: a restarted component may start its timers again (e.g. a detach's
+    # idle grace), so a promise another scenario is timing counts from the end of a restart (restarted_since).
+    restart_windows: list[tuple[float, float]] = field(default_factory=list)
+    _registered: list[str] = field(default_factory=list, repr=False)  # endpoint URLs as resolved at start
 
     def resolve(self, text: str, process: Process | None = None) -> str:
         """Fill the placeholders of a profile string (see conformance.implementation.profile.Process)."""
@@ -184,8 +186,12 @@ class Implementation:
                 self._start(spec)
             for endpoint in (prof.fabric_probe, prof.fault_injector):
                 if endpoint is not None:
+                    url = self.resolve(endpoint.url)
+                    if not url.startswith(("http://", "https://")):
+                        raise ProfileError(f"profile {self.loaded.path}: {endpoint.url} is {url!r}, not an http(s) URL")
+                    self._registered.append(url)
                     endpoints.register(
-                        self.resolve(endpoint.url),
+                        url,
                         self.resolve(endpoint.ca_file) if endpoint.ca_file else None,
                         self.resolve(endpoint.token) if endpoint.token else None,
                     )
@@ -219,13 +225,14 @@ class Implementation:
                 if role.process is not None:
                     return f"killed {role.process} and started it again (pid {self.restart(role.process)})"
                 assert role.command is not None
+                started = time.monotonic()
                 self._run_once(role.name, role.command, {}, role.timeout_s, "restart")
+                self.restart_windows.append((started, time.monotonic()))
                 self.restarts += 1
                 return f"ran the restart command of {role.name}"
             finally:
-                self.down.append((began, time.time()))
                 if window is not None:
-                    window[:] = list(self.down[-1])
+                    window[:] = [began, time.time()]
 
     @property
     def restart_lock(self) -> threading.RLock:
@@ -234,8 +241,13 @@ class Implementation:
         return self._restarting
 
     def downtime(self, since: float, until: float) -> float:
-        """Seconds of [since, until] (time.time()) during which a role was being restarted."""
-        return sum(max(0.0, min(end, until) - max(start, since)) for start, end in list(self.down))
+        """Seconds of [since, until] (monotonic) during which a role was being restarted."""
+        return sum(max(0.0, min(end, until) - max(start, since)) for start, end in list(self.restart_windows))
+
+    def restarted_since(self, moment: float) -> float | None:
+        """The end of the last restart that ended after `moment` (monotonic), if any."""
+        ends = [end for _start, end in self.restart_windows if end > moment]
+        return max(ends, default=None)
 
     def _start(self, spec: Process) -> None:
         command = [self.resolve(arg, spec) for arg in spec.command]
@@ -316,6 +328,7 @@ class Implementation:
         if index is None:
             raise ImplementationFailed(f"no running process {name!r} (running: {[r.spec.name for r in self.running]})")
         run = self.running[index]
+        begun = time.monotonic()
         # Copy-on-write: scenario threads resolve {url:...} while this runs; never mutate the list they iterate.
         self.running = [r for r in self.running if r is not run]
         if run.proc.poll() is None:
@@ -328,6 +341,7 @@ class Implementation:
         started = self.running[-1]
         rest = self.running[:-1]
         self.running = [*rest[:index], started, *rest[index:]]
+        self.restart_windows.append((begun, time.monotonic()))
         return started.proc.pid
 
     def stop(self) -> list[str]:
@@ -372,9 +386,8 @@ class Implementation:
             except (ImplementationFailed, ProfileError) as exc:
                 problems.append(str(exc))
         problems += self._delete_manifests()
-        for endpoint in (self.loaded.profile.fabric_probe, self.loaded.profile.fault_injector):
-            if endpoint is not None and "{url:" not in endpoint.url:
-                endpoints.unregister(endpoint.url)
+        while self._registered:
+            endpoints.unregister(self._registered.pop())
         if self._client is not None:
             self._client.close()
             self._client = None

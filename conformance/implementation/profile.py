@@ -8,12 +8,15 @@ before any cluster work. The scenario catalogue (issue 5) adds capabilities and 
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from conformance.cluster.versions import PREBIND_POLL_S
 
 _PROCESS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # {key} or {key:arg} in commands, env, manifests and endpoint URLs (see Process for the keys)
@@ -79,9 +82,10 @@ class Process(_Strict):
 
 
 class Endpoint(_Strict):
-    """An HTTP(S) endpoint of the implementation, e.g. {url:fabric-manager}/v1/attachments or
+    """An HTTP(S) endpoint of the implementation, e.g. {url:fabric-manager}/v1/attachments,
     https://fabric.example.com:8443/v1/attachments with its own CA and a bearer token ({env:NAME} keeps the
-    token out of the file)."""
+    token out of the file), or {env:FABRIC_MANAGER_URL}/v1/attachments for an implementation the suite does not
+    start (the variable must hold an http:// or https:// URL)."""
 
     url: str
     ca_file: Annotated[str | None, Field(alias="caFile")] = None
@@ -90,8 +94,8 @@ class Endpoint(_Strict):
     @field_validator("url")
     @classmethod
     def _scheme(cls, value: str) -> str:
-        if not (value.startswith(("http://", "https://")) or value.startswith("{url:")):
-            raise ValueError(f"url {value!r} must start with http://, https:// or {{url:PROCESS}}")
+        if not value.startswith(("http://", "https://", "{url:", "{env:")):
+            raise ValueError(f"url {value!r} must start with http://, https://, {{url:PROCESS}} or {{env:NAME}}")
         return value
 
 
@@ -162,6 +166,9 @@ FABRIC_ENTRIES: dict[str, str] = {
 # message instead of being misread; the JSON Schema of this version is profile.schema.json (next to this module).
 API_VERSION = "dra-conformance.example.com/v1alpha1"
 KIND = "ImplementationProfile"
+# bindingTimeout of the clusters the suite starts without an implementation profile (--profile none), and the least
+# any profile gets (Profile.binding_timeout_s); --binding-timeout overrides both.
+DEFAULT_BINDING_TIMEOUT_S = 20
 SCHEMA_FILE = Path(__file__).with_name("profile.schema.json")
 TEMPLATE_FILE = Path(__file__).with_name("profile-template.yaml")  # `dra-conformance profile init`
 
@@ -224,6 +231,14 @@ class Profile(_Strict):
                 "'reschedule' (e.g. {<driver>/reschedule: reschedule})"
             )
         return self
+
+    def binding_timeout_s(self) -> int:
+        """The scheduler's bindingTimeout a cluster the suite starts gets for this profile: long enough for what the
+        implementation promises — its attach and two PreBind polls, per scheduling round (two for
+        reschedule-to-local) — and never below DEFAULT_BINDING_TIMEOUT_S. A timeout shorter than the promise would fail
+        a correct implementation for being as slow as it said it would be."""
+        rounds = 2 if self.binding_model == "reschedule-to-local" else 1
+        return max(DEFAULT_BINDING_TIMEOUT_S, math.ceil(rounds * (self.promises.attach_s + 2 * PREBIND_POLL_S)))
 
     def meaning(self, condition: str) -> ConditionMeaning:
         """What a True bindingFailureCondition of this type means; undeclared types mean failure."""

@@ -30,6 +30,7 @@ from conformance.observe.devices import DevicePool, Kind, Lease, fabric_only_nod
 from conformance.observe.invariants import InvariantWatcher
 from conformance.observe.recorder import Recorder
 from conformance.observe.views import History
+from conformance.suite.exclusive import ExclusiveGate
 
 T = TypeVar("T")
 SCENARIO_DEADLINE_S = 900.0
@@ -49,6 +50,7 @@ class Scenario:
     # False: certifies the cluster with suite-owned drivers (runs with --profile none; gets a ClusterContext)
     implementation: bool = True
     controller: tuple[str, ...] = ()  # controller fields of the profile it needs ("process", "serviceAccount")
+    exclusive: bool = False  # disturbs the shared implementation (restarts it): runs alone (suite/exclusive.py)
 
 
 REGISTRY: dict[str, Scenario] = {}
@@ -64,6 +66,7 @@ def scenario(
     faults: bool = False,
     implementation: bool = True,
     controller: tuple[str, ...] = (),
+    exclusive: bool = False,
 ) -> Callable[[Callable[[Any], T]], Callable[[Any], T]]:
     """Register a scenario function; the module's tests read its result with `result_fixture`. A scenario with
     implementation=False gets a ClusterContext (no profile, no implementation, no leased devices)."""
@@ -72,7 +75,17 @@ def scenario(
         if name in REGISTRY and REGISTRY[name].module != fn.__module__:
             raise ValueError(f"scenario {name!r} is defined twice ({REGISTRY[name].module}, {fn.__module__})")
         REGISTRY[name] = Scenario(
-            name, description, requirements, fn, fn.__module__, capabilities, probe, faults, implementation, controller
+            name,
+            description,
+            requirements,
+            fn,
+            fn.__module__,
+            capabilities,
+            probe,
+            faults,
+            implementation,
+            controller,
+            exclusive,
         )
         return fn
 
@@ -317,6 +330,7 @@ class ScenarioRunner:
         # attaches one device at a time would otherwise stall every scenario behind one hung attach).
         self.concurrency = concurrency
         self._slots = threading.BoundedSemaphore(concurrency) if concurrency else None
+        self._gate = ExclusiveGate(sum(1 for s in scenarios if s.implementation and s.exclusive))
         self._make_context = make_context
         self._invariants = invariants
         self._say = say
@@ -340,10 +354,13 @@ class ScenarioRunner:
         return self._futures[name].result(timeout=SCENARIO_DEADLINE_S)
 
     def _run(self, sc: Scenario) -> Any:
-        if self._slots is None or not sc.implementation:
+        if not sc.implementation:
             return self._run_now(sc)
-        with self._slots:
-            return self._run_now(sc)
+        with self._gate.alone() if sc.exclusive else self._gate.shared():
+            if self._slots is None:
+                return self._run_now(sc)
+            with self._slots:
+                return self._run_now(sc)
 
     def wall(self) -> float | None:
         """Seconds from the first scenario's start to the last one's end (None before all ended)."""

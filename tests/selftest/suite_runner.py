@@ -13,10 +13,15 @@ VERSION_ARGS: list[str] = []
 
 
 def run_suite(
-    junit: Path, *args: str, target: str = "conformance/suite", accept_partial: bool = True
+    junit: Path,
+    *args: str,
+    target: str = "conformance/suite",
+    accept_partial: bool = True,
+    env: dict[str, str] | None = None,
 ) -> tuple[int, str, dict[str, str]]:
     """Exit code, combined output and the outcome of each test case (from the JUnit XML). Selftests run a file or
-    a broken variant, which knowingly covers a subset: `--accept partial` unless accept_partial=False."""
+    a broken variant, which knowingly covers a subset: `--accept partial` unless accept_partial=False. `env`: the
+    suite's environment (default: this one)."""
     accept = ["--accept", "partial"] if accept_partial else []
     proc = subprocess.run(
         [
@@ -36,6 +41,7 @@ def run_suite(
         capture_output=True,
         text=True,
         timeout=600,
+        env=env,
     )
     outcomes = {}
     if junit.exists():
@@ -43,6 +49,11 @@ def run_suite(
             kinds = [child.tag for child in case if child.tag in ("failure", "error", "skipped")]
             outcomes[case.get("name")] = kinds[0] if kinds else "passed"
     return proc.returncode, proc.stdout + proc.stderr, outcomes
+
+
+def on_existing(kubeconfig: Path, profile: Path) -> list[str]:
+    """The suite's options for a run on a cluster it did not start (the marker ConfigMap must be there)."""
+    return ["--provider", "existing", "--kubeconfig", str(kubeconfig), "--profile", str(profile)]
 
 
 def profile_variant(tmp_path: Path, old: str, new: str, source: str = "reference.yaml") -> Path:

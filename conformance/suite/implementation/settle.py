@@ -73,10 +73,9 @@ def let_go(ctx: Context, devices: list[str], lease: Lease, since: float, deadlin
 
     # The deadline is the stack's up time: every second a role was down being restarted (IMP-8's restarts run side
     # by side with the other scenarios) is added, since the stack cannot act on anything meanwhile.
-    started = time.time() - (time.monotonic() - since)
     extended = 0.0
     while True:
-        seen.down_s = round(ctx.implementation.downtime(started, time.time()), 3)
+        seen.down_s = round(ctx.implementation.downtime(since, time.monotonic()), 3)
         remaining = max(0.0, since + deadline_s + seen.down_s - time.monotonic())
         try:
             wait_for(
@@ -93,7 +92,7 @@ def let_go(ctx: Context, devices: list[str], lease: Lease, since: float, deadlin
             return seen
         except WaitTimeout as exc:
             seen.last_seen = str(exc)
-            if ctx.implementation.downtime(started, time.time()) <= seen.down_s or extended > 600:
+            if ctx.implementation.downtime(since, time.monotonic()) <= seen.down_s or extended > 600:
                 return seen
             extended += 1
 

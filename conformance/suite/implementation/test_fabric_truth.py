@@ -59,6 +59,7 @@ def _delete(ctx: Context, ns: str, pod: str, claims: list[str]) -> None:
     "pod is bound: the fabric's truth at every moment",
     ("IMP-10", "IMP-11", "IMP-12"),
     probe=True,
+    exclusive=True,  # it restarts the shared controller (where it can): other scenarios must not see that
 )
 def device_lifecycle(ctx: Context) -> Lifecycle:
     probe = ctx.probe

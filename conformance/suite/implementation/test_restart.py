@@ -14,9 +14,9 @@ pod is gone nothing stays attached: the devices are detached and offered again w
 A binding timeout on the way is accepted only when the measured restart alone (with the slowed attach, the promised
 attach and one PreBind poll) reaches the scheduler's bindingTimeout: then it is the cluster's doing, not a loss.
 
-Each step is its own scenario (own node and lease), so the steps run side by side; within a step the roles are
-restarted one after another, each with its own pod and device. The other scenarios share the stack: their bind
-deadlines include the slack of one restart (slices.BIND_SLACK_S).
+Each step is its own scenario (own node and lease); like every scenario that restarts the shared stack it runs alone
+(exclusive=True, suite/exclusive.py), so no other scenario's verdict depends on a restart it did not cause; within a
+step the roles are restarted one after another, each with its own pod and device.
 """
 
 from __future__ import annotations
@@ -206,6 +206,7 @@ for _step in STEPS:
         probe=True,
         faults=True,
         controller=("process",),
+        exclusive=True,  # it restarts the shared stack: other scenarios must not see that (suite/exclusive.py)
     )(_run)
 
 

@@ -134,6 +134,13 @@ def broken_options(command: Callable[..., None]) -> Callable[..., None]:
 @click.option(
     "--metrics-port-file", type=click.Path(dir_okay=False, path_type=Path), help="Write the bound metrics port here."
 )
+@click.option(
+    "--remove-on-stop/--keep-on-stop",
+    default=False,
+    show_default=True,
+    help="On SIGTERM/SIGINT, delete the fabric pools and taint rules this controller wrote (an uninstall); "
+    "by default they stay so that a restarted controller carries on (a rolling update must not offer hidden devices).",
+)
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning"]), default="info", show_default=True)
 @broken_options
 def main(
@@ -152,6 +159,7 @@ def main(
     attach_workers: int,
     metrics_address: str,
     metrics_port_file: Path | None,
+    remove_on_stop: bool,
     log_level: str,
     **broken: bool,
 ) -> None:
@@ -175,7 +183,12 @@ def main(
         raise click.UsageError(str(exc)) from None
     for flag in settings.broken_modes():
         log.warning("BROKEN MODE, on purpose, for selftests only: %s (%s)", flag, BROKEN_FLAGS[flag])
-    stop = stop_event(log, "stopping (slices, rules and attachments stay; a restart carries on)")
+    stop = stop_event(
+        log,
+        "stopping; removing the fabric pools and taint rules"
+        if remove_on_stop
+        else "stopping (slices, rules and attachments stay; a restart carries on)",
+    )
 
     def client() -> ApiClient:
         return config.new_client_from_config(config_file=kubeconfig)  # one per thread: watches hold a connection
@@ -205,6 +218,9 @@ def main(
         cache.start()
     try:
         reconciler.run(stop)
+        if remove_on_stop and stop.is_set():  # the reconciler has returned: nothing writes them again
+            slices, rules = kube.remove_own()
+            log.info("removed %d fabric pool slices and %d taint rules", slices, rules)
     finally:
         fabric.close()
     log.info("stopped")

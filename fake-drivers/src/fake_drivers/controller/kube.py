@@ -11,7 +11,7 @@ from kubernetes.client.exceptions import ApiException
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from ..dra import MANAGED_BY, RESOURCE_GROUP, RESOURCE_VERSION
-from ..pools import is_current, write_pool
+from ..pools import delete_slice, is_current, write_pool
 from .decide import Assignment, ConditionWrite, TaintCreate
 from .model import Claim, CountedEntry, FabricDevice
 from .objects import (
@@ -102,6 +102,22 @@ class Kube:
         except ApiException as exc:
             if exc.status != 404:
                 raise
+
+    # --- clean stop ---------------------------------------------------------------------------------------
+
+    def remove_own(self) -> tuple[int, int]:
+        """Delete every fabric pool slice and taint rule this controller wrote (its labels); (slices, rules).
+
+        For --remove-on-stop: a stack that is uninstalled must not leave its devices offered in the cluster.
+        """
+        own = self.own_selector()
+        slices = self.api.list_cluster_custom_object(RESOURCE_GROUP, RESOURCE_VERSION, SLICES, label_selector=own)
+        for item in slices["items"]:
+            delete_slice(self.api, item["metadata"]["name"])
+        rules = self.api.list_cluster_custom_object(RESOURCE_GROUP, self.taint_version, TAINTS, label_selector=own)
+        for item in rules["items"]:
+            self.delete_taint(item["metadata"]["name"])
+        return len(slices["items"]), len(rules["items"])
 
     # --- claim conditions -----------------------------------------------------------------------------------
 

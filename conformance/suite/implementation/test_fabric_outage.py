@@ -74,7 +74,11 @@ def fabric_unreachable(ctx: Context) -> Outage:
         probe.after(met + OUTAGE_S, timeout=OUTAGE_S + 10)  # the outage goes on, observed
         faults.disarm(fault)
         back = time.time()
-        devices = {str(h["device"]) for h in hits} | set(lease.identities)
+        # The refusals may also hit the detach of a device left attached on the node before (count-based: faults by
+        # node): only devices the fabric did not list when the scenario began are the pod's.
+        first = probe.samples(began)
+        listed = set(first[0].states) if first else set()
+        devices = ({str(h["device"]) for h in hits} | set(lease.identities)) - listed
         seen.refused = len(faults.hits(fault))
         seen.attached_during = [
             f"{s.sent:.3f} {d}: {s.states[d]}"

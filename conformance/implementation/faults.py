@@ -37,7 +37,7 @@ from typing import Any, Literal
 
 from conformance.implementation import endpoints
 
-Mode = Literal["fail", "hang", "slow", "unreachable"]
+Mode = Literal["fail", "hang", "slow"]
 Operation = Literal["attach", "detach"]
 REQUEST_TIMEOUT_S = 10.0
 

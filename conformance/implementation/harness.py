@@ -9,7 +9,6 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from collections.abc import Callable
@@ -61,8 +60,6 @@ class Implementation:
     applied: list[tuple[Any, str, str | None]] = field(default_factory=list)
     _client: client.ApiClient | None = field(default=None, repr=False)
     restarts: int = 0
-    # Scenarios may restart roles side by side: one restart at a time, never two kills of one process.
-    _restarting: threading.RLock = field(default_factory=threading.RLock, repr=False)
     # (start, end) of every restart, monotonic: a restarted component may start its timers again (e.g. a detach's
     # idle grace), so a promise another scenario is timing counts from the end of a restart (restarted_since).
     restart_windows: list[tuple[float, float]] = field(default_factory=list)
@@ -216,33 +213,16 @@ class Implementation:
             tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
             raise ImplementationFailed(f"{phase} {name} exited with {done.returncode}; last lines of {log}:\n{tail}")
 
-    def restart_role(self, role: Role, window: list[float] | None = None) -> str:
-        """Restart one role of the stack (IMP-8): its process, or its restart command. Says what was done; `window`
-        gets the restart's own start and end (time.time()), after any wait for another scenario's restart."""
-        with self._restarting:
-            began = time.time()
-            try:
-                if role.process is not None:
-                    return f"killed {role.process} and started it again (pid {self.restart(role.process)})"
-                assert role.command is not None
-                started = time.monotonic()
-                self._run_once(role.name, role.command, {}, role.timeout_s, "restart")
-                self.restart_windows.append((started, time.monotonic()))
-                self.restarts += 1
-                return f"ran the restart command of {role.name}"
-            finally:
-                if window is not None:
-                    window[:] = [began, time.time()]
-
-    @property
-    def restart_lock(self) -> threading.RLock:
-        """Held by a restart; a scenario holds it too while it sets up the moment of its restart, so that no other
-        scenario's restart comes in between (restart_role takes it again: re-entrant)."""
-        return self._restarting
-
-    def downtime(self, since: float, until: float) -> float:
-        """Seconds of [since, until] (monotonic) during which a role was being restarted."""
-        return sum(max(0.0, min(end, until) - max(start, since)) for start, end in list(self.restart_windows))
+    def restart_role(self, role: Role) -> str:
+        """Restart one role of the stack (IMP-8): its process, or its restart command. Says what was done."""
+        if role.process is not None:
+            return f"killed {role.process} and started it again (pid {self.restart(role.process)})"
+        assert role.command is not None
+        started = time.monotonic()
+        self._run_once(role.name, role.command, {}, role.timeout_s, "restart")
+        self.restart_windows.append((started, time.monotonic()))
+        self.restarts += 1
+        return f"ran the restart command of {role.name}"
 
     def restarted_since(self, moment: float) -> float | None:
         """The end of the last restart that ended after `moment` (monotonic), if any."""
@@ -324,10 +304,6 @@ class Implementation:
     def restart(self, name: str) -> int:
         """Kill process `name` without warning (SIGKILL: no clean shutdown) and start it again; wait until it is
         ready. Returns the new pid. The killed run's log is kept next to the new one."""
-        with self._restarting:
-            return self._restart(name)
-
-    def _restart(self, name: str) -> int:
         index = next((i for i, r in enumerate(self.running) if r.spec.name == name), None)
         if index is None:
             raise ImplementationFailed(f"no running process {name!r} (running: {[r.spec.name for r in self.running]})")

@@ -10,7 +10,6 @@ import ssl
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 from collections.abc import Iterator
 from pathlib import Path
@@ -113,17 +112,10 @@ def test_roles_restart_a_process_or_run_a_restart_command(tmp_path: Path) -> Non
         first = impl.running[0].proc.pid
         roles = impl.loaded.profile.restartable()
         assert [r.name for r in roles] == ["condition-writer", "attacher"]
-        before = time.monotonic()
-        assert impl.restarted_since(before) is None
         said = impl.restart_role(roles[0])
         assert impl.running[0].proc.pid != first and "killed ctl" in said
         impl.restart_role(roles[1])
         assert marker.read_text() == "yes"
-        # each restart is a window other scenarios' promises count from (IMP-5 while IMP-8 restarts the controller)
-        assert len(impl.restart_windows) == 2
-        assert before < impl.restart_windows[0][0] <= impl.restart_windows[0][1] <= impl.restart_windows[1][1]
-        assert impl.restarted_since(before) == impl.restart_windows[1][1]
-        assert impl.restarted_since(impl.restart_windows[1][1]) is None
     finally:
         assert impl.stop() == []
 

@@ -60,9 +60,6 @@ class Implementation:
     applied: list[tuple[Any, str, str | None]] = field(default_factory=list)
     _client: client.ApiClient | None = field(default=None, repr=False)
     restarts: int = 0
-    # (start, end) of every restart, monotonic: a restarted component may start its timers again (e.g. a detach's
-    # idle grace), so a promise another scenario is timing counts from the end of a restart (restarted_since).
-    restart_windows: list[tuple[float, float]] = field(default_factory=list)
     _registered: list[str] = field(default_factory=list, repr=False)  # endpoint URLs as resolved at start
 
     def resolve(self, text: str, process: Process | None = None) -> str:
@@ -218,16 +215,9 @@ class Implementation:
         if role.process is not None:
             return f"killed {role.process} and started it again (pid {self.restart(role.process)})"
         assert role.command is not None
-        started = time.monotonic()
         self._run_once(role.name, role.command, {}, role.timeout_s, "restart")
-        self.restart_windows.append((started, time.monotonic()))
         self.restarts += 1
         return f"ran the restart command of {role.name}"
-
-    def restarted_since(self, moment: float) -> float | None:
-        """The end of the last restart that ended after `moment` (monotonic), if any."""
-        ends = [end for _start, end in self.restart_windows if end > moment]
-        return max(ends, default=None)
 
     def _start(self, spec: Process) -> None:
         command = [self.resolve(arg, spec) for arg in spec.command]
@@ -308,7 +298,6 @@ class Implementation:
         if index is None:
             raise ImplementationFailed(f"no running process {name!r} (running: {[r.spec.name for r in self.running]})")
         run = self.running[index]
-        begun = time.monotonic()
         # Copy-on-write: scenario threads resolve {url:...} while this runs; never mutate the list they iterate.
         self.running = [r for r in self.running if r is not run]
         if run.proc.poll() is None:
@@ -321,7 +310,6 @@ class Implementation:
         started = self.running[-1]
         rest = self.running[:-1]
         self.running = [*rest[:index], started, *rest[index:]]
-        self.restart_windows.append((begun, time.monotonic()))
         return started.proc.pid
 
     def stop(self) -> list[str]:

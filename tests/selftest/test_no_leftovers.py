@@ -17,7 +17,20 @@ from selftest.suite_runner import ROOT, on_existing, run_suite
 SETTLE_TIMEOUT_S = 90.0
 
 
+def _terminating_namespaces(cluster: Cluster) -> list[str]:
+    return [ns.metadata.name for ns in cluster.core.list_namespace().items if ns.metadata.deletion_timestamp]
+
+
 def test_a_run_on_an_existing_cluster_leaves_no_object_behind(cluster: Cluster, tmp_path: Path) -> None:
+    # The cluster is shared with the selftests before this one: a namespace of theirs still finalizing would be in the
+    # "before" inventory and then vanish (CI saw dra-fabric-system "removed"). Start from a cluster at rest.
+    wait_for(
+        lambda: _terminating_namespaces(cluster),
+        lambda names: not names,
+        timeout=SETTLE_TIMEOUT_S,
+        expected="no namespace left finalizing by the selftests run before this one",
+        describe=lambda names: f"terminating: {names}",
+    )
     resources = listable(cluster.api)
     before = inventory(cluster.api)
     started = time.monotonic()

@@ -39,6 +39,7 @@ from .fabric import FabricClient, FabricUnavailable
 from .kube import Kube
 from .metrics import Metrics
 from .model import Claim, FabricDevice, TaintRule, node_copies
+from .roles import Role, share
 from .settings import Purpose, Settings
 from .statelog import StateLog
 from .watch import Cache
@@ -70,8 +71,10 @@ class Reconciler:
         *,
         poll_s: float = 1.0,
         workers: int = 32,
+        role: Role = Role.ALL,
     ) -> None:
         self.settings = settings
+        self.role = role  # decides the whole plan, executes its share (roles.py)
         self.kube = kube
         self.fabric = fabric
         self.metrics = metrics
@@ -101,10 +104,11 @@ class Reconciler:
                 if stop.is_set():
                     return
         log.info(
-            "caches synced; reconciling (driver %s, mode %s, fabric entries %s)",
+            "caches synced; reconciling (driver %s, mode %s, fabric entries %s, role %s)",
             self.settings.driver,
             self.settings.mode,
             self.settings.fabric_entries,
+            self.role,
         )
         while not stop.is_set():
             self._wake.wait(self.poll_s)
@@ -172,7 +176,7 @@ class Reconciler:
         self.metrics.reconciles.inc()
         for state in ("free", "attaching", "attached", "detaching"):
             self.metrics.devices.labels(state).set(sum(d.state == state for d in snap.devices))
-        self._execute(plan, snap, now)
+        self._execute(share(plan, self.role), snap, now)
         return plan
 
     def _found_at_start(self, snap: Snapshot) -> frozenset[tuple[str, str]]:

@@ -139,7 +139,8 @@ def broken_options(command: Callable[..., None]) -> Callable[..., None]:
     default=False,
     show_default=True,
     help="On SIGTERM/SIGINT, delete the fabric pools and taint rules this controller wrote (an uninstall; roles all "
-    "and publisher only); by default they stay so that a restarted controller carries on (a rolling update must not offer hidden devices).",
+    "and publisher only); by default they stay so that a restarted controller carries on (a rolling update must "
+    "not offer hidden devices).",
 )
 @click.option(
     "--role",

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -184,3 +185,43 @@ def test_https_endpoint_with_its_own_ca_and_token(tls_server: tuple[str, Path, l
         impl.stop()
     with pytest.raises(urllib.error.URLError):
         endpoints.urlopen(url, timeout=5)  # unregistered at stop
+
+
+# A server on the port given as argv[1], answering /healthz with its pid.
+PORT_SERVER = (
+    "import http.server, os, sys\n"
+    "class H(http.server.BaseHTTPRequestHandler):\n"
+    "    def do_GET(self): self.send_response(200); self.end_headers(); self.wfile.write(str(os.getpid()).encode())\n"
+    "    def log_message(self, *a): pass\n"
+    "http.server.HTTPServer(('127.0.0.1', int(sys.argv[1])), H).serve_forever()\n"
+)
+
+
+def test_a_restarted_process_comes_back_on_the_port_the_others_hold(tmp_path: Path) -> None:
+    """{port} is picked once per run: after a restart the process listens where {url:NAME} (resolved into the
+    other processes' commands at their start) still points."""
+    impl = _impl(
+        tmp_path,
+        processes=[
+            {"name": "fm", "command": [PY, "-c", PORT_SERVER, "{port}"], "ready": {"http": "/healthz"}},
+            {"name": "ctl", "command": [PY, "-c", f"print('ready', flush=True); {SLEEP}", "{url:fm}"],
+             "ready": {"log": "ready"}},
+        ],
+    )  # fmt: skip
+    impl.start()
+    try:
+        held = impl.resolve("{url:fm}")
+        first = urllib.request.urlopen(held + "/healthz", timeout=5).read().decode()
+        new_pid = impl.restart("fm")
+        assert impl.resolve("{url:fm}") == held
+        assert urllib.request.urlopen(held + "/healthz", timeout=5).read().decode() == str(new_pid) != first
+    finally:
+        assert impl.stop() == []
+
+
+def test_port_placeholders_stand_only_in_a_process(tmp_path: Path) -> None:
+    impl = _impl(tmp_path)
+    with pytest.raises(ProfileError, match="only in a process"):
+        impl.resolve("{port}")
+    with pytest.raises(ProfileError, match="takes no argument"):
+        impl.resolve("{kubeconfig:x}")

@@ -7,6 +7,7 @@ import contextlib
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -24,7 +25,15 @@ from kubernetes.dynamic import DynamicClient
 from conformance.cluster.interrupts import shielded
 from conformance.cluster.waits import CANCELLED, wait_for
 from conformance.implementation import endpoints
-from conformance.implementation.profile import PLACEHOLDER, LoadedProfile, Process, ProfileError, Role
+from conformance.implementation.profile import (
+    PLACEHOLDER,
+    PLAIN_PLACEHOLDERS,
+    LoadedProfile,
+    Process,
+    ProfileError,
+    Role,
+    placeholder_problem,
+)
 from conformance.implementation.serviceaccount import service_account_kubeconfig
 
 STOP_TIMEOUT_S = 15.0
@@ -61,40 +70,56 @@ class Implementation:
     _client: client.ApiClient | None = field(default=None, repr=False)
     restarts: int = 0
     _registered: list[str] = field(default_factory=list, repr=False)  # endpoint URLs as resolved at start
+    _ports: dict[str, int] = field(default_factory=dict)  # {port} per process, picked once per run
 
     def resolve(self, text: str, process: Process | None = None) -> str:
         """Fill the placeholders of a profile string (see conformance.implementation.profile.Process)."""
 
         def fill(match: re.Match[str]) -> str:
             key, arg = match[1], match[2]
-            values = {
-                "kubeconfig": str(self.kubeconfig),
-                "workdir": str(self.workdir),
-                "bin": str(Path(sys.executable).parent),
-                "profile_dir": str(self.loaded.path.parent),
-            }
-            if key in values and arg is None:
-                return values[key]
-            if key == "port_file" and process is not None and process.port_file:
+            problem = placeholder_problem(key, arg, process, None)
+            if problem:
+                raise ProfileError(f"profile {self.loaded.path}: {match[0]} in {text!r}: {problem}")
+            if key in PLAIN_PLACEHOLDERS:
+                return {
+                    "kubeconfig": str(self.kubeconfig),
+                    "workdir": str(self.workdir),
+                    "bin": str(Path(sys.executable).parent),
+                    "profile_dir": str(self.loaded.path.parent),
+                }[key]
+            if key == "port_file":
+                assert process is not None
                 return str(self._port_file(process.name))
-            if key == "url" and arg:
+            if key == "port":
+                assert process is not None
+                return str(self._port(process.name))
+            assert arg is not None
+            if key == "url":
                 return self.url(arg)
-            if key == "sa_kubeconfig" and arg and arg.count("/") == 1:
+            if key == "sa_kubeconfig":
                 return str(self._sa_kubeconfig(*arg.split("/")))
-            if key == "env" and arg:
-                if arg not in os.environ:
-                    raise ProfileError(f"profile {self.loaded.path}: {match[0]} in {text!r}: ${arg} is not set")
-                return os.environ[arg]
-            raise ProfileError(f"profile {self.loaded.path}: unknown placeholder {match[0]!r} in {text!r}")
+            if arg not in os.environ:  # {env:NAME}
+                raise ProfileError(f"profile {self.loaded.path}: {match[0]} in {text!r}: ${arg} is not set")
+            return os.environ[arg]
 
         return PLACEHOLDER.sub(fill, text)
+
+    def _port(self, name: str) -> int:
+        """The port of process `name`, picked once per run: a restarted process comes back where the processes
+        holding its {url:NAME} expect it. (Free when picked; the process binds it a moment later.)"""
+        if name not in self._ports:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                sock.bind(("127.0.0.1", 0))
+                self._ports[name] = sock.getsockname()[1]
+        return self._ports[name]
 
     def url(self, name: str) -> str:
         for run in self.running:
             if run.spec.name == name and run.port is not None:
                 return f"http://127.0.0.1:{run.port}"
         raise ProfileError(
-            f"profile {self.loaded.path}: {{url:{name}}} needs an earlier process {name!r} with portFile"
+            f"profile {self.loaded.path}: {{url:{name}}} needs an earlier process {name!r} with a port "
+            "({port} or portFile: true)"
         )
 
     def _api(self) -> client.ApiClient:
@@ -238,6 +263,8 @@ class Implementation:
                 raise ImplementationFailed(f"{spec.name}: cannot run {command[0]}: {exc.strerror}") from None
         run = _Running(spec, proc, log)
         self.running.append(run)
+        if spec.fixed_port and not spec.port_file:
+            run.port = self._port(spec.name)
         if spec.port_file:
             run.port = int(
                 self._wait(

@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Callable
@@ -69,6 +70,9 @@ class Implementation:
     applied: list[tuple[Any, str, str | None]] = field(default_factory=list)
     _client: client.ApiClient | None = field(default=None, repr=False)
     restarts: int = 0
+    # One restart at a time, never two kills of one process (restart scenarios run alone: suite/exclusive.py; this
+    # guards the harness itself).
+    _restarting: threading.RLock = field(default_factory=threading.RLock, repr=False)
     _registered: list[str] = field(default_factory=list, repr=False)  # endpoint URLs as resolved at start
     _ports: dict[str, int] = field(default_factory=dict)  # {port} per process, picked once per run
 
@@ -235,14 +239,21 @@ class Implementation:
             tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
             raise ImplementationFailed(f"{phase} {name} exited with {done.returncode}; last lines of {log}:\n{tail}")
 
-    def restart_role(self, role: Role) -> str:
-        """Restart one role of the stack (IMP-8): its process, or its restart command. Says what was done."""
-        if role.process is not None:
-            return f"killed {role.process} and started it again (pid {self.restart(role.process)})"
-        assert role.command is not None
-        self._run_once(role.name, role.command, {}, role.timeout_s, "restart")
-        self.restarts += 1
-        return f"ran the restart command of {role.name}"
+    def restart_role(self, role: Role, window: list[float] | None = None) -> str:
+        """Restart one role of the stack (IMP-8): its process, or its restart command. Says what was done; `window`
+        gets the restart's own start and end (time.time())."""
+        with self._restarting:
+            began = time.time()
+            try:
+                if role.process is not None:
+                    return f"killed {role.process} and started it again (pid {self.restart(role.process)})"
+                assert role.command is not None
+                self._run_once(role.name, role.command, {}, role.timeout_s, "restart")
+                self.restarts += 1
+                return f"ran the restart command of {role.name}"
+            finally:
+                if window is not None:
+                    window[:] = [began, time.time()]
 
     def _start(self, spec: Process) -> None:
         command = [self.resolve(arg, spec) for arg in spec.command]
@@ -321,6 +332,10 @@ class Implementation:
     def restart(self, name: str) -> int:
         """Kill process `name` without warning (SIGKILL: no clean shutdown) and start it again; wait until it is
         ready. Returns the new pid. The killed run's log is kept next to the new one."""
+        with self._restarting:
+            return self._restart(name)
+
+    def _restart(self, name: str) -> int:
         index = next((i for i, r in enumerate(self.running) if r.spec.name == name), None)
         if index is None:
             raise ImplementationFailed(f"no running process {name!r} (running: {[r.spec.name for r in self.running]})")

@@ -33,6 +33,7 @@ BROKEN_FLAGS = {
     "--broken-report-while-attaching": "IMP-11: attached reported once the attach has been in flight for 0.3 s",
     "--broken-keep-unready-attach": "IMP-12: a device whose claim went away before it was ready stays attached",
     "--broken-detach-all-on-restart": "IMP-10: at start, every attached device is detached, also those in use",
+    "--broken-report-on-fabric-error": "IMP-15: an attach the fabric answered with an error is reported attached",
 }
 
 

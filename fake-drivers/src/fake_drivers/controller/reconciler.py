@@ -88,6 +88,7 @@ class Reconciler:
         self._lock = threading.Lock()
         self._inflight: dict[str, str] = {}
         self._failures: dict[str, Failure] = {}
+        self._errored: dict[str, str] = {}  # --broken-report-on-fabric-error only
         self._idle: dict[str, float] = {}
         self._rescheduled: dict[str, int] = {}
         self._assigned: dict[AssignmentKey, str] = {}  # counted: written to claims, maybe not in the cache yet
@@ -165,6 +166,7 @@ class Reconciler:
                 dict(self._rescheduled),
                 self._forgotten,
                 dict(self._assigned),
+                errored=dict(self._errored),
                 fresh=first,
             )
         plan = decide(self.settings, snap, memory, now)
@@ -314,4 +316,7 @@ class Reconciler:
         if kind == "attach" and outcome.failed:
             with self._lock:
                 self._failures[op.uuid] = Failure(outcome.reason, outcome.message or outcome.error)
+        elif kind == "attach" and not outcome.ok and self.settings.broken_report_on_fabric_error:
+            with self._lock:
+                self._errored[op.uuid] = op.node
         self.wake()

@@ -225,3 +225,28 @@ def test_port_placeholders_stand_only_in_a_process(tmp_path: Path) -> None:
         impl.resolve("{port}")
     with pytest.raises(ProfileError, match="takes no argument"):
         impl.resolve("{kubeconfig:x}")
+
+
+def test_while_down_runs_between_the_kill_and_the_start_and_the_process_comes_back_anyway(tmp_path: Path) -> None:
+    """IMP-8's before-attach step creates its pod while the role is down (restart_role's while_down)."""
+    impl = _impl(
+        tmp_path,
+        processes=[
+            {"name": "p", "command": [PY, "-c", f"print('ready', flush=True); {SLEEP}"], "ready": {"log": "ready"}}
+        ],
+    )
+    impl.start()
+    try:
+        old = impl.running[0].proc
+        seen: list[object] = []
+        impl.restart("p", lambda: seen.append(old.poll()))
+        assert seen == [-9] and impl.running[0].proc.poll() is None  # killed (SIGKILL) when it ran; back after
+
+        def fails() -> None:
+            raise RuntimeError("while down")
+
+        with pytest.raises(RuntimeError, match="while down"):
+            impl.restart("p", fails)
+        assert [r.spec.name for r in impl.running] == ["p"] and impl.running[0].proc.poll() is None
+    finally:
+        assert impl.stop() == []

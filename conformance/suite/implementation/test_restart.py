@@ -1,7 +1,9 @@
 """IMP-8 as a matrix: every restartable role of the stack (Profile.restartable(): a process the suite kills with
 SIGKILL and starts again, or a declared restart command) restarted at every step of a device's life:
 
-- before-attach: right after the pod is created, before any attach of its device started;
+- before-attach: the role is killed, the pod created while it is down, and the role started again: its restart
+  began before any attach of the pod's device could (a role that attaches attaches only once it is back; a restart
+  command kills and starts in one, so there the pod is created right before it);
 - attach-in-flight: while a slowed attach (SLOW_S longer) is in flight;
 - attached-unreported: while a short attach is in flight, so that it completes while the role is down: the stack
   comes back to a device attached with no condition written yet (the step is checked from the record);
@@ -22,6 +24,7 @@ step the roles are restarted one after another, each with its own pod and device
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -63,10 +66,12 @@ class Restart:
     let_go: LetGo | None = None  # after the pod was deleted
 
 
-def _restart(ctx: Context, role: Role, seen: Restart) -> tuple[float, float]:
-    """Restart the role; the restart's own start and end (time.time())."""
+def _restart(
+    ctx: Context, role: Role, seen: Restart, while_down: Callable[[], None] | None = None
+) -> tuple[float, float]:
+    """Restart the role (`while_down`: run between its kill and its start); the restart's own start and end."""
     window: list[float] = []
-    seen.done = ctx.implementation.restart_role(role, window)
+    seen.done = ctx.implementation.restart_role(role, window, while_down)
     began, ended = window
     seen.restart_s = round(ended - began, 3)
     ctx.measure("role_restart_seconds", seen.restart_s)
@@ -103,11 +108,10 @@ def _one(ctx: Context, step: Step, role: Role) -> Restart:
         elif step == "attached-unreported":  # marks the attach (its hits name the device); adds almost nothing
             fault = faults.arm("slow", delaySeconds=0.1, **target)
         created = time.time()
-        ctx.objects.create(pinned_pod("app", "gpu", node), ns)
         if step == "before-attach":
             seen.at_kill = next(iter(probe.now().get(i) for i in lease.identities), None) if lease.identities else None
             seen.device = lease.identities[0] if lease.identities else ""
-            killed, _ = _restart(ctx, role, seen)
+            killed, _ = _restart(ctx, role, seen, lambda: ctx.objects.create(pinned_pod("app", "gpu", node), ns))
             if ctx.counted:  # the attach of any device to the node must not have begun before the kill
                 begun = [
                     i for s in probe.samples(created) if s.sent < killed for i, st in s.states.items() if st[0] == node
@@ -115,7 +119,9 @@ def _one(ctx: Context, step: Step, role: Role) -> Restart:
                 seen.at_kill = (node, "attaching") if begun else None
             if seen.at_kill is not None:
                 seen.walked = f"an attach had begun before the restart: {seen.at_kill}"
-        elif step in ("attach-in-flight", "attached-unreported"):
+        else:
+            ctx.objects.create(pinned_pod("app", "gpu", node), ns)
+        if step in ("attach-in-flight", "attached-unreported"):
             seen.device, _ = _attaching(ctx, faults, fault, node)
             killed, back = _restart(ctx, role, seen)
             # Judged at the kill itself, from the record.

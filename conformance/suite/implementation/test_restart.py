@@ -5,8 +5,9 @@ SIGKILL and starts again, or a declared restart command) restarted at every step
   began before any attach of the pod's device could (a role that attaches attaches only once it is back; a restart
   command kills and starts in one, so there the pod is created right before it);
 - attach-in-flight: while a slowed attach (SLOW_S longer) is in flight;
-- attached-unreported: while a short attach is in flight, so that it completes while the role is down: the stack
-  comes back to a device attached with no condition written yet (the step is checked from the record);
+- attached-unreported: killed while a short attach is in flight and started again once the attach has ended, so
+  that it completes while the role is down: the role comes back to a device attached with no condition written by
+  it yet (the step is checked from the record);
 - detach-in-flight: the pod bound, then deleted with its claim, while the slowed detach is in flight.
 
 Nothing may be lost: the pod ends bound on its node with a device the fabric says is attached there (outcome.py:
@@ -123,7 +124,10 @@ def _one(ctx: Context, step: Step, role: Role) -> Restart:
             ctx.objects.create(pinned_pod("app", "gpu", node), ns)
         if step in ("attach-in-flight", "attached-unreported"):
             seen.device, _ = _attaching(ctx, faults, fault, node)
-            killed, back = _restart(ctx, role, seen)
+            # attached-unreported: the role stays down until the attach in flight has ended (the fabric finishes it
+            # without its caller), so the role comes back to it attached; not a race against the restart's length.
+            ended = _attach_ended(ctx, seen.device, node) if step == "attached-unreported" else None
+            killed, back = _restart(ctx, role, seen, ended)
             # Judged at the kill itself, from the record.
             seen.at_kill = probe.after(killed, timeout=10).get(seen.device)
             seen.conditions_at_kill = _conditions_at(history, killed)
@@ -167,6 +171,24 @@ def _one(ctx: Context, step: Step, role: Role) -> Restart:
         down = seen.restart_s if step == "detach-in-flight" else 0.0
         seen.let_go = let_go(ctx, used, lease, released, deadline, down)
     return seen
+
+
+def _attach_ended(ctx: Context, device: str, node: str) -> Callable[[], None]:
+    """Waits until the probe no longer says `device` is attaching (attached, or the attach given up)."""
+    probe = ctx.probe
+    assert probe is not None
+
+    def wait() -> None:
+        wait_for(
+            lambda: probe.now().get(device),
+            lambda s: s is None or s[1] != "attaching",
+            timeout=ctx.profile.promises.attach_s,
+            expected=f"the attach of {device} to {node} to end while the role is down",
+            interval=PROBE_PERIOD_S / 2,
+            max_interval=PROBE_PERIOD_S,
+        )
+
+    return wait
 
 
 def _attaching(ctx: Context, faults: FaultInjector, fault: str, node: str) -> tuple[str, tuple[str, str]]:

@@ -214,14 +214,20 @@ class Implementation:
             tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
             raise ImplementationFailed(f"{phase} {name} exited with {done.returncode}; last lines of {log}:\n{tail}")
 
-    def restart_role(self, role: Role, window: list[float] | None = None) -> str:
+    def restart_role(
+        self, role: Role, window: list[float] | None = None, while_down: Callable[[], None] | None = None
+    ) -> str:
         """Restart one role of the stack (IMP-8): its process, or its restart command. Says what was done; `window`
-        gets the restart's own start and end (time.time())."""
+        gets the restart's own start and end (time.time()). `while_down` runs between the kill and the start (a
+        process role only: a restart command is one step)."""
+        if while_down is not None and role.process is None:
+            raise ValueError(f"role {role.name} restarts by a command: nothing can run while it is down")
         with self._restarting:
             began = time.time()
             try:
                 if role.process is not None:
-                    return f"killed {role.process} and started it again (pid {self.restart(role.process)})"
+                    pid = self.restart(role.process, while_down)
+                    return f"killed {role.process} and started it again (pid {pid})"
                 assert role.command is not None
                 self._run_once(role.name, role.command, {}, role.timeout_s, "restart")
                 self.restarts += 1
@@ -302,13 +308,14 @@ class Implementation:
             max_interval=0.25,
         )
 
-    def restart(self, name: str) -> int:
+    def restart(self, name: str, while_down: Callable[[], None] | None = None) -> int:
         """Kill process `name` without warning (SIGKILL: no clean shutdown) and start it again; wait until it is
-        ready. Returns the new pid. The killed run's log is kept next to the new one."""
+        ready. Returns the new pid. The killed run's log is kept next to the new one. `while_down` runs once the
+        killed process is gone, before the new one starts."""
         with self._restarting:
-            return self._restart(name)
+            return self._restart(name, while_down)
 
-    def _restart(self, name: str) -> int:
+    def _restart(self, name: str, while_down: Callable[[], None] | None) -> int:
         index = next((i for i, r in enumerate(self.running) if r.spec.name == name), None)
         if index is None:
             raise ImplementationFailed(f"no running process {name!r} (running: {[r.spec.name for r in self.running]})")
@@ -321,6 +328,8 @@ class Implementation:
         self.restarts += 1
         run.log.replace(run.log.with_suffix(f".killed-{self.restarts}.log"))
         self.progress(f"killed {name} (pid {run.proc.pid}); starting it again")
+        if while_down is not None:
+            while_down()
         self._start(run.spec)
         started = self.running[-1]
         rest = self.running[:-1]

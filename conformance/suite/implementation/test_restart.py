@@ -3,8 +3,11 @@ SIGKILL and starts again, or a declared restart command) restarted at every step
 
 - before-attach: right after the pod is created, before any attach of its device started;
 - attach-in-flight: while a slowed attach (SLOW_S longer) is in flight;
-- attached-unreported: while a short attach is in flight, so that it completes while the role is down: the stack
-  comes back to a device attached with no condition written yet (the step is checked from the record);
+- attached-unreported: while an attach is in flight, so that it completes while the role is down: the stack comes
+  back to a device attached with no condition written yet. A process role: the attach hangs, and is let complete
+  between the kill and the start (the fabric says attached before the role starts again), so the step is walked
+  in every run; a role with a restart command: a short attach that completes while the command runs, by timing
+  (the step is checked from the record, and fails "not walked" when the timing missed it);
 - detach-in-flight: the pod bound, then deleted with its claim, while the slowed detach is in flight.
 
 Nothing may be lost: the pod ends bound on its node with a device the fabric says is attached there (outcome.py:
@@ -22,6 +25,7 @@ step the roles are restarted one after another, each with its own pod and device
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -63,10 +67,12 @@ class Restart:
     let_go: LetGo | None = None  # after the pod was deleted
 
 
-def _restart(ctx: Context, role: Role, seen: Restart) -> tuple[float, float]:
+def _restart(
+    ctx: Context, role: Role, seen: Restart, while_down: Callable[[], None] | None = None
+) -> tuple[float, float]:
     """Restart the role; the restart's own start and end (time.time())."""
     window: list[float] = []
-    seen.done = ctx.implementation.restart_role(role, window)
+    seen.done = ctx.implementation.restart_role(role, window, while_down)
     began, ended = window
     seen.restart_s = round(ended - began, 3)
     ctx.measure("role_restart_seconds", seen.restart_s)
@@ -96,10 +102,14 @@ def _one(ctx: Context, step: Step, role: Role) -> Restart:
     )
     target: dict[str, Any] = {"node": node} if ctx.counted else {"device": lease.identities[0]}
     slow = SLOW_S if step in ("attach-in-flight", "detach-in-flight") else 0.0
+    # attached-unreported, a process role: the attach hangs until the role is down, then completes (while_down)
+    held = step == "attached-unreported" and role.process is not None
     with faults, ctx.history(ns) as history:
         fault = ""
         if step == "attach-in-flight":
             fault = faults.arm("slow", delaySeconds=SLOW_S, **target)
+        elif held:
+            fault = faults.arm("hang", **target)
         elif step == "attached-unreported":  # marks the attach (its hits name the device); adds almost nothing
             fault = faults.arm("slow", delaySeconds=0.1, **target)
         created = time.time()
@@ -117,9 +127,25 @@ def _one(ctx: Context, step: Step, role: Role) -> Restart:
                 seen.walked = f"an attach had begun before the restart: {seen.at_kill}"
         elif step in ("attach-in-flight", "attached-unreported"):
             seen.device, _ = _attaching(ctx, faults, fault, node)
-            killed, back = _restart(ctx, role, seen)
-            # Judged at the kill itself, from the record.
-            seen.at_kill = probe.after(killed, timeout=10).get(seen.device)
+
+            def complete() -> None:
+                """The role is down (killed, not started): the fabric's answer now is its state at the kill; then let
+                the hung attach complete, and wait until the fabric says attached."""
+                seen.at_kill = probe.after(time.time(), timeout=10).get(seen.device)
+                faults.release_fault(fault)
+                wait_for(
+                    lambda: probe.now().get(seen.device),
+                    lambda s: s == (node, "attached"),
+                    timeout=ctx.profile.promises.attach_s + 10,
+                    expected=f"the released attach of {seen.device} to complete on {node} (the probe to say so)",
+                    interval=PROBE_PERIOD_S,
+                    max_interval=PROBE_PERIOD_S,
+                )
+
+            killed, back = _restart(ctx, role, seen, complete if held else None)
+            # Judged at the kill itself, from the record (held: read while the role was down, before the release).
+            if not held:
+                seen.at_kill = probe.after(killed, timeout=10).get(seen.device)
             seen.conditions_at_kill = _conditions_at(history, killed)
             if any(v == "True" for v in seen.conditions_at_kill.values()):
                 seen.walked = f"the conditions were written before the restart: {seen.conditions_at_kill}"

@@ -328,9 +328,11 @@ class Implementation:
         self.restarts += 1
         run.log.replace(run.log.with_suffix(f".killed-{self.restarts}.log"))
         self.progress(f"killed {name} (pid {run.proc.pid}); starting it again")
-        if while_down is not None:
-            while_down()
-        self._start(run.spec)
+        try:
+            if while_down is not None:
+                while_down()
+        finally:  # started again whatever while_down did: the shared stack must not stay down
+            self._start(run.spec)
         started = self.running[-1]
         rest = self.running[:-1]
         self.running = [*rest[:index], started, *rest[index:]]

@@ -113,8 +113,16 @@ def test_roles_restart_a_process_or_run_a_restart_command(tmp_path: Path) -> Non
         first = impl.running[0].proc.pid
         roles = impl.loaded.profile.restartable()
         assert [r.name for r in roles] == ["condition-writer", "attacher"]
-        said = impl.restart_role(roles[0])
+        # while_down runs once the killed process is gone and before the new one starts (IMP-8 attached-unreported)
+        down: list[tuple[int | None, int]] = []
+        old = impl.running[0].proc
+        window: list[float] = []
+        said = impl.restart_role(roles[0], window, lambda: down.append((old.poll(), len(impl.running))))
         assert impl.running[0].proc.pid != first and "killed ctl" in said
+        assert down == [(-9, 0)], "killed (SIGKILL) and not started again yet"
+        assert len(window) == 2 and window[0] <= window[1]
+        with pytest.raises(ValueError, match="restarts by a command"):
+            impl.restart_role(roles[1], while_down=lambda: None)
         impl.restart_role(roles[1])
         assert marker.read_text() == "yes"
     finally:

@@ -243,16 +243,16 @@ class Implementation:
         self, role: Role, window: list[float] | None = None, while_down: Callable[[], None] | None = None
     ) -> str:
         """Restart one role of the stack (IMP-8): its process, or its restart command. Says what was done; `window`
-        gets the restart's own start and end (time.time()). `while_down` runs between the kill and the start of a
-        process (a restart command kills and starts in one: it runs right before the command)."""
+        gets the restart's own start and end (time.time()). `while_down` runs between the kill and the start (a
+        process role only: a restart command is one step)."""
+        if while_down is not None and role.process is None:
+            raise ValueError(f"role {role.name} restarts by a command: nothing can run while it is down")
         with self._restarting:
             began = time.time()
             try:
                 if role.process is not None:
                     pid = self.restart(role.process, while_down)
                     return f"killed {role.process} and started it again (pid {pid})"
-                if while_down is not None:
-                    while_down()
                 assert role.command is not None
                 self._run_once(role.name, role.command, {}, role.timeout_s, "restart")
                 self.restarts += 1
@@ -336,8 +336,9 @@ class Implementation:
         )
 
     def restart(self, name: str, while_down: Callable[[], None] | None = None) -> int:
-        """Kill process `name` without warning (SIGKILL: no clean shutdown), run `while_down` (if given), and start
-        it again; wait until it is ready. Returns the new pid. The killed run's log is kept next to the new one."""
+        """Kill process `name` without warning (SIGKILL: no clean shutdown) and start it again; wait until it is
+        ready. Returns the new pid. The killed run's log is kept next to the new one. `while_down` runs once the
+        killed process is gone, before the new one starts."""
         with self._restarting:
             return self._restart(name, while_down)
 
@@ -357,7 +358,7 @@ class Implementation:
         try:
             if while_down is not None:
                 while_down()
-        finally:  # whatever while_down did, the process comes back
+        finally:  # started again whatever while_down did: the shared stack must not stay down
             self._start(run.spec)
         started = self.running[-1]
         rest = self.running[:-1]

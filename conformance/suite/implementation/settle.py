@@ -48,7 +48,8 @@ def let_go(
     ctx: Context, devices: list[str], lease: Lease, since: float, deadline_s: float, down_s: float = 0.0
 ) -> LetGo:
     """Wait until `devices` are detached (not in the probe) and offered again for PERSIST_S (identified entries: one
-    free entry each; count-based: no idle copy, and as many entries offered as the fabric has free), counting
+    free entry each; count-based: no idle copy, and the pool offers every free device of the fabric but those a
+    failed attach lets it withhold: InvariantWatcher.counted_complete), counting
     `deadline_s` from `since` (time.monotonic()). `down_s`: seconds after `since` the scenario itself kept a role of
     the stack down (IMP-8 restarting it mid-detach): a role that is down cannot detach, so detachSeconds counts the
     stack's up time; no one else's restart is counted (restart scenarios run alone)."""
@@ -60,12 +61,10 @@ def let_go(
     def observe() -> tuple[dict[str, tuple[str, str]], list[str]]:
         states = {d: s for d, s in probe.now().items() if d in devices}
         if lease.counted is not None:
-            c = lease.counted
-            offered = watcher.counted_offered().get((c.pool, c.model), [])
-            fabric_free = watcher.fabric_free(watcher.pool_nodes(c.pool), c.model)
+            complete, said = watcher.counted_complete(lease.counted.pool, lease.counted.model)
             idle = [f for d in devices for f in watcher.free_entries(d)]
-            free = [f"{c.pool}/{c.model}: {len(offered)} entries offered, {fabric_free} free in the fabric", *idle]
-            back = not idle and fabric_free is not None and len(offered) == fabric_free
+            free = [said, *idle]
+            back = not idle and complete
         else:
             free = [f for d in devices for f in watcher.free_entries(d)]
             back = all(len(watcher.free_entries(d)) == 1 for d in devices)

@@ -5,9 +5,11 @@ SIGKILL and starts again, or a declared restart command) restarted at every step
   began before any attach of the pod's device could (a role that attaches attaches only once it is back; a restart
   command kills and starts in one, so there the pod is created right before it);
 - attach-in-flight: while a slowed attach (SLOW_S longer) is in flight;
-- attached-unreported: killed while a short attach is in flight and started again once the attach has ended, so
-  that it completes while the role is down: the role comes back to a device attached with no condition written by
-  it yet (the step is checked from the record);
+- attached-unreported: while an attach is in flight, so that it completes while the role is down: the stack comes
+  back to a device attached with no condition written yet. A process role: the attach hangs, and is let complete
+  between the kill and the start (the fabric says attached before the role starts again), so the step is walked
+  in every run; a role with a restart command: a short attach that completes while the command runs, by timing
+  (the step is checked from the record, and fails "not walked" when the timing missed it);
 - detach-in-flight: the pod bound, then deleted with its claim, while the slowed detach is in flight.
 
 Nothing may be lost: the pod ends bound on its node with a device the fabric says is attached there (outcome.py:
@@ -70,7 +72,7 @@ class Restart:
 def _restart(
     ctx: Context, role: Role, seen: Restart, while_down: Callable[[], None] | None = None
 ) -> tuple[float, float]:
-    """Restart the role (`while_down`: run between its kill and its start); the restart's own start and end."""
+    """Restart the role; the restart's own start and end (time.time())."""
     window: list[float] = []
     seen.done = ctx.implementation.restart_role(role, window, while_down)
     began, ended = window
@@ -102,17 +104,27 @@ def _one(ctx: Context, step: Step, role: Role) -> Restart:
     )
     target: dict[str, Any] = {"node": node} if ctx.counted else {"device": lease.identities[0]}
     slow = SLOW_S if step in ("attach-in-flight", "detach-in-flight") else 0.0
+    # attached-unreported, a process role: the attach hangs until the role is down, then completes (while_down)
+    held = step == "attached-unreported" and role.process is not None
     with faults, ctx.history(ns) as history:
         fault = ""
         if step == "attach-in-flight":
             fault = faults.arm("slow", delaySeconds=SLOW_S, **target)
+        elif held:
+            fault = faults.arm("hang", **target)
         elif step == "attached-unreported":  # marks the attach (its hits name the device); adds almost nothing
             fault = faults.arm("slow", delaySeconds=0.1, **target)
         created = time.time()
         if step == "before-attach":
             seen.at_kill = next(iter(probe.now().get(i) for i in lease.identities), None) if lease.identities else None
             seen.device = lease.identities[0] if lease.identities else ""
-            killed, _ = _restart(ctx, role, seen, lambda: ctx.objects.create(pinned_pod("app", "gpu", node), ns))
+
+            def create() -> None:
+                ctx.objects.create(pinned_pod("app", "gpu", node), ns)
+
+            if role.process is None:  # a restart command kills and starts in one: the pod comes right before it
+                create()
+            killed, _ = _restart(ctx, role, seen, create if role.process is not None else None)
             if ctx.counted:  # the attach of any device to the node must not have begun before the kill
                 begun = [
                     i for s in probe.samples(created) if s.sent < killed for i, st in s.states.items() if st[0] == node
@@ -124,12 +136,25 @@ def _one(ctx: Context, step: Step, role: Role) -> Restart:
             ctx.objects.create(pinned_pod("app", "gpu", node), ns)
         if step in ("attach-in-flight", "attached-unreported"):
             seen.device, _ = _attaching(ctx, faults, fault, node)
-            # attached-unreported: the role stays down until the attach in flight has ended (the fabric finishes it
-            # without its caller), so the role comes back to it attached; not a race against the restart's length.
-            ended = _attach_ended(ctx, seen.device, node) if step == "attached-unreported" else None
-            killed, back = _restart(ctx, role, seen, ended)
-            # Judged at the kill itself, from the record.
-            seen.at_kill = probe.after(killed, timeout=10).get(seen.device)
+
+            def complete() -> None:
+                """The role is down (killed, not started): the fabric's answer now is its state at the kill; then let
+                the hung attach complete, and wait until the fabric says attached."""
+                seen.at_kill = probe.after(time.time(), timeout=10).get(seen.device)
+                faults.release_fault(fault)
+                wait_for(
+                    lambda: probe.now().get(seen.device),
+                    lambda s: s == (node, "attached"),
+                    timeout=ctx.profile.promises.attach_s + 10,
+                    expected=f"the released attach of {seen.device} to complete on {node} (the probe to say so)",
+                    interval=PROBE_PERIOD_S,
+                    max_interval=PROBE_PERIOD_S,
+                )
+
+            killed, back = _restart(ctx, role, seen, complete if held else None)
+            # Judged at the kill itself, from the record (held: read while the role was down, before the release).
+            if not held:
+                seen.at_kill = probe.after(killed, timeout=10).get(seen.device)
             seen.conditions_at_kill = _conditions_at(history, killed)
             if any(v == "True" for v in seen.conditions_at_kill.values()):
                 seen.walked = f"the conditions were written before the restart: {seen.conditions_at_kill}"
@@ -171,24 +196,6 @@ def _one(ctx: Context, step: Step, role: Role) -> Restart:
         down = seen.restart_s if step == "detach-in-flight" else 0.0
         seen.let_go = let_go(ctx, used, lease, released, deadline, down)
     return seen
-
-
-def _attach_ended(ctx: Context, device: str, node: str) -> Callable[[], None]:
-    """Waits until the probe no longer says `device` is attaching (attached, or the attach given up)."""
-    probe = ctx.probe
-    assert probe is not None
-
-    def wait() -> None:
-        wait_for(
-            lambda: probe.now().get(device),
-            lambda s: s is None or s[1] != "attaching",
-            timeout=ctx.profile.promises.attach_s,
-            expected=f"the attach of {device} to {node} to end while the role is down",
-            interval=PROBE_PERIOD_S / 2,
-            max_interval=PROBE_PERIOD_S,
-        )
-
-    return wait
 
 
 def _attaching(ctx: Context, faults: FaultInjector, fault: str, node: str) -> tuple[str, tuple[str, str]]:

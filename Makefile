@@ -69,9 +69,10 @@ TEST_EXTRA_RELEASES ?= 1.38.0-beta.0
 test: lint unit html-check validate drivers selftest conformance-all conformance-extra
 
 # The whole suite against each reference profile: one per binding model and fabric-entry kind (README "Binding
-# models"); reports in $(REPORTS)/<profile>/. Every run is tried; the target fails if any did.
+# models"), and the stack split into three restartable roles (reference-roles.yaml: IMP-8 restarts each); reports in
+# $(REPORTS)/<profile>/. Every run is tried; the target fails if any did.
 REFERENCE_PROFILES ?= fixtures/profiles/reference.yaml fixtures/profiles/reference-reschedule.yaml \
-	fixtures/profiles/reference-counted.yaml
+	fixtures/profiles/reference-counted.yaml fixtures/profiles/reference-roles.yaml
 conformance-all: binaries
 	rc=0; for p in $(REFERENCE_PROFILES); do \
 		$(MAKE) --no-print-directory conformance PROFILE=$$p REPORTS=$(REPORTS)/$$(basename $$p .yaml) || rc=1; \

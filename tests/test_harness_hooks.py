@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -112,8 +113,16 @@ def test_roles_restart_a_process_or_run_a_restart_command(tmp_path: Path) -> Non
         first = impl.running[0].proc.pid
         roles = impl.loaded.profile.restartable()
         assert [r.name for r in roles] == ["condition-writer", "attacher"]
-        said = impl.restart_role(roles[0])
+        # while_down runs once the killed process is gone and before the new one starts (IMP-8 attached-unreported)
+        down: list[tuple[int | None, int]] = []
+        old = impl.running[0].proc
+        window: list[float] = []
+        said = impl.restart_role(roles[0], window, lambda: down.append((old.poll(), len(impl.running))))
         assert impl.running[0].proc.pid != first and "killed ctl" in said
+        assert down == [(-9, 0)], "killed (SIGKILL) and not started again yet"
+        assert len(window) == 2 and window[0] <= window[1]
+        with pytest.raises(ValueError, match="restarts by a command"):
+            impl.restart_role(roles[1], while_down=lambda: None)
         impl.restart_role(roles[1])
         assert marker.read_text() == "yes"
     finally:
@@ -184,3 +193,68 @@ def test_https_endpoint_with_its_own_ca_and_token(tls_server: tuple[str, Path, l
         impl.stop()
     with pytest.raises(urllib.error.URLError):
         endpoints.urlopen(url, timeout=5)  # unregistered at stop
+
+
+# A server on the port given as argv[1], answering /healthz with its pid.
+PORT_SERVER = (
+    "import http.server, os, sys\n"
+    "class H(http.server.BaseHTTPRequestHandler):\n"
+    "    def do_GET(self): self.send_response(200); self.end_headers(); self.wfile.write(str(os.getpid()).encode())\n"
+    "    def log_message(self, *a): pass\n"
+    "http.server.HTTPServer(('127.0.0.1', int(sys.argv[1])), H).serve_forever()\n"
+)
+
+
+def test_a_restarted_process_comes_back_on_the_port_the_others_hold(tmp_path: Path) -> None:
+    """{port} is picked once per run: after a restart the process listens where {url:NAME} (resolved into the
+    other processes' commands at their start) still points."""
+    impl = _impl(
+        tmp_path,
+        processes=[
+            {"name": "fm", "command": [PY, "-c", PORT_SERVER, "{port}"], "ready": {"http": "/healthz"}},
+            {"name": "ctl", "command": [PY, "-c", f"print('ready', flush=True); {SLEEP}", "{url:fm}"],
+             "ready": {"log": "ready"}},
+        ],
+    )  # fmt: skip
+    impl.start()
+    try:
+        held = impl.resolve("{url:fm}")
+        first = urllib.request.urlopen(held + "/healthz", timeout=5).read().decode()
+        new_pid = impl.restart("fm")
+        assert impl.resolve("{url:fm}") == held
+        assert urllib.request.urlopen(held + "/healthz", timeout=5).read().decode() == str(new_pid) != first
+    finally:
+        assert impl.stop() == []
+
+
+def test_port_placeholders_stand_only_in_a_process(tmp_path: Path) -> None:
+    impl = _impl(tmp_path)
+    with pytest.raises(ProfileError, match="only in a process"):
+        impl.resolve("{port}")
+    with pytest.raises(ProfileError, match="takes no argument"):
+        impl.resolve("{kubeconfig:x}")
+
+
+def test_while_down_runs_between_the_kill_and_the_start_and_the_process_comes_back_anyway(tmp_path: Path) -> None:
+    """IMP-8's before-attach step creates its pod while the role is down (restart_role's while_down)."""
+    impl = _impl(
+        tmp_path,
+        processes=[
+            {"name": "p", "command": [PY, "-c", f"print('ready', flush=True); {SLEEP}"], "ready": {"log": "ready"}}
+        ],
+    )
+    impl.start()
+    try:
+        old = impl.running[0].proc
+        seen: list[object] = []
+        impl.restart("p", lambda: seen.append(old.poll()))
+        assert seen == [-9] and impl.running[0].proc.poll() is None  # killed (SIGKILL) when it ran; back after
+
+        def fails() -> None:
+            raise RuntimeError("while down")
+
+        with pytest.raises(RuntimeError, match="while down"):
+            impl.restart("p", fails)
+        assert [r.spec.name for r in impl.running] == ["p"] and impl.running[0].proc.poll() is None
+    finally:
+        assert impl.stop() == []

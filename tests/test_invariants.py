@@ -163,3 +163,19 @@ def test_count_entries_offered_above_the_fabrics_free_count_is_a_violation_when_
     fine._suspects = {k: v - 2 for k, v in fine._suspects.items()}
     fine._check_devices()
     assert not fine.violations
+
+
+def test_a_count_pool_may_withhold_a_device_whose_attach_failed_and_no_other() -> None:
+    w = _counted_watcher(entries=2, free=3)
+    assert w.counted_complete("f0", "gpu")[0] is False, "one free device not offered, none failed: not complete"
+    w.record.add_sample(Sample(1.0, 1.01, {"F": ("n1", "attaching")}, ()))
+    w.record.add_sample(Sample(1.2, 1.21, {}, ()))  # F's attach failed: it may be withheld (IMP-4)
+    w.record.add_sample(
+        Sample(1.4, 1.41, {}, ({"fabric": "f0", "model": "gpu", "free": 3, "total": 4, "nodes": ["n1"]},))
+    )
+    complete, said = w.counted_complete("f0", "gpu")
+    assert complete and "after a failed attach" in said
+    w.record.add_sample(
+        Sample(1.6, 1.61, {}, ({"fabric": "f0", "model": "gpu", "free": 4, "total": 4, "nodes": ["n1"]},))
+    )
+    assert w.counted_complete("f0", "gpu")[0] is False, "two short with one failed device: one more is withheld"

@@ -80,7 +80,7 @@ def test_check_finds_placeholders_files_and_names(tmp_path: Path) -> None:
     text = "\n".join(errors)
     assert "missing.yaml" in text
     assert "{url:fm} needs an earlier process 'fm'" in text
-    assert "unknown placeholder '{nope}'" in text
+    assert "{nope}: unknown placeholder" in text
     assert "'unqualified' is not a qualified name" in text
     result = CliRunner().invoke(main, ["profile", "check", str(path)])
     assert result.exit_code == 1 and "problem(s)" in result.output

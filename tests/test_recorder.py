@@ -103,3 +103,15 @@ def test_probe_answers_are_kept_in_order_of_sending_and_read_by_moment() -> None
     assert rec.after(10.15) == {"U0": ("n1", "attached")}
     rec.add_sample(Sample(10.3, 10.35, {"U0": ("n1", "attached")}))
     assert rec.latest() == (10.2, {"U0": ("n1", "attached")}, []), "the newest answer, from when it first showed"
+
+
+def test_a_device_free_again_without_ever_being_attached_counts_as_a_failed_attach() -> None:
+    rec = _recorder()
+    rec.add_sample(Sample(1.0, 1.01, {}))
+    rec.add_sample(Sample(1.2, 1.21, {"F": ("n1", "attaching"), "X": ("n1", "attaching")}))
+    rec.add_sample(Sample(1.4, 1.41, {"X": ("n1", "attached")}))  # F: attaching, then free: the attach failed
+    rec.add_sample(Sample(1.6, 1.61, {"X": ("n1", "detaching")}))
+    rec.add_sample(Sample(1.8, 1.81, {}))  # X: detached, no failure
+    assert rec.failed_attaches() == {"F": ("n1", None)}
+    rec.add_sample(Sample(2.0, 2.01, {"F": ("n2", "attaching")}))
+    assert rec.failed_attaches() == {}, "attached again (or trying): no longer a failed, free device"

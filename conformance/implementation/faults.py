@@ -37,7 +37,7 @@ from typing import Any, Literal
 
 from conformance.implementation import endpoints
 
-Mode = Literal["fail", "hang", "slow"]
+Mode = Literal["fail", "hang", "slow", "unreachable"]
 Operation = Literal["attach", "detach"]
 REQUEST_TIMEOUT_S = 10.0
 

@@ -7,8 +7,10 @@ import contextlib
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Callable
@@ -24,7 +26,15 @@ from kubernetes.dynamic import DynamicClient
 from conformance.cluster.interrupts import shielded
 from conformance.cluster.waits import CANCELLED, wait_for
 from conformance.implementation import endpoints
-from conformance.implementation.profile import PLACEHOLDER, LoadedProfile, Process, ProfileError, Role
+from conformance.implementation.profile import (
+    PLACEHOLDER,
+    PLAIN_PLACEHOLDERS,
+    LoadedProfile,
+    Process,
+    ProfileError,
+    Role,
+    placeholder_problem,
+)
 from conformance.implementation.serviceaccount import service_account_kubeconfig
 
 STOP_TIMEOUT_S = 15.0
@@ -60,41 +70,60 @@ class Implementation:
     applied: list[tuple[Any, str, str | None]] = field(default_factory=list)
     _client: client.ApiClient | None = field(default=None, repr=False)
     restarts: int = 0
+    # One restart at a time, never two kills of one process (restart scenarios run alone: suite/exclusive.py; this
+    # guards the harness itself).
+    _restarting: threading.RLock = field(default_factory=threading.RLock, repr=False)
     _registered: list[str] = field(default_factory=list, repr=False)  # endpoint URLs as resolved at start
+    _ports: dict[str, int] = field(default_factory=dict)  # {port} per process, picked once per run
 
     def resolve(self, text: str, process: Process | None = None) -> str:
         """Fill the placeholders of a profile string (see conformance.implementation.profile.Process)."""
 
         def fill(match: re.Match[str]) -> str:
             key, arg = match[1], match[2]
-            values = {
-                "kubeconfig": str(self.kubeconfig),
-                "workdir": str(self.workdir),
-                "bin": str(Path(sys.executable).parent),
-                "profile_dir": str(self.loaded.path.parent),
-            }
-            if key in values and arg is None:
-                return values[key]
-            if key == "port_file" and process is not None and process.port_file:
+            problem = placeholder_problem(key, arg, process, None)
+            if problem:
+                raise ProfileError(f"profile {self.loaded.path}: {match[0]} in {text!r}: {problem}")
+            if key in PLAIN_PLACEHOLDERS:
+                return {
+                    "kubeconfig": str(self.kubeconfig),
+                    "workdir": str(self.workdir),
+                    "bin": str(Path(sys.executable).parent),
+                    "profile_dir": str(self.loaded.path.parent),
+                }[key]
+            if key == "port_file":
+                assert process is not None
                 return str(self._port_file(process.name))
-            if key == "url" and arg:
+            if key == "port":
+                assert process is not None
+                return str(self._port(process.name))
+            assert arg is not None
+            if key == "url":
                 return self.url(arg)
-            if key == "sa_kubeconfig" and arg and arg.count("/") == 1:
+            if key == "sa_kubeconfig":
                 return str(self._sa_kubeconfig(*arg.split("/")))
-            if key == "env" and arg:
-                if arg not in os.environ:
-                    raise ProfileError(f"profile {self.loaded.path}: {match[0]} in {text!r}: ${arg} is not set")
-                return os.environ[arg]
-            raise ProfileError(f"profile {self.loaded.path}: unknown placeholder {match[0]!r} in {text!r}")
+            if arg not in os.environ:  # {env:NAME}
+                raise ProfileError(f"profile {self.loaded.path}: {match[0]} in {text!r}: ${arg} is not set")
+            return os.environ[arg]
 
         return PLACEHOLDER.sub(fill, text)
+
+    def _port(self, name: str) -> int:
+        """The port of process `name`, picked once per run: a restarted process comes back where the processes
+        holding its {url:NAME} expect it. (Free when picked; the process binds it a moment later.)"""
+        if name not in self._ports:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                sock.bind(("127.0.0.1", 0))
+                self._ports[name] = sock.getsockname()[1]
+        return self._ports[name]
 
     def url(self, name: str) -> str:
         for run in self.running:
             if run.spec.name == name and run.port is not None:
                 return f"http://127.0.0.1:{run.port}"
         raise ProfileError(
-            f"profile {self.loaded.path}: {{url:{name}}} needs an earlier process {name!r} with portFile"
+            f"profile {self.loaded.path}: {{url:{name}}} needs an earlier process {name!r} with a port "
+            "({port} or portFile: true)"
         )
 
     def _api(self) -> client.ApiClient:
@@ -210,14 +239,27 @@ class Implementation:
             tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
             raise ImplementationFailed(f"{phase} {name} exited with {done.returncode}; last lines of {log}:\n{tail}")
 
-    def restart_role(self, role: Role) -> str:
-        """Restart one role of the stack (IMP-8): its process, or its restart command. Says what was done."""
-        if role.process is not None:
-            return f"killed {role.process} and started it again (pid {self.restart(role.process)})"
-        assert role.command is not None
-        self._run_once(role.name, role.command, {}, role.timeout_s, "restart")
-        self.restarts += 1
-        return f"ran the restart command of {role.name}"
+    def restart_role(
+        self, role: Role, window: list[float] | None = None, while_down: Callable[[], None] | None = None
+    ) -> str:
+        """Restart one role of the stack (IMP-8): its process, or its restart command. Says what was done; `window`
+        gets the restart's own start and end (time.time()). `while_down` runs between the kill and the start (a
+        process role only: a restart command is one step)."""
+        if while_down is not None and role.process is None:
+            raise ValueError(f"role {role.name} restarts by a command: nothing can run while it is down")
+        with self._restarting:
+            began = time.time()
+            try:
+                if role.process is not None:
+                    pid = self.restart(role.process, while_down)
+                    return f"killed {role.process} and started it again (pid {pid})"
+                assert role.command is not None
+                self._run_once(role.name, role.command, {}, role.timeout_s, "restart")
+                self.restarts += 1
+                return f"ran the restart command of {role.name}"
+            finally:
+                if window is not None:
+                    window[:] = [began, time.time()]
 
     def _start(self, spec: Process) -> None:
         command = [self.resolve(arg, spec) for arg in spec.command]
@@ -238,6 +280,8 @@ class Implementation:
                 raise ImplementationFailed(f"{spec.name}: cannot run {command[0]}: {exc.strerror}") from None
         run = _Running(spec, proc, log)
         self.running.append(run)
+        if spec.fixed_port and not spec.port_file:
+            run.port = self._port(spec.name)
         if spec.port_file:
             run.port = int(
                 self._wait(
@@ -291,9 +335,14 @@ class Implementation:
             max_interval=0.25,
         )
 
-    def restart(self, name: str) -> int:
+    def restart(self, name: str, while_down: Callable[[], None] | None = None) -> int:
         """Kill process `name` without warning (SIGKILL: no clean shutdown) and start it again; wait until it is
-        ready. Returns the new pid. The killed run's log is kept next to the new one."""
+        ready. Returns the new pid. The killed run's log is kept next to the new one. `while_down` runs once the
+        killed process is gone, before the new one starts."""
+        with self._restarting:
+            return self._restart(name, while_down)
+
+    def _restart(self, name: str, while_down: Callable[[], None] | None) -> int:
         index = next((i for i, r in enumerate(self.running) if r.spec.name == name), None)
         if index is None:
             raise ImplementationFailed(f"no running process {name!r} (running: {[r.spec.name for r in self.running]})")
@@ -306,7 +355,11 @@ class Implementation:
         self.restarts += 1
         run.log.replace(run.log.with_suffix(f".killed-{self.restarts}.log"))
         self.progress(f"killed {name} (pid {run.proc.pid}); starting it again")
-        self._start(run.spec)
+        try:
+            if while_down is not None:
+                while_down()
+        finally:  # started again whatever while_down did: the shared stack must not stay down
+            self._start(run.spec)
         started = self.running[-1]
         rest = self.running[:-1]
         self.running = [*rest[:index], started, *rest[index:]]

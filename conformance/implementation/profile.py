@@ -21,6 +21,38 @@ from conformance.cluster.versions import PREBIND_POLL_S
 _PROCESS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # {key} or {key:arg} in commands, env, manifests and endpoint URLs (see Process for the keys)
 PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([A-Za-z0-9_./-]+))?\}")
+# The placeholders without an argument whose value is the same for the whole run.
+PLAIN_PLACEHOLDERS = frozenset({"kubeconfig", "workdir", "bin", "profile_dir"})
+
+
+def uses_placeholder(texts: list[str], key: str) -> bool:
+    return any(m[1] == key and m[2] is None for text in texts for m in PLACEHOLDER.finditer(text))
+
+
+def placeholder_problem(key: str, arg: str | None, process: Process | None, ported: set[str] | None) -> str | None:
+    """Why {key} / {key:arg} cannot be used where it stands, or None: the one definition of the placeholders, used
+    by the harness (filling them) and by `profile check` (before a run). `process`: the process whose command or
+    env holds it (None: a manifest, hook, endpoint or restart command); `ported`: the processes with a port that
+    start before this string is used (None: not known here; the harness checks that when it fills {url:NAME})."""
+    if key in PLAIN_PLACEHOLDERS:
+        return None if arg is None else f"{{{key}}} takes no argument"
+    if key in ("port_file", "port"):
+        if arg is not None:
+            return f"{{{key}}} takes no argument"
+        if process is None:
+            return f"{{{key}}} only in a process's command or env (it is that process's own)"
+        if key == "port_file" and not process.port_file:
+            return "{port_file} only in a process with portFile: true"
+        return None
+    if key == "url" and arg:
+        if ported is not None and arg not in ported:
+            return f"{{url:{arg}}} needs an earlier process {arg!r} with a port ({{port}} or portFile: true)"
+        return None
+    if key == "sa_kubeconfig" and arg and arg.count("/") == 1:
+        return None
+    if key == "env" and arg:
+        return None  # whether it is set is known only where it is filled
+    return "unknown placeholder"
 
 
 class ProfileError(ValueError):
@@ -41,7 +73,7 @@ class Readiness(_Strict):
     @model_validator(mode="after")
     def _one(self) -> Readiness:
         if (self.http is None) == (self.log is None):
-            raise ValueError("give exactly one of 'http' (a path, needs portFile) or 'log' (a regular expression)")
+            raise ValueError("give exactly one of 'http' (a path, needs a port) or 'log' (a regular expression)")
         if self.log is not None:
             re.compile(self.log)
         return self
@@ -50,9 +82,12 @@ class Readiness(_Strict):
 class Process(_Strict):
     """One process of the implementation, started in profile order and stopped in reverse order.
 
-    Placeholders in command and env: {kubeconfig}, {workdir}, {bin} (the folder of the running Python's
-    console scripts), {profile_dir}, {port_file} (this process's, if portFile), {url:NAME} (http://127.0.0.1:PORT
-    of an earlier process with portFile), {sa_kubeconfig:NAMESPACE/NAME} (a kubeconfig with a bound token of
+    Placeholders in command and env (placeholder_problem says where each may stand): {kubeconfig}, {workdir},
+    {bin} (the folder of the running Python's console scripts), {profile_dir}, {port} (a free port the harness
+    picks once per run for this process: the same after a restart, so {url:NAME} held by others stays right),
+    {port_file} (this process's, if portFile: it writes the port it bound there), {url:NAME}
+    (http://127.0.0.1:PORT of an earlier process with {port} or portFile), {sa_kubeconfig:NAMESPACE/NAME} (a
+    kubeconfig with a bound token of
     that ServiceAccount, e.g. one the profile's manifests create: the process runs with its own RBAC),
     {env:NAME} (a variable of the suite's environment; unset is an error).
     """
@@ -74,10 +109,19 @@ class Process(_Strict):
             raise ValueError(f"process name {value!r} must be lowercase alphanumerics and '-'")
         return value
 
+    @property
+    def fixed_port(self) -> bool:
+        """The harness picks this process's port ({port} in its command or env), once per run."""
+        return uses_placeholder([*self.command, *self.env.values()], "port")
+
+    @property
+    def has_port(self) -> bool:
+        return self.port_file or self.fixed_port
+
     @model_validator(mode="after")
     def _http_needs_port(self) -> Process:
-        if self.ready and self.ready.http and not self.port_file:
-            raise ValueError("ready.http needs portFile: true (the harness learns the port from the file)")
+        if self.ready and self.ready.http and not self.has_port:
+            raise ValueError("ready.http needs a port: {port} in the command (or portFile: true)")
         return self
 
 

@@ -7,7 +7,7 @@ manifests the harness applied). The state folder says where things are, for a pr
 implementation as one the suite does not start (fixtures/profiles/reference-external.yaml):
 
   env       KEY=VALUE lines to source: DRA_CONFORMANCE_STATE (this folder) and NAME_URL=http://127.0.0.1:PORT per
-            process with portFile (fabric-manager -> FABRIC_MANAGER_URL); written once everything is ready
+            process with a port (fabric-manager -> FABRIC_MANAGER_URL); written once everything is ready
   NAME.pid  the pid of process NAME, rewritten once a restarted process is ready again
   NAME.log  its output (a run that died: NAME.killed-N.log)
 """

@@ -296,6 +296,23 @@ class InvariantWatcher:
         counts = [f for f in latest[2] if f.get("model") == model and frozenset(f.get("nodes") or ()) == pool_nodes]
         return int(counts[0]["free"]) if len(counts) == 1 else None
 
+    def counted_complete(self, pool: str, model: str) -> tuple[bool, str]:
+        """Count-based pools: whether the pool offers every free device of `model` its fabric has (the probe's free
+        count), and what was compared. A device whose last attach failed (fabric truth: attaching, then free, never
+        attached) may be withheld: IMP-4 forbids offering it again, for as long as the stack deems it failed, so
+        the pool may be short by that many entries. Entries carry no identity, so this allowance cannot tell which
+        free device is withheld; without a failed device on the fabric there is none."""
+        nodes = self.pool_nodes(pool)
+        offered = self.counted_offered().get((pool, model), [])
+        free = self.fabric_free(nodes, model)
+        failed = sorted(
+            d for d, (node, m) in self.record.failed_attaches().items() if node in nodes and m in (None, model)
+        )
+        said = f"{pool}/{model}: {len(offered)} entries offered, {free} free in the fabric"
+        if failed:
+            said += f" ({len(failed)} of them after a failed attach, may be withheld: {failed[:3]})"
+        return free is not None and len(offered) >= free - len(failed), said
+
     def pool_nodes(self, pool: str) -> frozenset[str]:
         """The live nodes a pool's slices reach."""
         nodes = self.live_nodes()

@@ -86,6 +86,11 @@ class Recorder:
     _nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     _live: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # kind -> ns/name -> object
     _samples: list[Sample] = field(default_factory=list)  # every probe answer, in order of sending
+    # device -> (moment, node) of its last change, when that change ended an attach with the device free without it
+    # ever being attached: a failed attach (the fabric's own word, whatever the stack does about it)
+    _failed: dict[str, tuple[float, str]] = field(default_factory=dict)
+    _changed: dict[str, float] = field(default_factory=dict)  # device -> send time of the answer of its last change
+    _models: dict[str, str] = field(default_factory=dict)  # device -> model, where the probe says it
     _streams: list[WatchCache] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _cond: threading.Condition = field(default_factory=threading.Condition)  # a new probe answer
@@ -200,10 +205,13 @@ class Recorder:
             with endpoints.urlopen(self.probe_url, timeout=PROBE_TIMEOUT_S) as response:
                 body = json.load(response)
             states = {a["device"]: (a["node"], a.get("state", "attached")) for a in body.get("attachments", [])}
+            models = {a["device"]: str(a["model"]) for a in body.get("attachments", []) if a.get("model")}
         except (OSError, ValueError, KeyError) as exc:  # the fabric manager restarting, a slow answer: a gap
             if len(self.probe_errors) < 100:
                 self.probe_errors.append(f"{time.strftime('%H:%M:%S')} {exc!r}")
             return
+        with self._lock:
+            self._models.update(models)
         self.add_sample(Sample(sent, time.time(), states, tuple(body.get("free") or ())))
 
     def add_sample(self, sample: Sample) -> None:
@@ -220,6 +228,12 @@ class Recorder:
                 old, new = before.get(device), sample.states.get(device)
                 if old != new:
                     node, st = new or ((old or ("", ""))[0], "free")
+                    if sample.sent >= self._changed.get(device, 0.0):
+                        self._changed[device] = sample.sent
+                        if new is None and old is not None and old[1] == "attaching":
+                            self._failed[device] = (sample.sent, old[0])
+                        else:
+                            self._failed.pop(device, None)
                     body = {
                         "device": device,
                         "node": node,
@@ -283,6 +297,13 @@ class Recorder:
         """The probe's free counts (`free: [{fabric, model, free, total, nodes}]`) in the first answer sent at or
         after `at`; empty when the probe does not report them."""
         return list(self._answer_after(at, timeout).free)
+
+    def failed_attaches(self) -> dict[str, tuple[str, str | None]]:
+        """Devices free now whose last change was an attach that ended without the device ever being attached (the
+        fabric's word for a failed attach): device -> (node of that attach, model if the probe says it). An attach
+        shorter than the probe period is not seen."""
+        with self._lock:
+            return {d: (node, self._models.get(d)) for d, (_at, node) in self._failed.items()}
 
     def now(self) -> States:
         return self.after(time.time())

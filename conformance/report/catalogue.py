@@ -50,7 +50,13 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     _r("IMP-5", "implementation", "MUST", "detach on release within the promised time", _IMP),
     _r("IMP-6", "implementation", "MUST", "no physical device offered or held twice", _IMP),
     _r("IMP-7", "implementation", "SHOULD", "AllocationResult rewriting only by deallocation + reallocation", _IMP),
-    _r("IMP-8", "implementation", "MUST", "controller restart mid-attach loses nothing", _IMP),
+    _r(
+        "IMP-8",
+        "implementation",
+        "MUST",
+        "a restart of any role at any step of an attach or detach loses nothing",
+        _IMP,
+    ),
     _r("IMP-9", "implementation", "SHOULD", "least privilege, refused on other drivers' claims", _IMP),
     _r(
         "IMP-10",
@@ -61,6 +67,27 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     ),
     _r("IMP-11", "implementation", "MUST", "binding conditions True only while the fabric says attached there", _IMP),
     _r("IMP-12", "implementation", "MUST", "no attachment outlives its claim; released devices offered again", _IMP),
+    _r(
+        "IMP-13",
+        "implementation",
+        "MUST",
+        "a pod deleted in PreBind leaves nothing attached; device offered again",
+        _IMP,
+    ),
+    _r(
+        "IMP-14",
+        "implementation",
+        "MUST",
+        "an attach completing after the binding timeout: no orphan, the pod binds",
+        _IMP,
+    ),
+    _r(
+        "IMP-15",
+        "implementation",
+        "MUST",
+        "fabric manager out of reach: no condition claims an attach; converges",
+        _IMP,
+    ),
     _r("SCALE-1", "scale", "SHOULD", "many pods waiting in PreBind all bind, none lost", "Test Plan / e2e"),
 )
 CATALOGUE: dict[str, Requirement] = {r.id: r for r in REQUIREMENTS}

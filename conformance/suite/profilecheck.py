@@ -21,13 +21,12 @@ from types import ModuleType
 
 import yaml
 
-from conformance.implementation.profile import PLACEHOLDER, LoadedProfile, Process, Profile
+from conformance.implementation.profile import PLACEHOLDER, LoadedProfile, Process, Profile, placeholder_problem
 from conformance.report.catalogue import REQUIREMENTS
 from conformance.suite.scenario import REGISTRY, profile_gap
 
 SUITE_PACKAGES = ("conformance.suite.cluster", "conformance.suite.implementation")
 NO_PROFILE = "no implementation profile: the run certifies the cluster only"
-_PLAIN = {"kubeconfig", "workdir", "bin", "profile_dir"}
 
 
 @dataclass(frozen=True)
@@ -48,25 +47,14 @@ class CheckResult:
 def _placeholder_errors(text: str, where: str, process: Process | None, profile: Profile, before: int) -> list[str]:
     """Problems of the placeholders in one profile string; `before`: how many processes start before this one."""
     errors: list[str] = []
-    with_port = {p.name for p in profile.processes[:before] if p.port_file}
+    ported = {p.name for p in profile.processes[:before] if p.has_port}
     for match in PLACEHOLDER.finditer(text):
         key, arg = match[1], match[2]
-        if key in _PLAIN and arg is None:
-            continue
-        if key == "env" and arg:
-            if arg not in os.environ:
-                errors.append(f"{where}: {{env:{arg}}}: ${arg} is not set in this environment")
-            continue
-        if key == "port_file" and arg is None:
-            if process is None or not process.port_file:
-                errors.append(f"{where}: {{port_file}} only in a process with portFile: true")
-        elif key == "url" and arg:
-            if arg not in with_port:
-                errors.append(f"{where}: {{url:{arg}}} needs an earlier process {arg!r} with portFile: true")
-        elif key == "sa_kubeconfig" and arg and arg.count("/") == 1:
-            continue
-        else:
-            errors.append(f"{where}: unknown placeholder {match[0]!r}")
+        problem = placeholder_problem(key, arg, process, ported)
+        if problem:
+            errors.append(f"{where}: {match[0]}: {problem}")
+        elif key == "env" and arg not in os.environ:
+            errors.append(f"{where}: {{env:{arg}}}: ${arg} is not set in this environment")
     return errors
 
 

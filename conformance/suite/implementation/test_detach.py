@@ -76,11 +76,10 @@ def detach_on_release(ctx: Context) -> Release:
             # Offered again = its fabric offers (at least) every device it has free: a stack that never re-offers
             # a detached device stays one entry short for good. Not equality: other scenarios' attaches and
             # reschedules move both counts meanwhile, and the pool follows the fabric with a delay.
-            c = lease.counted
-            offered = ctx.invariants.counted_offered().get((c.pool, c.model), [])
-            fabric_free = ctx.invariants.fabric_free(ctx.invariants.pool_nodes(c.pool), c.model)
-            free = [f"{c.pool}/{c.model}: {len(offered)} entries offered, {fabric_free} free in the fabric", *free]
-            back = not free[1:] and fabric_free is not None and len(offered) >= fabric_free
+            # A device whose attach failed (another scenario's) may be withheld: counted_complete.
+            complete, said = ctx.invariants.counted_complete(lease.counted.pool, lease.counted.model)
+            back = not free and complete
+            free = [said, *free]
         else:
             back = len(free) == 1
         if state is None and back:

@@ -16,6 +16,7 @@ from .fabric import FabricClient
 from .kube import CLAIMS, SLICES, TAINTS, Kube
 from .metrics import Metrics
 from .reconciler import Caches, Reconciler
+from .roles import Role
 from .settings import DEFAULT_DRIVER, DEFAULT_NODE_LABEL, FabricEntries, Mode, Settings
 from .watch import Cache
 
@@ -32,6 +33,7 @@ BROKEN_FLAGS = {
     "--broken-report-while-attaching": "IMP-11: attached reported once the attach has been in flight for 0.3 s",
     "--broken-keep-unready-attach": "IMP-12: a device whose claim went away before it was ready stays attached",
     "--broken-detach-all-on-restart": "IMP-10: at start, every attached device is detached, also those in use",
+    "--broken-report-on-fabric-error": "IMP-15: an attach the fabric answered with an error is reported attached",
 }
 
 
@@ -137,8 +139,17 @@ def broken_options(command: Callable[..., None]) -> Callable[..., None]:
     "--remove-on-stop/--keep-on-stop",
     default=False,
     show_default=True,
-    help="On SIGTERM/SIGINT, delete the fabric pools and taint rules this controller wrote (an uninstall); "
-    "by default they stay so that a restarted controller carries on (a rolling update must not offer hidden devices).",
+    help="On SIGTERM/SIGINT, delete the fabric pools and taint rules this controller wrote (an uninstall; roles all "
+    "and publisher only); by default they stay so that a restarted controller carries on (a rolling update must "
+    "not offer hidden devices).",
+)
+@click.option(
+    "--role",
+    type=click.Choice([r.value for r in Role]),
+    default=Role.ALL.value,
+    show_default=True,
+    help="The share of the work this process does; three processes with publisher, attacher and conditions split "
+    "it as real stacks do, coordinating only through the Kubernetes API and the fabric manager (see roles.py).",
 )
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning"]), default="info", show_default=True)
 @broken_options
@@ -159,6 +170,7 @@ def main(
     metrics_address: str,
     metrics_port_file: Path | None,
     remove_on_stop: bool,
+    role: str,
     log_level: str,
     **broken: bool,
 ) -> None:
@@ -182,6 +194,8 @@ def main(
         raise click.UsageError(str(exc)) from None
     for flag in settings.broken_modes():
         log.warning("BROKEN MODE, on purpose, for selftests only: %s (%s)", flag, BROKEN_FLAGS[flag])
+    own_role = Role(role)
+    remove_on_stop = remove_on_stop and own_role.removes_on_stop  # the pools' owner uninstalls them, once
     stop = stop_event(
         log,
         "stopping; removing the fabric pools and taint rules"
@@ -204,7 +218,7 @@ def main(
     taint_version = served_version(client(), TAINTS)
     kube = Kube(client(), settings, taint_version)
     fabric = FabricClient(fabric_manager, connections=attach_workers + 2)  # + the reconciler's reads
-    reconciler = Reconciler(settings, kube, fabric, metrics, poll_s=poll, workers=attach_workers)
+    reconciler = Reconciler(settings, kube, fabric, metrics, poll_s=poll, workers=attach_workers, role=own_role)
     own = kube.own_selector()
     reconciler.caches = Caches(
         claims=Cache(client(), CLAIMS, reconciler.wake, stop, resync_s=resync),

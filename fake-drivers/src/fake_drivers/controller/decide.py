@@ -68,6 +68,8 @@ class Memory:
     forgotten: frozenset[tuple[str, str]] = frozenset()
     # counted: assignments written to claims the watch cache may not show yet
     assigned: Mapping[AssignmentKey, str] = field(default_factory=dict)
+    # --broken-report-on-fabric-error only: uuid -> node of the last attach the fabric answered with an error
+    errored: Mapping[str, str] = field(default_factory=dict)
     # The first pass after a (re)start: idle timers were lost with the old process, and a device found attached with
     # nobody holding it was released before the restart at the latest, so its grace is over (a restart must not
     # postpone a detach past the promise; the detach guard and the recheck still protect a device claimed meanwhile).
@@ -476,6 +478,8 @@ def _fabric_holder(
     elif settings.broken_report_while_attaching and (busy == "attach" or d.state == ATTACHING):
         if _timer(plan, memory, f"attaching:{d.uuid}", now) >= BROKEN_REPORT_AFTER_S:
             write(settings.attached, "BrokenOnPurpose", "reported while the attach is in flight", "attached (broken)")
+    elif settings.broken_report_on_fabric_error and d.state == FREE and memory.errored.get(d.uuid) == node:
+        write(settings.attached, "BrokenOnPurpose", "reported after the fabric answered an error", "attached (broken)")
     elif busy:
         plan.states[label] = f"{busy} in flight ({node})"
     elif d.state == FREE:

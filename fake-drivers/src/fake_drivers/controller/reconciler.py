@@ -39,6 +39,7 @@ from .fabric import FabricClient, FabricUnavailable
 from .kube import Kube
 from .metrics import Metrics
 from .model import Claim, FabricDevice, TaintRule, node_copies
+from .roles import Role, share
 from .settings import Purpose, Settings
 from .statelog import StateLog
 from .watch import Cache
@@ -70,8 +71,10 @@ class Reconciler:
         *,
         poll_s: float = 1.0,
         workers: int = 32,
+        role: Role = Role.ALL,
     ) -> None:
         self.settings = settings
+        self.role = role  # decides the whole plan, executes its share (roles.py)
         self.kube = kube
         self.fabric = fabric
         self.metrics = metrics
@@ -85,6 +88,7 @@ class Reconciler:
         self._lock = threading.Lock()
         self._inflight: dict[str, str] = {}
         self._failures: dict[str, Failure] = {}
+        self._errored: dict[str, str] = {}  # --broken-report-on-fabric-error only
         self._idle: dict[str, float] = {}
         self._rescheduled: dict[str, int] = {}
         self._assigned: dict[AssignmentKey, str] = {}  # counted: written to claims, maybe not in the cache yet
@@ -101,10 +105,11 @@ class Reconciler:
                 if stop.is_set():
                     return
         log.info(
-            "caches synced; reconciling (driver %s, mode %s, fabric entries %s)",
+            "caches synced; reconciling (driver %s, mode %s, fabric entries %s, role %s)",
             self.settings.driver,
             self.settings.mode,
             self.settings.fabric_entries,
+            self.role,
         )
         while not stop.is_set():
             self._wake.wait(self.poll_s)
@@ -161,6 +166,7 @@ class Reconciler:
                 dict(self._rescheduled),
                 self._forgotten,
                 dict(self._assigned),
+                errored=dict(self._errored),
                 fresh=first,
             )
         plan = decide(self.settings, snap, memory, now)
@@ -172,7 +178,7 @@ class Reconciler:
         self.metrics.reconciles.inc()
         for state in ("free", "attaching", "attached", "detaching"):
             self.metrics.devices.labels(state).set(sum(d.state == state for d in snap.devices))
-        self._execute(plan, snap, now)
+        self._execute(share(plan, self.role), snap, now)
         return plan
 
     def _found_at_start(self, snap: Snapshot) -> frozenset[tuple[str, str]]:
@@ -310,4 +316,7 @@ class Reconciler:
         if kind == "attach" and outcome.failed:
             with self._lock:
                 self._failures[op.uuid] = Failure(outcome.reason, outcome.message or outcome.error)
+        elif kind == "attach" and not outcome.ok and self.settings.broken_report_on_fabric_error:
+            with self._lock:
+                self._errored[op.uuid] = op.node
         self.wake()

@@ -72,6 +72,7 @@ class Settings:
     broken_report_while_attaching: bool = False
     broken_keep_unready_attach: bool = False
     broken_detach_all_on_restart: bool = False
+    broken_report_on_fabric_error: bool = False
 
     def __post_init__(self) -> None:
         if self.counted and self.mode is not Mode.RESCHEDULE_TO_LOCAL:

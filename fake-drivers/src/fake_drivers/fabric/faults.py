@@ -25,6 +25,9 @@ class FaultMode(StrEnum):
     FAIL = "fail"  # the operation runs its normal time, then fails with the fault's reason
     HANG = "hang"  # the operation waits until released; the release says whether it completes or fails
     SLOW = "slow"  # the operation takes delay_seconds longer, then completes
+    # Attaches and detaches (either operation) matching the selectors are refused at once with 503, nothing done, as
+    # long as the fault is armed: the fabric manager out of reach for them until the client disarms it.
+    UNREACHABLE = "unreachable"
 
 
 @dataclass(frozen=True)
@@ -69,7 +72,7 @@ class Fault:
     def matches(self, operation: Operation, target: Target) -> bool:
         wanted = ((self.device, target.device), (self.model, target.model), (self.fabric, target.fabric))
         return (
-            self.operation is operation
+            (self.operation is operation or self.mode is FaultMode.UNREACHABLE)
             and all(want in (None, got) for want, got in wanted)
             and self.node in (None, target.node)
         )
@@ -146,7 +149,20 @@ class FaultBook:
         global slowdown and still single out one device; among equals the oldest is used first. The fault records
         the hit: a client that armed it by model, fabric or node learns which physical device it hit.
         """
-        candidates = [f for f in self._faults.values() if f.matches(operation, target)]
+        return self._take(operation, target, operation_id, now, unreachable=False)
+
+    def refuse(self, operation: Operation, target: Target, operation_id: str, now: float) -> Fault | None:
+        """The armed `unreachable` fault that refuses this operation before it starts (one use), or None."""
+        return self._take(operation, target, operation_id, now, unreachable=True)
+
+    def _take(
+        self, operation: Operation, target: Target, operation_id: str, now: float, *, unreachable: bool
+    ) -> Fault | None:
+        candidates = [
+            f
+            for f in self._faults.values()
+            if f.matches(operation, target) and (f.mode is FaultMode.UNREACHABLE) == unreachable
+        ]
         if not candidates:
             return None
         fault = min(candidates, key=lambda f: (not f.specificity[0], -f.specificity[1], f.seq))

@@ -172,6 +172,7 @@ class FabricManager:
         record = self.device(device_uuid)
         self._check_node(record, node)
         op = OperationInfo(uuid.uuid4().hex, Operation.ATTACH, device_uuid, node, self._clock())
+        self._reachable(op, record)
         if not self.store.begin_attach(device_uuid, node, op.id, op.started_at):
             # Lost the reservation: decide from the state that won. No await since begin_attach, so it is current.
             current = self.device(device_uuid)
@@ -193,6 +194,10 @@ class FabricManager:
         record = self.device(device_uuid)
         if node is not None:
             self._check_node(record, node)
+        self._reachable(
+            OperationInfo(uuid.uuid4().hex, Operation.DETACH, device_uuid, record.node or node or "", self._clock()),
+            record,
+        )
         if record.state is DeviceState.FREE:
             return OperationResult(False, record)
         if record.state is DeviceState.ATTACHED and node is not None and record.node != node:
@@ -235,6 +240,15 @@ class FabricManager:
                     device=current,
                 ) from None
             raise
+
+    def _reachable(self, op: OperationInfo, record: DeviceRecord) -> None:
+        """Refuse the operation, doing nothing, while an `unreachable` fault selects it."""
+        target = Target(op.device, record.name, record.fabric, record.model, op.node)
+        fault = self.faults.refuse(op.operation, target, op.id, self._clock())
+        if fault is not None:
+            raise FabricError(
+                503, "fabric_unreachable", f"the fabric is out of reach for {record.name} ({fault.id})", device=record
+            )
 
     def _forget(self, task: asyncio.Task[DeviceRecord]) -> None:
         for op_id, known in list(self._tasks.items()):

@@ -1,0 +1,115 @@
+"""Shared waits of the lifecycle scenarios: a device let go (detached and offered again, for good) and the binding
+conditions a namespace's claims ever showed True, both read from the run-wide record."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from kubernetes.client.exceptions import ApiException
+
+from conformance.cluster.waits import WaitTimeout, wait_for
+from conformance.observe.devices import Lease
+from conformance.observe.invariants import PERSIST_S
+from conformance.observe.recorder import PROBE_PERIOD_S, Recorder
+from conformance.observe.slices import allocation_results, device_conditions
+from conformance.observe.views import History
+from conformance.suite.scenario import Context
+
+
+def delete_pod(ctx: Context, ns: str, history: History, pod: str = "app") -> None:
+    """Delete the pod at once and the namespace's claims (a generated claim may be gone already)."""
+    ctx.cluster.core.delete_namespaced_pod(pod, ns, grace_period_seconds=0)
+    for claim in history.latest("claim"):
+        try:
+            ctx.cluster.resource.delete_namespaced_resource_claim(claim, ns)
+        except ApiException as exc:
+            if exc.status != 404:  # the resourceclaim controller may have removed the generated claim already
+                raise
+
+
+@dataclass
+class LetGo:
+    """How a device the scenario used ended: detached and offered again within the deadline, or not."""
+
+    devices: list[str]
+    deadline_s: float
+    after_s: float | None = None  # from the moment counted from to detached and offered again (for PERSIST_S)
+    down_s: float = 0.0  # seconds the scenario's own restart kept a role down after the release (added to the deadline)
+    last_seen: str = ""  # the wait's message when it ran out
+
+    def problem(self) -> str:
+        if self.after_s is not None and self.after_s <= self.deadline_s + self.down_s:
+            return ""
+        return self.last_seen or f"{self.devices} let go after {self.after_s}s, promised {self.deadline_s:g}s"
+
+
+def let_go(
+    ctx: Context, devices: list[str], lease: Lease, since: float, deadline_s: float, down_s: float = 0.0
+) -> LetGo:
+    """Wait until `devices` are detached (not in the probe) and offered again for PERSIST_S (identified entries: one
+    free entry each; count-based: no idle copy, and the pool offers every free device of the fabric but those a
+    failed attach lets it withhold: InvariantWatcher.counted_complete), counting
+    `deadline_s` from `since` (time.monotonic()). `down_s`: seconds after `since` the scenario itself kept a role of
+    the stack down (IMP-8 restarting it mid-detach): a role that is down cannot detach, so detachSeconds counts the
+    stack's up time; no one else's restart is counted (restart scenarios run alone)."""
+    probe, watcher = ctx.probe, ctx.invariants
+    assert probe is not None and watcher is not None, "the probe and the session's watcher are needed"
+    seen = LetGo(sorted(devices), deadline_s, down_s=round(down_s, 3))
+    met: list[float] = []
+
+    def observe() -> tuple[dict[str, tuple[str, str]], list[str]]:
+        states = {d: s for d, s in probe.now().items() if d in devices}
+        if lease.counted is not None:
+            complete, said = watcher.counted_complete(lease.counted.pool, lease.counted.model)
+            idle = [f for d in devices for f in watcher.free_entries(d)]
+            free = [said, *idle]
+            back = not idle and complete
+        else:
+            free = [f for d in devices for f in watcher.free_entries(d)]
+            back = all(len(watcher.free_entries(d)) == 1 for d in devices)
+        if not states and back:
+            met[:] = met or [time.monotonic()]
+        else:
+            met.clear()
+        return states, free
+
+    try:
+        wait_for(
+            observe,
+            lambda _: bool(met) and time.monotonic() - met[0] >= PERSIST_S,
+            timeout=max(0.0, since + seen.deadline_s + seen.down_s - time.monotonic()) + PERSIST_S + PROBE_PERIOD_S,
+            expected=f"{seen.devices} detached (not in the probe) and offered again for {PERSIST_S:g}s, within "
+            f"{deadline_s:g}s" + (f" (+{seen.down_s:g}s the scenario's restart kept a role down)" if down_s else ""),
+            describe=lambda o: f"probe: {o[0] if o else None}, free entries: {o[1] if o else None}",
+            interval=PROBE_PERIOD_S,
+            max_interval=PROBE_PERIOD_S,
+        )
+        seen.after_s = round(met[0] - since, 3)
+    except WaitTimeout as exc:
+        seen.last_seen = str(exc)
+    return seen
+
+
+def attached_at(probe: Recorder, device: str, node: str, since: float) -> float | None:
+    """When the fabric first answered that `device` is attached to `node` (the answer's sending time), since `since`
+    (time.time()); None if it never did."""
+    return next((s.sent for s in probe.samples(since) if s.states.get(device) == (node, "attached")), None)
+
+
+def unbacked_conditions(history: History, attached: float | None) -> list[str]:
+    """Binding conditions a claim of the namespace showed True before the fabric said the attach was done (`attached`,
+    None: it never was), one probe period of tolerance: a condition that claims an attach that had not happened."""
+    found = []
+    for event in history.events("claim"):
+        if attached is not None and event.at >= attached - PROBE_PERIOD_S:
+            continue
+        claim = event.obj
+        for result in allocation_results(claim):
+            wanted = set(result.get("bindingConditions") or ())
+            for type_, status in device_conditions(claim, result).items():
+                if type_ in wanted and status == "True":
+                    name = claim["metadata"]["name"]
+                    device = f"{result.get('pool')}/{result.get('device')}"
+                    found.append(f"claim {name} r{event.revision} {device}: {type_} True at {event.at:.3f}")
+    return found

@@ -1,0 +1,120 @@
+"""IMP-15: the fabric manager out of reach for a while.
+
+The fault injector's `unreachable` mode refuses every attach and detach of the scenario's device (count-based: to the
+scenario's own node) at once, doing nothing, as long as it is armed: the stack's fabric manager is out of reach for
+them. The pod is created; once the stack has tried the attach (the fault's hits) the outage lasts OUTAGE_S more. No
+binding condition may say the device is attached before the fabric did; after the outage everything converges: the
+pod ends bound where the fabric attached its device (a binding timeout on the way is accepted only where the outage
+alone reaches the bindingTimeout), and once it is gone the device is detached and offered again.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from conformance.cluster.manifests import pinned_pod
+from conformance.cluster.versions import PREBIND_POLL_S
+from conformance.cluster.waits import wait_for
+from conformance.implementation.faults import FaultInjector
+from conformance.observe.recorder import PROBE_PERIOD_S
+from conformance.suite.implementation.outcome import Outcome, bind_timeout, follow
+from conformance.suite.implementation.settle import LetGo, attached_at, let_go, unbacked_conditions
+from conformance.suite.scenario import Context, result_fixture, scenario
+
+OUTAGE_S = 6.0  # how long the fabric stays out of reach once the stack has met it
+
+
+@dataclass
+class Outage:
+    node: str
+    refused: int = 0  # attaches and detaches the fabric refused during the outage
+    attached_during: list[str] = field(default_factory=list)  # probe answers listing the device during the outage
+    unbacked: list[str] = field(default_factory=list)
+    timeout_expected: bool = False
+    outcome: Outcome | None = None
+    let_go: LetGo | None = None
+
+
+@scenario(
+    "fabric-unreachable",
+    "the fabric manager is out of reach for the pod's attach for a while: no condition claims an attach, all converge",
+    ("IMP-15",),
+    probe=True,
+    faults=True,
+)
+def fabric_unreachable(ctx: Context) -> Outage:
+    probe = ctx.probe
+    injector = ctx.profile.fault_injector
+    assert probe is not None and injector is not None  # probe=True, faults=True
+    node, lease, ns = ctx.remote_fabric(exclusive=ctx.counted)
+    seen = Outage(node)
+    faults = FaultInjector(
+        ctx.implementation.resolve(injector.url),
+        frozenset(lease.identities),
+        frozenset({node}) if ctx.counted else frozenset(),
+    )
+    target: dict[str, Any] = {"node": node} if ctx.counted else {"device": lease.identities[0]}
+    began = time.time()
+    with faults, ctx.history(ns) as history:
+        fault = faults.arm("unreachable", count=1_000_000, **target)
+        ctx.objects.create(pinned_pod("app", "gpu", node), ns)
+        hits = wait_for(
+            lambda: faults.hits(fault),
+            bool,
+            timeout=bind_timeout(ctx.profile),
+            expected=f"the stack to try the attach to {node} (the unreachable fault to refuse it)",
+            interval=PROBE_PERIOD_S,
+            max_interval=4 * PROBE_PERIOD_S,
+        )
+        met = time.time()
+        probe.after(met + OUTAGE_S, timeout=OUTAGE_S + 10)  # the outage goes on, observed
+        faults.disarm(fault)
+        back = time.time()
+        # The refusals may also hit the detach of a device left attached on the node before (count-based: faults by
+        # node): only devices the fabric did not list when the scenario began are the pod's.
+        first = probe.samples(began)
+        listed = set(first[0].states) if first else set()
+        devices = ({str(h["device"]) for h in hits} | set(lease.identities)) - listed
+        seen.refused = len(faults.hits(fault))
+        seen.attached_during = [
+            f"{s.sent:.3f} {d}: {s.states[d]}"
+            for s in probe.samples(began)
+            if s.sent < back
+            for d in devices
+            if d in s.states
+        ]
+        needed = (back - met) + ctx.profile.promises.attach_s + PREBIND_POLL_S
+        seen.timeout_expected = needed >= float(ctx.cluster.info.binding_timeout_s)
+        seen.outcome = follow(ctx, history, node, bind_timeout(ctx.profile) + float(ctx.cluster.info.binding_timeout_s))
+        used = sorted({i for i in seen.outcome.final_identities() if i})
+        first = min((a for d in used if (a := attached_at(probe, d, node, began)) is not None), default=None)
+        seen.unbacked = unbacked_conditions(history, first)
+    ctx.cluster.core.delete_namespaced_pod("app", ns, grace_period_seconds=0)
+    seen.let_go = let_go(ctx, used, lease, time.monotonic(), ctx.profile.promises.detach_s)
+    return seen
+
+
+outage = result_fixture("outage", "fabric-unreachable")
+
+
+@pytest.mark.requirement("IMP-15")
+def test_no_condition_claims_an_attach_while_the_fabric_is_out_of_reach(outage: Outage) -> None:
+    assert not outage.attached_during, f"the fabric was out of reach, yet it listed: {outage.attached_during[:5]}"
+    assert not outage.unbacked, (
+        f"binding conditions True before the fabric said the device was attached ({outage.refused} operations "
+        "refused during the outage):\n  " + "\n  ".join(outage.unbacked)
+    )
+
+
+@pytest.mark.requirement("IMP-15")
+def test_everything_converges_once_the_fabric_is_back(outage: Outage) -> None:
+    assert outage.outcome is not None
+    problems = outage.outcome.binding_problems(timeouts=outage.timeout_expected)
+    assert not problems, "\n".join(problems) + f"\n  {outage.outcome.describe()}"
+    assert outage.let_go is not None
+    problem = outage.let_go.problem()
+    assert not problem, f"after the pod was deleted: {problem}"

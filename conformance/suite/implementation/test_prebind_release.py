@@ -1,0 +1,216 @@
+"""IMP-13 and IMP-14: claims that go away, or time out, while their attach is in flight.
+
+- prebind-delete-slow / prebind-delete-hang: the pod is deleted (and its claim) while the claim waits in PreBind,
+  its attach slowed or hung; the hung attach is let go (completing) only once the claim is gone from the API. After
+  that, nothing of it may stay attached: the device is detached and offered again within detachSeconds of the
+  attach's end, and no binding condition ever said the device was attached before the fabric did.
+- late-attach-after-timeout: the attach hangs past the scheduler's bindingTimeout (the scheduler clears the
+  allocation), then completes. The device must not stay attached without a live allocation, and the pod must still
+  end bound where the fabric attached its device (by any allowed path: the timeout on the way is the scenario's).
+
+The physical device is the one the fault hit (count-based entries: the fault selects the attaches to the scenario's
+own node). The run-wide record judges IMP-10..12 over the same moments as well (test_fabric_truth.py).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+import pytest
+
+from conformance.cluster.manifests import pinned_pod
+from conformance.cluster.waits import wait_for
+from conformance.implementation.faults import FaultInjector
+from conformance.observe.recorder import PROBE_PERIOD_S
+from conformance.observe.views import SCHEDULE_S, History
+from conformance.suite.implementation.outcome import Outcome, bind_timeout, follow
+from conformance.suite.implementation.settle import LetGo, attached_at, delete_pod, let_go, unbacked_conditions
+from conformance.suite.scenario import Context, result_fixture, scenario
+
+SLOW_S = 6.0  # the slowed attach: still in flight well after the pod and its claim were deleted
+# The claim waits in PreBind this long with its attach in flight before the pod is deleted: a stack that reports the
+# attach before the fabric finished it has the time to show it.
+WAITING_S = 1.5
+
+
+@dataclass
+class Walk:
+    node: str
+    mode: str
+    device: str = ""  # the physical device whose attach the fault slowed or hung
+    in_flight: tuple[str, str] | None = None  # the probe's state of it when the claim went away (or timed out)
+    claim_gone_s: float | None = None  # from the deletion to the claim gone from the API
+    unbacked: list[str] = field(default_factory=list)  # conditions True before the fabric said attached
+    let_go: LetGo | None = None
+    outcome: Outcome | None = None  # late-attach: how the pod ended
+    timed_out: bool = False  # late-attach: the scheduler's binding timeout cleared the allocation
+
+
+def _arm(
+    ctx: Context, node: str, identities: frozenset[str], mode: Literal["slow", "hang"]
+) -> tuple[FaultInjector, str]:
+    injector = ctx.profile.fault_injector
+    assert injector is not None  # faults=True: skipped without one
+    faults = FaultInjector(
+        ctx.implementation.resolve(injector.url), identities, frozenset({node}) if ctx.counted else frozenset()
+    )
+    target = {"node": node} if ctx.counted else {"device": next(iter(identities))}
+    extra = {"delaySeconds": SLOW_S} if mode == "slow" else {}
+    return faults, faults.arm(mode, **target, **extra)
+
+
+def _attaching(
+    ctx: Context, faults: FaultInjector, fault: str, node: str, timeout: float
+) -> tuple[str, tuple[str, str]]:
+    """Wait until the fault hit an attach and the probe lists it; the device and its state."""
+    probe = ctx.probe
+    assert probe is not None
+
+    def seen() -> tuple[str, tuple[str, str]] | None:
+        hits = faults.hits(fault)
+        if not hits:
+            return None
+        device = str(hits[0]["device"])
+        state = probe.now().get(device)
+        return (device, state) if state else None
+
+    return wait_for(
+        seen,
+        bool,
+        timeout=timeout,
+        expected=f"an attach to {node} hit by fault {fault} and listed by the probe",
+        interval=PROBE_PERIOD_S,
+        max_interval=4 * PROBE_PERIOD_S,
+    )
+
+
+def _delete(ctx: Context, ns: str, history: History) -> float:
+    """Delete the pod and its claims; wait until the claims are gone from the API. Returns how long that took."""
+    began = time.monotonic()
+    delete_pod(ctx, ns, history)
+    history.wait(
+        lambda h: not h.latest("claim") or None,
+        timeout=SCHEDULE_S,
+        expected="the pod's claims gone from the API (deleted, finalizers done)",
+    )
+    return round(time.monotonic() - began, 3)
+
+
+def _prebind_delete(ctx: Context, mode: Literal["slow", "hang"]) -> Walk:
+    probe = ctx.probe
+    assert probe is not None  # probe=True
+    node, lease, ns = ctx.remote_fabric(exclusive=ctx.counted)
+    seen = Walk(node, mode)
+    faults, fault = _arm(ctx, node, frozenset(lease.identities), mode)
+    began = time.time()
+    with faults, ctx.history(ns) as history:
+        ctx.objects.create(pinned_pod("app", "gpu", node), ns)
+        seen.device, _ = _attaching(ctx, faults, fault, node, bind_timeout(ctx.profile))
+        seen.in_flight = probe.after(time.time() + WAITING_S, timeout=WAITING_S + 10).get(seen.device)
+        seen.claim_gone_s = _delete(ctx, ns, history)
+        ended = time.monotonic()
+        if mode == "hang":  # the attach completes only now, its claim gone
+            faults.release_fault(fault)
+        else:  # the slowed attach ends at most SLOW_S after it started
+            ended += SLOW_S
+        seen.let_go = let_go(ctx, [seen.device], lease, ended, ctx.profile.promises.detach_s)
+        seen.unbacked = unbacked_conditions(history, attached_at(probe, seen.device, node, began))
+    return seen
+
+
+for _mode in ("slow", "hang"):
+
+    def _run(ctx: Context, mode: Literal["slow", "hang"] = _mode) -> Walk:  # type: ignore[assignment]
+        return _prebind_delete(ctx, mode)
+
+    scenario(
+        f"prebind-delete-{_mode}",
+        f"the pod is deleted while its claim waits in PreBind, its attach {'slowed' if _mode == 'slow' else 'hung'}",
+        ("IMP-13",),
+        probe=True,
+        faults=True,
+    )(_run)
+
+
+@scenario(
+    "late-attach-after-timeout",
+    "the attach hangs past the binding timeout, then completes: no attachment without a live allocation, the pod binds",
+    ("IMP-14",),
+    probe=True,
+    faults=True,
+)
+def late_attach(ctx: Context) -> Walk:
+    probe = ctx.probe
+    assert probe is not None  # probe=True
+    node, lease, ns = ctx.remote_fabric(exclusive=ctx.counted)
+    seen = Walk(node, "hang")
+    timeout_s = float(ctx.cluster.info.binding_timeout_s)
+    faults, fault = _arm(ctx, node, frozenset(lease.identities), "hang")
+    with faults, ctx.history(ns) as history:
+        ctx.objects.create(pinned_pod("app", "gpu", node), ns)
+        seen.device, _ = _attaching(ctx, faults, fault, node, bind_timeout(ctx.profile))
+        history.wait(
+            lambda h: any(a.cleared_revision is not None for a in h.allocations()) or None,
+            timeout=timeout_s + SCHEDULE_S,
+            expected=f"the scheduler to clear the allocation after its bindingTimeout ({timeout_s:g}s)",
+        )
+        seen.timed_out = True
+        seen.in_flight = probe.now().get(seen.device)
+        released = time.monotonic()
+        faults.release_fault(fault)  # the late attach completes
+        seen.outcome = follow(ctx, history, node, bind_timeout(ctx.profile) + timeout_s)
+    used = {i for i in seen.outcome.final_identities() if i}
+    if seen.device not in used:  # bound with another device: the late one must be let go meanwhile
+        seen.let_go = let_go(ctx, [seen.device], lease, released, ctx.profile.promises.detach_s)
+    ctx.cluster.core.delete_namespaced_pod("app", ns, grace_period_seconds=0)
+    return seen
+
+
+slow = result_fixture("slow", "prebind-delete-slow")
+hang = result_fixture("hang", "prebind-delete-hang")
+late = result_fixture("late", "late-attach-after-timeout")
+
+
+def _check_prebind(walk: Walk) -> None:
+    assert walk.in_flight is not None and walk.in_flight[1] != "attached", (
+        f"the claim went away only after {walk.device} was attached ({walk.in_flight}): PreBind was not walked"
+    )
+    assert walk.let_go is not None
+    problem = walk.let_go.problem()
+    assert not problem, f"{walk.device} (attach {walk.mode}, claim deleted while attaching): {problem}"
+
+
+@pytest.mark.requirement("IMP-13")
+def test_a_slowed_attach_whose_pod_was_deleted_leaves_nothing_attached(slow: Walk) -> None:
+    _check_prebind(slow)
+
+
+@pytest.mark.requirement("IMP-13")
+def test_a_hung_attach_whose_pod_was_deleted_leaves_nothing_attached(hang: Walk) -> None:
+    _check_prebind(hang)
+
+
+@pytest.mark.requirement("IMP-13")
+def test_no_condition_claims_an_attach_that_did_not_happen(slow: Walk, hang: Walk) -> None:
+    found = slow.unbacked + hang.unbacked
+    assert not found, "binding conditions True before the fabric said the device was attached:\n  " + "\n  ".join(found)
+
+
+@pytest.mark.requirement("IMP-14")
+def test_the_pod_binds_after_a_late_attach(late: Walk) -> None:
+    assert late.outcome is not None
+    problems = late.outcome.binding_problems(timeouts=True)
+    assert not problems, "\n".join(problems) + f"\n  {late.outcome.describe()}"
+
+
+@pytest.mark.requirement("IMP-14")
+def test_a_late_attach_does_not_stay_without_a_live_allocation(late: Walk) -> None:
+    assert late.in_flight is not None and late.in_flight[1] != "attached", (
+        f"{late.device} was attached before the binding timeout ({late.in_flight}): the late attach was not walked"
+    )
+    if late.let_go is None:
+        return  # the pod was bound with the late-attached device: it has a live allocation
+    problem = late.let_go.problem()
+    assert not problem, f"{late.device} attached after its allocation timed out, pod bound with another: {problem}"

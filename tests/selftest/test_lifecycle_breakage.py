@@ -1,0 +1,53 @@
+"""The lifecycle scenarios (IMP-8's matrix, IMP-13, IMP-15) fail on the reference controller broken in the way each
+one is about (hidden --broken-* flags of fake-drivers/src/fake_drivers/controller/cli.py).
+
+Runs the real suite in a subprocess against its own local cluster (needs the cached binaries), with only the
+scenario's module selected.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from selftest.suite_runner import profile_variant, run_suite
+
+IMPL = "conformance/suite/implementation"
+
+
+@pytest.mark.parametrize(
+    ("flag", "module", "test", "says"),
+    [
+        (
+            "--broken-keep-unready-attach",
+            "test_prebind_release.py",
+            "test_a_hung_attach_whose_pod_was_deleted_leaves_nothing_attached",
+            "detached (not in the probe) and offered again",
+        ),
+        (
+            "--broken-report-while-attaching",
+            "test_prebind_release.py",
+            "test_no_condition_claims_an_attach_that_did_not_happen",
+            "True before the fabric said the device was attached",
+        ),
+        (
+            "--broken-forget-on-restart",
+            "test_restart.py",
+            "test_the_pod_binds_by_an_allowed_path_after_the_restart[attached-unreported]",
+            "the pod to be bound",
+        ),
+        (
+            "--broken-report-on-fabric-error",
+            "test_fabric_outage.py",
+            "test_no_condition_claims_an_attach_while_the_fabric_is_out_of_reach",
+            "True before the fabric said the device was attached",
+        ),
+    ],
+)
+def test_each_broken_variant_fails_its_scenario(tmp_path: Path, flag: str, module: str, test: str, says: str) -> None:
+    profile = profile_variant(tmp_path, '"--mode", "keep-in-pool"]', f'"--mode", "keep-in-pool", "{flag}"]')
+    code, out, outcomes = run_suite(tmp_path / "junit.xml", "--profile", str(profile), target=f"{IMPL}/{module}")
+    assert code == 1, f"expected a failure (exit 1), got {code}:\n{out[-3000:]}"
+    assert outcomes.get(test) == "failure", f"{test} did not fail with {flag}: {outcomes}\n{out[-3000:]}"
+    assert says in out, out[-4000:]

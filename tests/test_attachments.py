@@ -94,6 +94,40 @@ def test_a_device_detached_while_its_pod_runs_breaks_imp10_and_imp11() -> None:
     assert "pod ns/p bound on n1" in found["IMP-10"][0] and "says free" in found["IMP-10"][0]
 
 
+def _deleting_pod(rv: int) -> dict[str, Any]:
+    pod = _pod(rv, "n1")
+    pod["metadata"]["deletionTimestamp"] = "2026-12-03T00:00:00Z"
+    return pod
+
+
+def test_a_claim_the_control_plane_released_ends_the_use_of_a_pod_still_being_deleted() -> None:
+    """Seen on 1.35 (SCALE-1): the pod lingered with a deletionTimestamp, kube-controller-manager deallocated its
+    claim, the implementation detached: correct. A detach before the release, or of a pod not being deleted, is not."""
+    events = [
+        (T0 + 1, "claim", "ADDED", _claim(10, "n1", False)),
+        (T0 + 2, "claim", "MODIFIED", _claim(11, "n1", True)),
+        (T0 + 3, "pod", "MODIFIED", _pod(12, "n1")),
+        (T0 + 8, "pod", "MODIFIED", _deleting_pod(13)),
+        (T0 + 9, "claim", "DELETED", _claim(14, "n1", True)),
+    ]
+    assert _judge(_record(events, _probe(T0 + 20, (T0 + 1.5, T0 + 10)))) == {}
+    assert "IMP-10" in _judge(_record(events, _probe(T0 + 20, (T0 + 1.5, T0 + 7))))
+    running = [e for e in events if e[3]["metadata"].get("deletionTimestamp") is None]
+    assert "IMP-10" in _judge(_record(running, _probe(T0 + 20, (T0 + 1.5, T0 + 10))))
+
+
+def test_an_allocation_pinned_to_another_node_is_not_the_one_the_pod_bound_with() -> None:
+    """Seen on reschedule-to-local under load: the claim stream recorded the reallocation after the bind; the fabric
+    allocation on n2 (attached there) is not judged against the pod on n1."""
+    events = [
+        (T0 + 1, "claim", "ADDED", _claim(10, "n2", True)),
+        (T0 + 3, "pod", "MODIFIED", _pod(12, "n1")),
+        (T0 + 3.2, "claim", "DELETED", _claim(13, "n2", True)),
+    ]
+    found = _judge(_record(events, _probe(T0 + 8, (T0 + 1.5, T0 + 6), node="n2")))
+    assert "IMP-10" not in found, found
+
+
 def test_a_condition_true_while_the_attach_is_in_flight_breaks_imp11() -> None:
     rec = _life(detached_at=T0 + 12, condition_at=T0 + 1.2)  # the probe lists U0 only from +1.5
     assert set(_judge(rec)) == {"IMP-11"}

@@ -74,6 +74,7 @@ class Used:
     revision: int
     gone: float | None
     claims: list[str]
+    deleting: float | None = None  # first seen with a deletionTimestamp
 
 
 @dataclass
@@ -181,6 +182,8 @@ def usages(records: Iterable[Record]) -> list[Used]:
             out[name] = Used(name, node, r.at, r.revision or 0, None, claims)
         elif name in out:
             out[name].claims = sorted(set(out[name].claims) | set(claims))
+        if name in out and out[name].deleting is None and (r.obj.get("metadata") or {}).get("deletionTimestamp"):
+            out[name].deleting = r.at
     return list(out.values())
 
 
@@ -235,8 +238,15 @@ class Judge:
     ) -> None:
         rule = "IMP-10"
         for u in used:
+            # The scheduler binds a pod only where its claims' allocations allow: an allocation pinned to another node
+            # is not the one it bound with (the claim stream may record a reallocation after the bind, under load).
             devices = [
-                h for h in held if h.claim in u.claims and h.start <= u.bound and (h.end is None or h.end > u.bound)
+                h
+                for h in held
+                if h.claim in u.claims
+                and h.node in (None, u.node)
+                and h.start <= u.bound
+                and (h.end is None or h.end > u.bound)
             ]
             for h in devices:
                 if h.identity is None:
@@ -245,7 +255,13 @@ class Judge:
                 if h.identity not in fabric:
                     continue
                 v.count(rule)
-                until = None if u.gone is None else u.gone - self.period  # the pod stream may lag the release
+                ends = [u.gone]
+                if u.deleting is not None and h.end is not None and h.end >= u.deleting:
+                    # The control plane released the claim of a pod being deleted (kube-controller-manager does once
+                    # the pod no longer runs): the pod's use ended there, even if its object lingers (kwok, finalizers).
+                    ends.append(h.end)
+                known = [t for t in ends if t is not None]
+                until = min(known) - self.period if known else None  # the pod stream may lag the release
                 wrong = [
                     s for s in _within(samples, u.bound, until) if s.states.get(h.identity) != (u.node, "attached")
                 ]

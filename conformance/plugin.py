@@ -151,9 +151,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(RequirementReporter(config), "dra-conformance-requirements")
     config.addinivalue_line("markers", "requirement(id): the catalogue requirement a test checks, e.g. API-2")
     # SIGINT and SIGTERM stop the run at once; the implementation's and the cluster's teardown still run (shielded).
-    # Said past pytest's capture: the session's fixtures are torn down inside the last test's teardown phase, whose
-    # captured output is shown only for a failing test (a signal arriving while the implementation stopped went unsaid).
-    interrupts.install(_progress(config))
+    interrupts.install()
     _FULL_TRACE[0] = bool(config.getoption("fulltrace", False))
     try:
         parse_version(config.getoption("--k8s-version"))

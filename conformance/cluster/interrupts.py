@@ -8,6 +8,8 @@ Later signals only say that the run is stopping; the third restores the default 
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import sys
 import threading
@@ -32,8 +34,16 @@ class _State:
 _state = _State()
 
 
+_STDERR: list[int] = []  # a copy of fd 2 taken at install(), before any capture redirected it
+
+
 def _say(message: str) -> None:
-    print(f"[dra-conformance] {message}", file=sys.__stderr__, flush=True)
+    """One line on the terminal the run was started from. Written to the copy of fd 2 taken at install(): pytest
+    captures fd 2 inside each test's phases, and the session's fixtures (the implementation's stop, the cluster's
+    deletion) are torn down inside the last test's teardown, where a captured line is shown only for a failure."""
+    line = f"[dra-conformance] {message}\n".encode()
+    with contextlib.suppress(OSError):  # the terminal is gone: nothing to tell
+        os.write(_STDERR[0] if _STDERR else sys.__stderr__.fileno(), line)
 
 
 def interrupted() -> str | None:
@@ -45,6 +55,8 @@ def install(say: Callable[[str], None] = _say) -> None:
     """Handle SIGINT and SIGTERM in this process (main thread only; leaves handlers someone else set)."""
     if threading.current_thread() is not threading.main_thread():
         return
+    if not _STDERR:
+        _STDERR.append(os.dup(sys.__stderr__.fileno()))
 
     def handler(signum: int, _frame: FrameType | None) -> None:
         CANCELLED.set()

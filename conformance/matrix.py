@@ -8,11 +8,13 @@ suite run already keeps the machine's cores busy with its scenarios side by side
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import IO
 
 from conformance.cluster.toolchain.build import ensure_binaries
 from conformance.cluster.toolchain.cache import Cache, default_cache_root
@@ -20,6 +22,21 @@ from conformance.cluster.versions import RELEASES, KubeVersion, parse_version
 from conformance.report.matrix import RUN_RECORD, Matrix, ReleaseRun, load_run, write_matrix
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run_to_its_end(cmd: list[str], log: IO[str]) -> int:
+    """Run one release's suite. On Ctrl-C or SIGTERM the suite is asked to stop (SIGINT) and waited for: it removes
+    its implementation and cluster within seconds. subprocess.run would kill it after 0.25 s and leave both running."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM too: stop the way Ctrl-C does
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGINT)  # a Ctrl-C on a terminal reached it already: a second one only says so
+        proc.wait()
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def supported_versions() -> list[KubeVersion]:
@@ -69,7 +86,7 @@ def run_release(
     (folder / "conformance-report.yaml").unlink(missing_ok=True)  # never read a previous run's report
     started = time.monotonic()
     with (folder / "pytest.log").open("w") as log:
-        code = subprocess.run(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, check=False).returncode
+        code = _run_to_its_end(cmd, log)
     seconds = round(time.monotonic() - started, 1)
     (folder / RUN_RECORD).write_text(json.dumps({"exit_code": code, "run_seconds": seconds}) + "\n")
     tail = "\n".join((folder / "pytest.log").read_text(errors="replace").strip().splitlines()[-3:])

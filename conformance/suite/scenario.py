@@ -22,7 +22,7 @@ import pytest
 from conformance.cluster.client import USER_AGENT, Cluster
 from conformance.cluster.manifests import RESOURCE_API, claim_template
 from conformance.cluster.objects import ObjectTracker
-from conformance.cluster.providers.base import NodeSpec
+from conformance.cluster.providers.base import ClusterInfo, NodeSpec
 from conformance.cluster.waits import wait_for
 from conformance.implementation.harness import Implementation
 from conformance.implementation.profile import Profile
@@ -115,6 +115,14 @@ class ScenarioFailed:
     the test runs, so each test of the scenario is FAILED with the scenario's evidence (not a setup ERROR)."""
 
     error: Exception
+
+
+def skip_if_binding_timeout_fixed(info: ClusterInfo) -> None:
+    """Scenarios that wait for the scheduler's binding timeout cannot wait out a fixed one (1.34: 600 s)."""
+    if not info.binding_timeout_configurable:
+        pytest.skip(
+            f"Kubernetes {info.version} fixes the binding timeout at {info.binding_timeout_s}s: too long to wait"
+        )
 
 
 def result_fixture(fixture: str, name: str) -> Any:

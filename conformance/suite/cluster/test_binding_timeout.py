@@ -15,7 +15,7 @@ import pytest
 
 from conformance.observe.views import SCHEDULE_S, Allocation, Binding
 from conformance.suite.cluster.owned import PREBIND_POLL_S, start
-from conformance.suite.scenario import ClusterContext, result_fixture, scenario
+from conformance.suite.scenario import ClusterContext, result_fixture, scenario, skip_if_binding_timeout_fixed
 
 TIMEOUT_TEXT = "binding timeout"
 
@@ -50,10 +50,7 @@ class Timeout:
 )
 def binding_timeout(ctx: ClusterContext) -> Timeout:
     info = ctx.cluster.info
-    if not info.binding_timeout_configurable:
-        pytest.skip(
-            f"Kubernetes {info.version} fixes the binding timeout at {info.binding_timeout_s}s: too long to wait"
-        )
+    skip_if_binding_timeout_fixed(info)
     driver, nodes = start(ctx)
     run = Timeout(nodes[0], float(info.binding_timeout_s))
     driver.fabric_pool([run.node])

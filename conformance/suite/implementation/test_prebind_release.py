@@ -27,7 +27,7 @@ from conformance.observe.recorder import PROBE_PERIOD_S
 from conformance.observe.views import SCHEDULE_S, History
 from conformance.suite.implementation.outcome import Outcome, bind_timeout, follow
 from conformance.suite.implementation.settle import LetGo, attached_at, delete_pod, let_go, unbacked_conditions
-from conformance.suite.scenario import Context, result_fixture, scenario
+from conformance.suite.scenario import Context, result_fixture, scenario, skip_if_binding_timeout_fixed
 
 SLOW_S = 6.0  # the slowed attach: still in flight well after the pod and its claim were deleted
 # The claim waits in PreBind this long with its attach in flight before the pod is deleted: a stack that reports the
@@ -145,10 +145,7 @@ def late_attach(ctx: Context) -> Walk:
     probe = ctx.probe
     assert probe is not None  # probe=True
     info = ctx.cluster.info
-    if not info.binding_timeout_configurable:  # 1.34: the scenario would wait 600 s for the timeout
-        pytest.skip(
-            f"Kubernetes {info.version} fixes the binding timeout at {info.binding_timeout_s}s: too long to wait"
-        )
+    skip_if_binding_timeout_fixed(info)
     node, lease, ns = ctx.remote_fabric(exclusive=ctx.counted)
     seen = Walk(node, "hang")
     timeout_s = float(info.binding_timeout_s)

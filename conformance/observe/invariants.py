@@ -169,11 +169,13 @@ class InvariantWatcher:
 
     def identity_of(self, pool: str, device: str) -> str | None:
         """The physical identity of a published copy, as last seen in any slice of the run (None: never shown)."""
+        self.follow()  # all the record holds, not what the watcher's last round took in
         with self._lock:
             return self._identity.get((pool, device))
 
     def node_of(self, pool: str, device: str) -> str | None:
         """The node of the node-local slice that published this copy; "" for a pool without nodeName."""
+        self.follow()
         with self._lock:
             return self._node_of.get((pool, device))
 

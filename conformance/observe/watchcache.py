@@ -74,38 +74,52 @@ class WatchCache:
             return list(self._objects.values())
 
     def _run(self) -> None:
+        version: str | None = None
         while not self._stop.is_set():
             try:
-                self._watch(self._relist())
+                version = self._watch(version or self._relist())
             except (ApiException, OSError, HTTPError, ValueError) as exc:  # apiserver restart, 410 Gone: list again
                 self.errors.append(repr(exc))
+                version = None
                 self._stop.wait(0.5)
 
     def _relist(self) -> str:
+        """List anew. An object the last list or watch had and this list has not was deleted in between: it gets
+        its DELETED event (its last known state), as client-go's informers do; otherwise an observer would take
+        an object deleted while the watch was down as still there (a pod still bound to the run's end)."""
         response = self._func(*self._args, label_selector=self._selector, _preload_content=False)
         body = json.loads(response.data)
+        listed = {_key(o): o for o in body["items"]}
         with self._lock:
-            self._objects = {_key(o): o for o in body["items"]}
+            vanished = [o for k, o in self._objects.items() if k not in listed]
+            self._objects = listed
+        for obj in vanished:
+            self._emit("DELETED", obj)
         for obj in body["items"]:
             self._emit("SYNC", obj)
         self._synced.set()
         return body["metadata"]["resourceVersion"]
 
-    def _watch(self, version: str) -> None:
+    def _watch(self, version: str) -> str | None:
+        """Watch from `version` for one window; the version to resume from (None: stopped)."""
         stream = self._stream = watch.Watch()
         if self._stop.is_set():
-            return
+            return None
         events = stream.stream(
             self._func,
             *self._args,
             label_selector=self._selector,
             resource_version=version,
             timeout_seconds=WATCH_WINDOW_S,
+            allow_watch_bookmarks=True,  # the server says how far it got: the next window resumes there, not older
         )
         for event in events:
             kind, obj = event["type"], event["raw_object"]
             if kind == "ERROR":
                 raise ValueError(f"watch of {self.plural}: {obj.get('message', obj)}")
+            version = obj["metadata"].get("resourceVersion") or version
+            if kind == "BOOKMARK":
+                continue
             with self._lock:
                 if kind == "DELETED":
                     self._objects.pop(_key(obj), None)
@@ -114,7 +128,10 @@ class WatchCache:
             self._emit(kind, obj)
             if self._stop.is_set():
                 stream.stop()
-                return
+                return None
+        # The window ended: resume from the last version seen, with nothing missed in between (a relist would
+        # also cost a full list of every object each minute). A version too old by then is a 410: list again.
+        return version
 
     def _emit(self, kind: str, obj: dict[str, Any]) -> None:
         if self._on_event is not None:

@@ -83,12 +83,13 @@ def _spare_machine(ctx: Context) -> tuple[str, NodeSpec]:
     )
 
 
-def _released(history: History) -> float | None:
-    """When the record first showed every claim of the namespace deallocated or deleted (None: not yet)."""
-    claims: dict[str, bool] = {}
+def _released(history: History, since: float) -> float | None:
+    """When the record first showed every claim of the namespace deallocated or deleted after `since` (None: not
+    yet)."""
+    claims: dict[str, bool] = {}  # claim -> allocated, as of each change in order
     for e in history.events("claim"):
         claims[e.name] = not e.deleted and bool(allocation_results(e.obj))
-        if claims and not any(claims.values()):
+        if e.at >= since and not any(claims.values()):
             return e.at
     return None
 
@@ -138,7 +139,7 @@ def node_deleted(ctx: Context) -> NodeGone:
         ctx.say(f"deleted node {node} with {identity} attached; waiting for the control plane to release the claim")
         try:
             released = wait_for(
-                lambda: _released(history),
+                lambda: _released(history, deleted),
                 lambda at: at is not None,
                 timeout=RELEASE_BOUND_S,
                 expected=f"the claim of the pod on the deleted node {node} released (pod garbage collection, then the "

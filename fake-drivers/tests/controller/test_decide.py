@@ -247,18 +247,6 @@ def test_an_idle_device_on_a_deleted_node_is_hidden_at_once_no_pod_can_reuse_it_
     assert held.create_taints == [] and held.detaches == [], "still allocated: the control plane has not released it"
 
 
-def test_broken_keep_on_deleted_node_never_detaches_a_device_left_on_a_deleted_node() -> None:
-    broken = Settings(driver=DRIVER, idle_grace_s=10, taint_settle_s=1, broken_keep_on_deleted_node=True)
-    device = dev(0, "attached", "node-gone")
-    guard = rule(Purpose.DETACH, device)
-    snap = Snapshot((device,), (), (), (guard,), frozenset({"node-0"}))
-    plan = decide(broken, snap, Memory(idle_since={device.uuid: NOW - 100}), NOW)
-    assert plan.detaches == [] and plan.create_taints == []
-    on_a_live_node = dev(0, "attached", "node-0")
-    live = Snapshot((on_a_live_node,), (), (), (guard,), frozenset({"node-0"}))
-    assert decide(broken, live, Memory(idle_since={device.uuid: NOW - 100}), NOW).detaches, "only deleted nodes"
-
-
 def test_a_device_claimed_again_before_its_detach_keeps_its_attachment() -> None:
     device = dev(0, "attached", "node-0")
     guard = rule(Purpose.DETACH, device)

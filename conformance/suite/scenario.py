@@ -206,7 +206,7 @@ class Context(ClusterContext):
     invariants: InvariantWatcher | None = None
     # Nodes the scenario added for itself (IMP-16), tainted so that no other scenario's pod lands there: live_nodes()
     # leaves them out, so they are added here for this scenario's own leases and reach.
-    own_nodes: list[NodeSpec] = field(default_factory=list)
+    own_nodes: list[str] = field(default_factory=list)
     _classes: int = 0
 
     @property
@@ -219,7 +219,9 @@ class Context(ClusterContext):
         nodes this scenario added for itself."""
         live = self.invariants.live_nodes() if self.invariants else list(self.cluster.info.nodes)
         names = {n.name for n in live}
-        return live + [n for n in self.own_nodes if n.name not in names]
+        current = {n["metadata"]["name"]: n for n in self.record.live("node")}  # labels as they are now
+        own = [n for n in self.own_nodes if n in current and n not in names]
+        return live + [NodeSpec(n, dict(current[n]["metadata"].get("labels") or {})) for n in own]
 
     @property
     def counted(self) -> bool:

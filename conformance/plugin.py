@@ -194,15 +194,39 @@ def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> N
     took seconds on a busy machine (--full-trace keeps it whole)."""
     if excinfo.type is not KeyboardInterrupt:  # pytest's own stops (collection errors, -x) come here too
         return
-    CANCELLED.set()
-    print(
-        f"[dra-conformance] interrupted ({interrupts.interrupted() or 'SIGINT'}): stopping the scenarios, "
-        "the implementation and the cluster; the reports will cover what ran",
-        file=sys.stderr,
-        flush=True,
-    )
+    _announce_interrupt()
     if not _FULL_TRACE[0]:
         excinfo.traceback = excinfo.traceback[-1:]
+
+
+_ANNOUNCED: list[bool] = []
+
+
+def _announce_interrupt() -> None:
+    """Once per run: the run is stopping, and what it will still do."""
+    CANCELLED.set()
+    if _ANNOUNCED:
+        return
+    _ANNOUNCED.append(True)
+    interrupts.say(  # not through pytest's capture, which shows a phase's output only for a failure
+        f"interrupted ({interrupts.interrupted() or 'SIGINT'}): stopping the scenarios, "
+        "the implementation and the cluster; the reports will cover what ran"
+    )
+
+
+def swallowed_interrupt(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> bool:
+    """A phase that failed because the interrupt landed inside a library that turned it into its own error
+    (pydantic builds the kubernetes client's validators lazily and wraps a KeyboardInterrupt raised meanwhile in a
+    SchemaError): report it as interrupted, not as a finding, and stop the run after this test as the interrupt
+    asked."""
+    if not (report.failed and call.excinfo is not None and interrupts.arrived_between(call.start, call.stop)):
+        return False
+    stopped_by = f"interrupted by {interrupts.interrupted()}"
+    report.outcome = "skipped"
+    report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {stopped_by} ({call.excinfo.typename})")
+    item.session.shouldstop = stopped_by
+    _announce_interrupt()
+    return True
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -556,6 +580,7 @@ class RequirementReporter:
         self.requirement_of: dict[str, str] = {}
         self.outcomes = Outcomes()
         self.reasons: dict[tuple[str, str], str] = {}  # (nodeid, phase) -> the exception's message and evidence
+        self.interrupted: set[str] = set()  # tests whose phase failed only because the interrupt landed in it
         self.module_of: dict[str, str] = {}
         self.summary: dict[str, dict[str, Any]] = {}
         self.packaging = ""
@@ -606,6 +631,9 @@ class RequirementReporter:
         """Keep the exception's own message (with the evidence the check put in it) while pytest still has it."""
         outcome = yield
         report: pytest.TestReport = outcome.get_result()
+        if swallowed_interrupt(item, call, report):
+            self.interrupted.add(item.nodeid)  # not reached, as with any interrupt: its requirement is not-covered
+            return
         if report.failed and item.nodeid in self.requirement_of:
             reason = report_reason(report, call.excinfo)
             self.reasons[(item.nodeid, report.when)] = reason
@@ -616,7 +644,7 @@ class RequirementReporter:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         requirement = self.requirement_of.get(report.nodeid)
-        if requirement is None or (report.when != "call" and report.passed):
+        if requirement is None or (report.when != "call" and report.passed) or report.nodeid in self.interrupted:
             return
         reason = ""
         if report.failed or report.skipped:

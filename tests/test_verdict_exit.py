@@ -117,3 +117,35 @@ def test_a_headline_ending_in_a_colon_keeps_its_first_item() -> None:
         headline(reason)
         == "InvariantViolated: scenario s: invariants broken while it ran: 07:55:24.092 held-twice u-1: a, b"
     )
+
+
+def test_an_interrupt_a_library_wrapped_in_its_own_error_still_stops_the_run(
+    pytester: pytest.Pytester, tmp_path
+) -> None:
+    """pydantic (the kubernetes client's validators) turns a KeyboardInterrupt raised while it builds a schema into
+    a SchemaError: the run must still stop as interrupted, and not report the wrapped error as a finding."""
+    pytester.makepyfile(
+        test_reqs="""
+import os, signal, time
+import pytest
+
+@pytest.mark.requirement("API-1")
+def test_api_1():
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+    except KeyboardInterrupt as exc:
+        raise RuntimeError(f"Error building validator: {exc!r}") from None
+
+@pytest.mark.requirement("API-2")
+def test_api_2():
+    pass
+"""
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--reports-dir={tmp_path}")
+    assert result.ret == pytest.ExitCode.INTERRUPTED, result.outlines[-20:]
+    result.stderr.fnmatch_lines(["*interrupted (SIGTERM)*"])
+    report = yaml.safe_load((tmp_path / "conformance-report.yaml").read_text())
+    outcomes = {rid: r["outcome"] for rid, r in report["requirements"].items()}
+    assert outcomes["API-1"] == "not-covered" and outcomes["API-2"] == "not-covered", outcomes
+    assert report["interrupted"] == "SIGTERM"

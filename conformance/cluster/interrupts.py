@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ FORCE_AFTER = 3
 @dataclass
 class _State:
     signal: int | None = None
+    at: float | None = None  # time.time() of the first signal
     count: int = 0
     shield: int = 0
 
@@ -37,7 +39,7 @@ _state = _State()
 _STDERR: list[int] = []  # a copy of fd 2 taken at install(), before any capture redirected it
 
 
-def _say(message: str) -> None:
+def say(message: str) -> None:
     """One line on the terminal the run was started from. Written to the copy of fd 2 taken at install(): pytest
     captures fd 2 inside each test's phases, and the session's fixtures (the implementation's stop, the cluster's
     deletion) are torn down inside the last test's teardown, where a captured line is shown only for a failure."""
@@ -51,7 +53,12 @@ def interrupted() -> str | None:
     return signal.Signals(_state.signal).name if _state.signal is not None else None
 
 
-def install(say: Callable[[str], None] = _say) -> None:
+def arrived_between(start: float, stop: float) -> bool:
+    """Whether the first signal arrived within [start, stop] (time.time() values, as pytest's CallInfo has)."""
+    return _state.at is not None and start <= _state.at <= stop
+
+
+def install(say: Callable[[str], None] = say) -> None:
     """Handle SIGINT and SIGTERM in this process (main thread only; leaves handlers someone else set)."""
     if threading.current_thread() is not threading.main_thread():
         return
@@ -63,7 +70,7 @@ def install(say: Callable[[str], None] = _say) -> None:
         _state.count += 1
         name = signal.Signals(signum).name
         if _state.signal is None:
-            _state.signal = signum
+            _state.signal, _state.at = signum, time.time()
         elif _state.count >= FORCE_AFTER:
             say(f"{name} again: giving up on a clean stop")
             for sig in SIGNALS:
@@ -99,5 +106,5 @@ def shield_from_now_on() -> None:
 
 def reset() -> None:
     """Forget an interrupt (tests of this module; a new run in the same process)."""
-    _state.signal, _state.count, _state.shield = None, 0, 0
+    _state.signal, _state.at, _state.count, _state.shield = None, None, 0, 0
     CANCELLED.clear()

@@ -28,6 +28,7 @@ from conformance.observe.views import binding_state
 
 PERSIST_S = 1.0
 EVALUATE_EVERY_S = 0.2
+RECORD_LAG_S = 5.0  # how far one watch stream of the record may trail another
 
 
 @dataclass(frozen=True)
@@ -152,13 +153,29 @@ class InvariantWatcher:
                 if ident := device_identity(d, self.attribute, self.driver):
                     self._identity[(pool, d["name"])] = ident
 
+    def published(self, devices: Iterable[tuple[str, str]], timeout: float = RECORD_LAG_S) -> None:
+        """Wait (at most `timeout`) until every copy in `devices` has been seen in a slice. An allocation names a copy
+        the scheduler saw published, but the record's claim and slice streams arrive independently: the claim's
+        event can come first. A copy never published is left unknown after the timeout, for the check to say so."""
+        wanted = set(devices)
+        deadline = time.monotonic() + timeout
+        while True:
+            self.follow()
+            with self._lock:
+                if all(d in self._node_of for d in wanted):
+                    return
+            if time.monotonic() >= deadline or self._stop.wait(EVALUATE_EVERY_S):
+                return
+
     def identity_of(self, pool: str, device: str) -> str | None:
         """The physical identity of a published copy, as last seen in any slice of the run (None: never shown)."""
+        self.follow()  # all the record holds, not what the watcher's last round took in
         with self._lock:
             return self._identity.get((pool, device))
 
     def node_of(self, pool: str, device: str) -> str | None:
         """The node of the node-local slice that published this copy; "" for a pool without nodeName."""
+        self.follow()
         with self._lock:
             return self._node_of.get((pool, device))
 

@@ -111,4 +111,4 @@ def test_suite_passes_on_an_implementation_it_does_not_start(kept_cluster: Path,
     # Then the suite's verdict: the whole suite passes on the implementation it did not start.
     assert code == 0, out[-5000:]
     assert "failure" not in outcomes.values() and "error" not in outcomes.values(), outcomes
-    assert outcomes.get("test_the_attach_in_flight_at_the_restart_completes_and_the_pod_binds") == "passed", outcomes
+    assert outcomes.get("test_the_pod_binds_by_an_allowed_path_after_the_restart") == "passed", outcomes

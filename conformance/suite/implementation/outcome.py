@@ -163,6 +163,8 @@ def outcome(ctx: Context, history: History, node: str) -> Outcome:
         ]
         final = live[-1] if live else None
     devices = {d for a in allocations for d in a.devices}
+    if ctx.invariants:
+        ctx.invariants.published(devices)
     seen = Outcome(
         node=node,
         model=ctx.profile.binding_model,

@@ -98,7 +98,9 @@ def _wave(ctx: Context, device_class_name: str, count: int, label: str, nodes: l
         if time.time() - reported[0] > 10:
             reported[0] = time.time()
             ctx.say(f"SCALE-1 {label}: {len(seen.bound)}/{count} bound, {len(allocated - bound_claims)} waiting")
-        return len(seen.bound) >= count
+        # A bound pod's claim was allocated before the binding, but the record's claim stream may trail its pod
+        # stream: wait until it shows every bound pod's claim allocated, which the checks below read.
+        return len(seen.bound) >= count and bound_claims <= allocated
 
     trace = wait_for(
         lambda: _Seen.of(history),
@@ -114,7 +116,8 @@ def _wave(ctx: Context, device_class_name: str, count: int, label: str, nodes: l
         claim = trace.claims[trace.claim_of(name)]
         results = allocation_results(claim)
         devices |= {result_key(r) for r in results}
-        terms = claim["status"]["allocation"].get("nodeSelector", {}).get("nodeSelectorTerms", [])
+        allocation = (claim.get("status") or {}).get("allocation") or {}
+        terms = (allocation.get("nodeSelector") or {}).get("nodeSelectorTerms", [])
         nodes = {v for t in terms for f in t.get("matchFields", []) for v in f.get("values", [])}
         if nodes and trace.bound[name][0] not in nodes:
             misplaced.append(f"{name} on {trace.bound[name][0]}, allocation on {sorted(nodes)}")

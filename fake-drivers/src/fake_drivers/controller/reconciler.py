@@ -59,6 +59,7 @@ class Caches:
 
 
 CONDITION_WRITERS = 8
+SLOW_PASS_S = 2.0
 NODES_READ_S = 1.0  # the node list is read at most this often (only while a device is attached)
 
 
@@ -117,9 +118,12 @@ class Reconciler:
         while not stop.is_set():
             self._wake.wait(self.poll_s)
             self._wake.clear()
+            began = time.monotonic()
             try:
                 self.reconcile_once()
                 self._report_problem("")
+                if (took := time.monotonic() - began) > SLOW_PASS_S:  # every timer of the stack waits on passes
+                    log.info("slow reconcile pass: %.1fs", took)
             except FabricUnavailable as exc:
                 self._report_problem(str(exc))
             except ApiException as exc:

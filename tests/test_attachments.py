@@ -116,6 +116,22 @@ def test_a_claim_the_control_plane_released_ends_the_use_of_a_pod_still_being_de
     assert "IMP-10" in _judge(_record(running, _probe(T0 + 20, (T0 + 1.5, T0 + 10))))
 
 
+def test_a_deleted_node_ends_the_use_of_its_pod_for_imp10() -> None:
+    """IMP-16: a stack may detach from a node that is gone before the pod garbage collector removes the pod (40-80 s
+    later); IMP-10 asks for the attachment only until the node's deletion. A detach before it still breaks IMP-10."""
+    node = {"metadata": {"name": "n1", "namespace": "", "resourceVersion": "13"}}
+    events = [
+        (T0 + 1, "claim", "ADDED", _claim(10, "n1", False)),
+        (T0 + 2, "claim", "MODIFIED", _claim(11, "n1", True)),
+        (T0 + 3, "pod", "MODIFIED", _pod(12, "n1")),
+        (T0 + 6, "node", "DELETED", node),
+        (T0 + 10, "pod", "DELETED", _pod(14, "n1")),
+        (T0 + 11, "claim", "DELETED", _claim(15, "n1", True)),
+    ]
+    assert "IMP-10" not in _judge(_record(events, _probe(T0 + 20, (T0 + 1.5, T0 + 7))))
+    assert "IMP-10" in _judge(_record(events, _probe(T0 + 20, (T0 + 1.5, T0 + 5))))
+
+
 def test_an_allocation_pinned_to_another_node_is_not_the_one_the_pod_bound_with() -> None:
     """Seen on reschedule-to-local under load: the claim stream recorded the reallocation after the bind; the fabric
     allocation on n2 (attached there) is not judged against the pod on n1."""

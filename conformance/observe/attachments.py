@@ -4,9 +4,9 @@ Three rules (catalogue IMP-10..12), each compared moment by moment: the record k
 with the time its watch delivered it, and every probe answer with the time its request was sent and the time the
 answer came back, so an answer is the fabric's state at some moment inside [sent, received]:
 
-- IMP-10 attached while used: from the moment a pod is seen bound until it is seen deleted (less one probe period,
-  for the watch's delivery lag), every probe answer that lies wholly inside that window says each device of the
-  pod's claims is attached to the pod's node;
+- IMP-10 attached while used: from the moment a pod is seen bound until it is seen deleted or its node is (less one
+  probe period, for the watch's delivery lag), every probe answer that lies wholly inside that window says each
+  device of the pod's claims is attached to the pod's node;
 - IMP-11 no condition ahead of the fabric: while all binding conditions of an allocated device are seen True,
   every probe answer wholly inside that stretch (less one probe period at its end, for the watch's delivery lag)
   says the device is attached to the allocation's node;
@@ -75,6 +75,7 @@ class Used:
     gone: float | None
     claims: list[str]
     deleting: float | None = None  # first seen with a deletionTimestamp
+    node_gone: float | None = None  # its node seen deleted after the binding (IMP-16): nothing runs there any more
 
 
 @dataclass
@@ -184,6 +185,12 @@ def usages(records: Iterable[Record]) -> list[Used]:
             out[name].claims = sorted(set(out[name].claims) | set(claims))
         if name in out and out[name].deleting is None and (r.obj.get("metadata") or {}).get("deletionTimestamp"):
             out[name].deleting = r.at
+    deleted: dict[str, list[float]] = {}
+    for r in records:
+        if r.kind == "node" and r.type == "DELETED":
+            deleted.setdefault(r.name, []).append(r.at)
+    for u in out.values():
+        u.node_gone = min((at for at in deleted.get(u.node, []) if at >= u.bound), default=None)
     return list(out.values())
 
 
@@ -212,7 +219,7 @@ class Judge:
     reschedule: frozenset[str] = frozenset()
 
     def judge(self, record: Recorder, end: float | None = None) -> Verdicts:
-        records = record.select(("claim", "pod", "slice"))
+        records = record.select(("claim", "pod", "slice", "node"))
         samples = record.samples()
         verdicts = Verdicts()
         if not samples:
@@ -255,7 +262,9 @@ class Judge:
                 if h.identity not in fabric:
                     continue
                 v.count(rule)
-                ends = [u.gone]
+                # A deleted node ends the use too: an implementation may detach from a node that is gone before the
+                # control plane has collected the pod (IMP-16 asks for the detach; when is the implementation's).
+                ends = [u.gone, u.node_gone]
                 if u.deleting is not None and h.end is not None and h.end >= u.deleting:
                     # The control plane released the claim of a pod being deleted (kube-controller-manager does once
                     # the pod no longer runs): the pod's use ended there, even if its object lingers (kwok, finalizers).

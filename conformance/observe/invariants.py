@@ -306,11 +306,15 @@ class InvariantWatcher:
 
     def fabric_free(self, pool_nodes: frozenset[str], model: str) -> int | None:
         """The probe's newest free count of `model` on the fabric whose nodes are those a pool reaches; None when
-        the probe reports no such count."""
+        the probe reports no such count. A fabric may reach machines that are no (schedulable) node of the cluster
+        (a spare machine, a node added and deleted by IMP-16): only its live nodes are compared, as pool_nodes has."""
         latest = self.record.latest()
         if not latest:
             return None
-        counts = [f for f in latest[2] if f.get("model") == model and frozenset(f.get("nodes") or ()) == pool_nodes]
+        live = {n.name for n in self.live_nodes()}
+        counts = [
+            f for f in latest[2] if f.get("model") == model and frozenset(f.get("nodes") or ()) & live == pool_nodes
+        ]
         return int(counts[0]["free"]) if len(counts) == 1 else None
 
     def counted_complete(self, pool: str, model: str) -> tuple[bool, str]:

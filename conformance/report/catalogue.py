@@ -88,6 +88,13 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "fabric manager out of reach: no condition claims an attach; converges",
         _IMP,
     ),
+    _r(
+        "IMP-16",
+        "implementation",
+        "SHOULD",
+        "a node deleted while a device is attached to it: detached and offered again",
+        _IMP,
+    ),
     _r("SCALE-1", "scale", "SHOULD", "many pods waiting in PreBind all bind, none lost", "Test Plan / e2e"),
 )
 CATALOGUE: dict[str, Requirement] = {r.id: r for r in REQUIREMENTS}

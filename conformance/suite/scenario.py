@@ -204,6 +204,9 @@ class Context(ClusterContext):
     leases: list[Lease] = field(default_factory=list)
     # The session's invariant watcher, for scenarios that check it observed their critical window (IMP-6).
     invariants: InvariantWatcher | None = None
+    # Nodes the scenario added for itself (IMP-16), tainted so that no other scenario's pod lands there: live_nodes()
+    # leaves them out, so they are added here for this scenario's own leases and reach.
+    own_nodes: list[str] = field(default_factory=list)
     _classes: int = 0
 
     @property
@@ -212,8 +215,13 @@ class Context(ClusterContext):
         return self.record if self.record.probed else None
 
     def nodes(self) -> list[NodeSpec]:
-        """Schedulable nodes with their labels as they are now (watched), not as the cluster created them."""
-        return self.invariants.live_nodes() if self.invariants else list(self.cluster.info.nodes)
+        """Schedulable nodes with their labels as they are now (watched), not as the cluster created them, and the
+        nodes this scenario added for itself."""
+        live = self.invariants.live_nodes() if self.invariants else list(self.cluster.info.nodes)
+        names = {n.name for n in live}
+        current = {n["metadata"]["name"]: n for n in self.record.live("node")}  # labels as they are now
+        own = [n for n in self.own_nodes if n in current and n not in names]
+        return live + [NodeSpec(n, dict(current[n]["metadata"].get("labels") or {})) for n in own]
 
     @property
     def counted(self) -> bool:

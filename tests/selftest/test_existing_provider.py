@@ -13,13 +13,22 @@ from conformance.cluster.providers.base import ClusterSpec, ProviderNotReady
 from conformance.cluster.providers.existing import MARKER_NAME, MARKER_NAMESPACE, ExistingProvider, mark_test_cluster
 from conformance.cluster.providers.local import LocalProvider
 from conformance.cluster.versions import KubeVersion
-from selftest.suite_runner import run_suite
+from selftest.suite_runner import profile_variant, run_suite
 
 
 def test_suite_outcomes_match_the_local_provider(cluster: Cluster, tmp_path: Path) -> None:
     local_code, local_out, local_outcomes = run_suite(tmp_path / "local.xml")
+    # The existing cluster is a local one (kwok): the profile says the suite may add and delete a node there (IMP-16
+    # runs on the local provider without it).
+    kwok = profile_variant(tmp_path, "  multiDeviceClaims: true", "  multiDeviceClaims: true\n  nodeLifecycle: true")
     code, out, outcomes = run_suite(
-        tmp_path / "existing.xml", "--provider", "existing", "--kubeconfig", str(cluster.info.kubeconfig)
+        tmp_path / "existing.xml",
+        "--provider",
+        "existing",
+        "--kubeconfig",
+        str(cluster.info.kubeconfig),
+        "--profile",
+        str(kwok),
     )
     assert code == local_code == 0, out[-3000:] + local_out[-3000:]
     assert local_outcomes and outcomes == local_outcomes

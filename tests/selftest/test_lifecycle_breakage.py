@@ -1,5 +1,5 @@
-"""The lifecycle scenarios (IMP-8's matrix, IMP-13, IMP-15) fail on the reference controller broken in the way each
-one is about (hidden --broken-* flags of fake-drivers/src/fake_drivers/controller/cli.py).
+"""The lifecycle scenarios (IMP-8's matrix, IMP-13, IMP-15, IMP-16) fail on the reference controller broken in the way
+each one is about (hidden --broken-* flags of fake-drivers/src/fake_drivers/controller/cli.py).
 
 Runs the real suite in a subprocess against its own local cluster (needs the cached binaries), with only the
 scenario's module selected.
@@ -42,6 +42,12 @@ IMPL = "conformance/suite/implementation"
             "test_fabric_outage.py",
             "test_no_condition_claims_an_attach_while_the_fabric_is_out_of_reach",
             "True before the fabric said the device was attached",
+        ),
+        (
+            "--broken-keep-on-deleted-node",
+            "test_node_deletion.py",
+            "test_a_device_on_a_deleted_node_is_detached_and_offered_again",
+            "detached (not in the probe) and offered again",
         ),
     ],
 )

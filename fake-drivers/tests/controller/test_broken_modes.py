@@ -10,7 +10,7 @@ from test_decide import DRIVER, KEEP, LOCAL, NOW, claim, claim_obj, conditions, 
 from test_reconciler import reconciler
 
 from fake_drivers.controller.cli import BROKEN_FLAGS, main
-from fake_drivers.controller.decide import Failure, Memory
+from fake_drivers.controller.decide import Failure, Memory, Snapshot, decide
 from fake_drivers.controller.settings import Purpose, Settings
 
 FAILED = Memory(failures={"uuid-fabric-0-0": Failure("FabricLinkDown", "link 3 lost")})
@@ -129,3 +129,16 @@ def test_keep_unready_attach_never_detaches_a_device_whose_claim_went_away_befor
     plan = plan_for(broken, [device], taints=(rule(Purpose.DETACH, device),), memory=memory)
     assert plan.detaches == [] and plan.create_taints == []
     assert [d.uuid for d in plan_for(KEEP, [device], taints=(rule(Purpose.DETACH, device),), memory=memory).detaches]
+
+
+def test_keep_on_deleted_node_never_detaches_a_device_left_on_a_deleted_node() -> None:
+    broken = replace(KEEP, broken_keep_on_deleted_node=True)
+    device = dev(0, "attached", "node-gone")
+    guard = rule(Purpose.DETACH, device)
+    memory = Memory(idle_since={device.uuid: NOW - 3600})
+    plan = decide(broken, Snapshot((device,), (), (), (guard,), frozenset({"node-0"})), memory, NOW)
+    assert plan.detaches == [] and plan.create_taints == []
+    assert decide(KEEP, Snapshot((device,), (), (), (guard,), frozenset({"node-0"})), memory, NOW).detaches
+    on_a_live_node = dev(0, "attached", "node-0")
+    live = Snapshot((on_a_live_node,), (), (), (guard,), frozenset({"node-0"}))
+    assert decide(broken, live, memory, NOW).detaches, "a device on a node that exists is detached as usual"

@@ -236,6 +236,17 @@ def test_after_a_restart_an_idle_device_is_hidden_at_once_its_grace_was_before_t
     assert [(t.purpose, t.uuid) for t in fresh.create_taints] == [(Purpose.DETACH, device.uuid)]
 
 
+def test_an_idle_device_on_a_deleted_node_is_hidden_at_once_no_pod_can_reuse_it_there() -> None:
+    device = dev(0, "attached", "node-gone")
+    snap = Snapshot((device,), (), (), (), frozenset({"node-0"}))
+    plan = decide(KEEP, snap, Memory(), NOW)
+    assert [(t.purpose, t.uuid) for t in plan.create_taints] == [(Purpose.DETACH, device.uuid)]
+    unknown = decide(KEEP, Snapshot((device,), (), (), (), None), Memory(), NOW)
+    assert unknown.create_taints == [], "nodes not known: every node counts as existing, the grace is waited out"
+    held = decide(KEEP, Snapshot((device,), (claim(node="node-gone"),), (), (), frozenset({"node-0"})), Memory(), NOW)
+    assert held.create_taints == [] and held.detaches == [], "still allocated: the control plane has not released it"
+
+
 def test_a_device_claimed_again_before_its_detach_keeps_its_attachment() -> None:
     device = dev(0, "attached", "node-0")
     guard = rule(Purpose.DETACH, device)

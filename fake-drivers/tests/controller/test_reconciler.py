@@ -36,6 +36,9 @@ class FakeKube:
         self.calls.append(("list_claims", ""))
         return self.fresh_claims
 
+    def node_names(self) -> frozenset[str]:  # every node a device of these tests is attached to exists
+        return frozenset({"node-0", "node-1", "node-2", "node-3"})
+
     def sync_pool(self, fabric: str, devices: list[FabricDevice], cached: dict[str, Any] | None) -> int | None:
         self.calls.append(("sync_pool", fabric))
         return None

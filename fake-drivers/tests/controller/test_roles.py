@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 from test_decide import KEEP, claim_obj, dev
 
 from fake_drivers.controller.decide import Attach, ConditionWrite, Detach, Plan, TaintCreate
@@ -84,6 +85,9 @@ class WorldKube:
 
     def list_claims(self) -> list[dict[str, Any]]:
         return list(self.world.claims)
+
+    def node_names(self) -> frozenset[str]:  # unknown nodes: every node counts as existing
+        raise ApiException(status=403, reason="Forbidden")
 
     def sync_pool(self, fabric: str, devices: list[Any], cached: Any) -> int | None:
         self.world.writes.append((self.role, f"pool {fabric}"))

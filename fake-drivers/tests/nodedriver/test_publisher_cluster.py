@@ -1,13 +1,17 @@
 """The node driver against a real kube-apiserver and a real fabric manager: slices appear, follow attach and
-detach (hot-plug), honour the deny list, bump the pool generation and disappear on shutdown."""
+detach (hot-plug), honour the deny list, bump the pool generation, follow nodes joining and leaving and disappear on
+shutdown."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 import httpx
+from conformance.cluster.client import Cluster
 from conformance.cluster.manifests import device, resource_slice
+from conformance.cluster.nodes import fake_node
 from conformance.cluster.objects import ObjectTracker
+from conformance.cluster.providers.base import NodeSpec
 from conformance.cluster.waits import wait_for
 from kubernetes import client
 from nodedriver_harness import NODES_CONFIG, NodeDriverProcess, driver_slices, uuids
@@ -130,3 +134,19 @@ def test_shutdown_removes_its_slices_and_stale_ones_are_cleaned(
     assert proc.stop() == 0
     remaining = driver_slices(slices_api, driver)
     assert not remaining, f"slices left after shutdown: {sorted(remaining)}"
+
+
+def test_only_nodes_that_exist_are_served_and_a_deleted_nodes_slice_is_removed(
+    start_node_driver: Callable[..., NodeDriverProcess],
+    slices_api: client.CustomObjectsApi,
+    driver: str,
+    cluster: Cluster,
+    objects: ObjectTracker,
+) -> None:
+    late = f"late-{driver.split('.')[0]}"[:40]
+    start_node_driver(nodes={**NODES_CONFIG["nodes"], late: {"local": [{"model": "fake-gpu", "count": 1}]}})
+    slices_until(slices_api, driver, lambda s: sorted(s) == NODES, f"slices of {NODES} only ({late} is no node yet)")
+    objects.create(fake_node(NodeSpec(late, {})))
+    slices_until(slices_api, driver, lambda s: late in s, f"a slice of {late} once it joined")
+    cluster.core.delete_node(late)
+    slices_until(slices_api, driver, lambda s: sorted(s) == NODES, f"the slice of {late} removed with its node")

@@ -34,6 +34,7 @@ BROKEN_FLAGS = {
     "--broken-keep-unready-attach": "IMP-12: a device whose claim went away before it was ready stays attached",
     "--broken-detach-all-on-restart": "IMP-10: at start, every attached device is detached, also those in use",
     "--broken-report-on-fabric-error": "IMP-15: an attach the fabric answered with an error is reported attached",
+    "--broken-keep-on-deleted-node": "IMP-16: a device left on a deleted node is never detached",
 }
 
 

@@ -46,6 +46,12 @@ class Snapshot:
     claims: tuple[Claim, ...]
     copies: tuple[NodeCopy, ...]
     taints: tuple[TaintRule, ...]
+    # Names of the cluster's nodes; None when unknown (not read, or not allowed): every node counts as existing.
+    nodes: frozenset[str] | None = None
+
+    def node_gone(self, node: str | None) -> bool:
+        """The node was deleted: no pod can use a device attached there again."""
+        return self.nodes is not None and node is not None and node not in self.nodes
 
 
 @dataclass(frozen=True)
@@ -218,7 +224,8 @@ def decide(settings: Settings, snap: Snapshot, memory: Memory, now: float) -> Pl
         free = _available(snap, held, taints, memory)
         _assign(settings, plan, snap, free, memory)  # takes the devices it assigns out of `free`
     for device in sorted(snap.devices, key=lambda d: d.name):
-        _device(settings, plan, device, held.get(device.uuid, []), taints, copies[device.uuid], memory, now)
+        holders, gone = held.get(device.uuid, []), snap.node_gone(device.node)
+        _device(settings, plan, device, holders, taints, copies[device.uuid], memory, now, gone)
     if settings.counted:
         _counted_pools(settings, plan, snap, free)
     known = {d.uuid for d in snap.devices}
@@ -235,6 +242,7 @@ def _device(
     copies: list[NodeCopy],
     memory: Memory,
     now: float,
+    node_gone: bool = False,
 ) -> None:
     quarantine, hold, guard = (taints.get((p, d.uuid)) for p in (Purpose.QUARANTINE, Purpose.HOLD, Purpose.DETACH))
     busy = memory.inflight.get(d.uuid)
@@ -299,8 +307,13 @@ def _device(
     ):
         _timer(plan, memory, f"unready:{d.uuid}", now)
         plan.states[key] = f"{d.state} {d.node}, its claim went away before ready: never detached (broken on purpose)"
+    elif d.state == ATTACHED and node_gone and settings.broken_keep_on_deleted_node:
+        plan.states[key] = f"idle on {d.node}, a deleted node: never detached (broken on purpose)"
     elif d.state == ATTACHED:
         since = memory.idle_since.get(d.uuid, now - settings.idle_grace_s if memory.fresh else now)
+        if node_gone:
+            # The idle grace keeps a device for reuse on its node; a deleted node has no pod left to reuse it.
+            since = min(since, now - settings.idle_grace_s)
         plan.idle_since[d.uuid] = since
         if now - since < settings.idle_grace_s:
             plan.states[key] = f"idle on {d.node}"

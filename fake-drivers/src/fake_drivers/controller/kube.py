@@ -48,6 +48,7 @@ on_conflict = retry(
 class Kube:
     def __init__(self, api: client.ApiClient, settings: Settings, taint_version: str = RESOURCE_VERSION) -> None:
         self.api = client.CustomObjectsApi(api)
+        self.core = client.CoreV1Api(api)
         self.settings = settings
         self.taint_version = taint_version  # DeviceTaintRule is served as v1 only from 1.37
 
@@ -55,6 +56,10 @@ class Kube:
 
     def list_claims(self) -> list[dict[str, Any]]:
         return self.api.list_cluster_custom_object(RESOURCE_GROUP, RESOURCE_VERSION, CLAIMS)["items"]
+
+    def node_names(self) -> frozenset[str]:
+        """The cluster's nodes (RBAC: list nodes), to tell a device left on a deleted node."""
+        return frozenset(n.metadata.name for n in self.core.list_node().items)
 
     def own_selector(self) -> str:
         return f"{MANAGED_BY}={MANAGER},{DRIVER_LABEL}={self.settings.driver}"

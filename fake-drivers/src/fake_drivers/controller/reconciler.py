@@ -60,6 +60,7 @@ class Caches:
 
 CONDITION_WRITERS = 8
 SLOW_PASS_S = 2.0
+NODES_READ_S = 1.0  # the node list is read at most this often (only while a device is attached)
 
 
 class Reconciler:
@@ -95,6 +96,8 @@ class Reconciler:
         self._assigned: dict[AssignmentKey, str] = {}  # counted: written to claims, maybe not in the cache yet
         self._forgotten: frozenset[tuple[str, str]] | None = None  # --broken-forget-on-restart, from the first pass
         self._problem = ""
+        self._nodes: tuple[float, frozenset[str] | None] = (0.0, None)  # (read at, names)
+        self._nodes_refused = False
 
     def wake(self) -> None:
         self._wake.set()
@@ -149,7 +152,24 @@ class Reconciler:
         )
         copies = tuple(node_copies(self.caches.slices.items(), self.settings.driver))
         taints = tuple(t for o in self.caches.taints.items() if (t := TaintRule.from_api(o)))
-        return Snapshot(tuple(devices), claims, copies, taints)
+        nodes = self._node_names() if any(d.state == "attached" for d in devices) else None
+        return Snapshot(tuple(devices), claims, copies, taints, nodes)
+
+    def _node_names(self) -> frozenset[str] | None:
+        """The cluster's node names, read at most every NODES_READ_S; None where the controller may not list nodes
+        (every node then counts as existing: devices are detached after the usual idle grace)."""
+        read_at, names = self._nodes
+        if self._nodes_refused or time.monotonic() - read_at < NODES_READ_S:
+            return names
+        try:
+            names = self.kube.node_names()
+        except ApiException as exc:
+            if exc.status != 403:
+                raise
+            log.warning("may not list nodes (%s): a device on a deleted node waits for the idle grace", exc.reason)
+            self._nodes_refused = True
+        self._nodes = (time.monotonic(), names)
+        return names
 
     def reconcile_once(self) -> Plan:
         now = time.time()

@@ -73,6 +73,7 @@ class Settings:
     broken_keep_unready_attach: bool = False
     broken_detach_all_on_restart: bool = False
     broken_report_on_fabric_error: bool = False
+    broken_keep_on_deleted_node: bool = False
 
     def __post_init__(self) -> None:
         if self.counted and self.mode is not Mode.RESCHEDULE_TO_LOCAL:

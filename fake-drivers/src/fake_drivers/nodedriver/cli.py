@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 import click
 from kubernetes import client, config
@@ -71,24 +72,53 @@ def main(
         raise click.ClickException(str(exc)) from None
     if driver:
         cfg = type(cfg)(driver=driver, local=cfg.local)
-    api = client.CustomObjectsApi(config.new_client_from_config(config_file=kubeconfig))
+    api_client = config.new_client_from_config(config_file=kubeconfig)
+    api = client.CustomObjectsApi(api_client)
     publisher = Publisher(api, cfg, Policy(republish=republish, deny_list=deny_list))
+    nodes = NodeLister(client.CoreV1Api(api_client))
     fabric = FabricClient(fabric_manager)
     stop = stop_event(log, "removing slices and stopping")
     log.info("driver %s, nodes %s, republish=%s deny-list=%s", cfg.driver, cfg.nodes, republish, deny_list)
     try:
-        run(publisher, fabric, stop, interval)
+        run(publisher, fabric, stop, interval, nodes)
     finally:
         publisher.remove_all()
         fabric.close()
 
 
-def run(publisher: Publisher, fabric: FabricClient, stop: threading.Event, interval: float) -> None:
+class NodeLister:
+    """The cluster's node names, so that only nodes that exist are served; None (serve every configured node) where
+    the driver may not list nodes."""
+
+    def __init__(self, core: client.CoreV1Api) -> None:
+        self.core = core
+        self.refused = False
+
+    def __call__(self) -> frozenset[str] | None:
+        if self.refused:
+            return None
+        try:
+            return frozenset(n.metadata.name for n in self.core.list_node().items)
+        except ApiException as exc:
+            if exc.status != 403:
+                raise
+            log.warning("may not list nodes (%s): serving every configured node", exc.reason)
+            self.refused = True
+            return None
+
+
+def run(
+    publisher: Publisher,
+    fabric: FabricClient,
+    stop: threading.Event,
+    interval: float,
+    nodes: Callable[[], frozenset[str] | None] = lambda: None,
+) -> None:
     first = True
     while not stop.is_set():
         started = time.monotonic()
         try:
-            publisher.sync(fabric.attached())
+            publisher.sync(fabric.attached(), nodes())
             if first:
                 log.info("published the slices of %d nodes", len(publisher.config.nodes))
                 first = False

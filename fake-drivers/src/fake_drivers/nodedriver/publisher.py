@@ -47,12 +47,16 @@ class Publisher:
             if (ident := identity(device))
         }
 
-    def sync(self, attached: list[AttachedDevice]) -> int:
-        """Bring every node's slice up to date; returns how many slices were written."""
+    def sync(self, attached: list[AttachedDevice], existing: frozenset[str] | None = None) -> int:
+        """Bring every node's slice up to date; returns how many slices were written. `existing`: the cluster's
+        nodes (None: unknown, every configured node is served). A configured node that does not exist gets no slice,
+        and the slices of a node that was deleted are removed, as the kubelet's owner reference has the garbage
+        collector do for a real plugin: a device published for a node that is gone is offered where no pod can run."""
         current = self.own_slices()
         deny = self.fabric_pool_uuids() if self.policy.republish and self.policy.deny_list else set()
+        served = [n for n in self.config.nodes if existing is None or n in existing]
         writes = 0
-        for node in self.config.nodes:
+        for node in served:
             devices = desired_devices(self.config, node, attached, deny, self.policy)
             template = node_template(self.config.driver, node)
             generation = write_pool(self.api, current.get(node, []), template, devices, devices_of)
@@ -60,7 +64,8 @@ class Publisher:
                 continue
             writes += 1
             self._log_change(node, devices, generation)
-        for node in set(current) - set(self.config.nodes):  # a node dropped from the config: never leave it stale
+        for node in set(current) - set(served):  # a node deleted or dropped from the config: never leave it stale
+            self.published.pop(node, None)
             for item in current[node]:
                 delete_slice(self.api, item["metadata"]["name"])
                 writes += 1

@@ -1,0 +1,219 @@
+"""IMP-16 (SHOULD): a node deleted while a fabric device is attached to it, its pod bound there and running: the
+device is detached (the fabric probe no longer lists it) and offered again (a free fabric entry, for good), within
+detachSeconds of the moment the control plane released the claim; nothing stays published for the node.
+
+A node of its own: the scenario adds a Node for a machine the fabric reaches that is no node of the cluster (the
+probe's `free[].nodes` name the machines each fabric reaches), with the labels of a live node of the same fabric (so
+the implementation's pools reach it as they reach that one) and a NoSchedule taint only its pod tolerates (no other
+scenario's pod lands there: they read live, untainted nodes). The pod binds there through the implementation, then
+the Node is deleted. The cluster ends as it was: the node is gone again (also on failure: the object tracker deletes
+it). Creating nodes needs a cluster the suite owns: the local provider (kwok plays every node's kubelet); elsewhere
+the profile must claim `nodeLifecycle` (its cluster makes a Node the suite creates Ready, e.g. kwok), else skipped.
+
+What releases the claim is the control plane, not the implementation: kube-controller-manager's pod garbage collector
+deletes a pod whose node is gone (it runs every 20 s and waits a 40 s quarantine before it believes the node is gone:
+podgc's gcCheckPeriod and quarantineTime, fixed in its code), then the resourceclaim controller deallocates and
+deletes the pod's claim at once. Measured here (1.37.2, kwok): the pod went 59 s after the node, the claim with it.
+Worst case 20 + 40 + 20 s (seen first one period late, found ready one period after the quarantine) = 80 s, plus
+RELEASE_SLACK_S for a loaded machine: RELEASE_BOUND_S. The implementation's promise (detachSeconds) counts from that
+release, as IMP-5's counts from the suite's own deletion. A stack may detach earlier (the node is gone); IMP-10 ends a
+pod's use at its node's deletion for that reason (observe/attachments.py).
+
+What fails it: a stack that never detaches a device from a node that is gone (its detach needs the node's agent, or it
+waits for a node that never comes back: `--broken-keep-on-deleted-node`), one that detaches but never offers the
+device again, one that keeps offering the node's hot-plugged copy on a slice of the deleted node (two free entries).
+Judged the same under every binding model: the device is the one the pod ended with (the fabric copy, or the
+node-local copy's physical device under reschedule-to-local and counted entries).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import pytest
+
+from conformance.cluster.manifests import claim_template, pinned_pod
+from conformance.cluster.nodes import fake_node, wait_nodes_ready
+from conformance.cluster.providers.base import NodeSpec
+from conformance.cluster.waits import WaitTimeout, wait_for
+from conformance.observe.slices import allocation_results
+from conformance.observe.views import History
+from conformance.suite.implementation.outcome import follow
+from conformance.suite.implementation.settle import LetGo, let_go
+from conformance.suite.scenario import Context, result_fixture, scenario
+
+PODGC_WORST_S = 80.0  # gcCheckPeriod 20 s: seen one period late, the 40 s quarantine, found one period after it
+RELEASE_SLACK_S = 10.0  # the resourceclaim controller's deallocation and the watches' delivery on a loaded machine
+RELEASE_BOUND_S = PODGC_WORST_S + RELEASE_SLACK_S
+NODE_READY_S = 60.0
+REACH_S = 30.0  # for the implementation's pools to reach the added node
+TAINT_KEY = "conformance.dra.example.com/scenario"
+TAINT = {"key": TAINT_KEY, "value": "node-deleted", "effect": "NoSchedule"}
+CAPABILITY = "nodeLifecycle"
+
+
+@dataclass
+class NodeGone:
+    node: str
+    sibling: str  # the live node of the same fabric whose labels it got
+    identity: str = ""
+    bound: list[str] = field(default_factory=list)  # problems of the binding before the node was deleted
+    attached_before: tuple[str, str] | None = None  # the probe's word on the device right before the deletion
+    released_after_s: float | None = None  # node deleted -> the claim released by the control plane
+    let_go: LetGo | None = None
+    left: list[str] = field(default_factory=list)  # slices of the driver still naming the node at the end
+
+
+def _spare_machine(ctx: Context) -> tuple[str, NodeSpec]:
+    """A machine a fabric reaches that is no node of the cluster, and a live node of the same fabric (skip if none)."""
+    probe = ctx.probe
+    assert probe is not None
+    latest = probe.latest()
+    existing = {n["metadata"]["name"] for n in ctx.record.live("node")}
+    live = {n.name: n for n in ctx.nodes()}
+    for fabric in sorted(latest[2] if latest else [], key=lambda f: str(f.get("fabric"))):
+        reached = sorted(str(n) for n in fabric.get("nodes") or ())
+        spare = [n for n in reached if n not in existing]
+        siblings = [live[n] for n in reached if n in live]
+        if spare and siblings:
+            return spare[0], siblings[0]
+    pytest.skip(
+        "the fabric probe names no machine of a fabric that is no node of the cluster yet (free[].nodes), next to a "
+        "live node of that fabric: no node of its own can be added that the implementation's fabric reaches"
+    )
+
+
+def _released(history: History, since: float) -> float | None:
+    """When the record first showed every claim of the namespace deallocated or deleted after `since` (None: not
+    yet)."""
+    claims: dict[str, bool] = {}  # claim -> allocated, as of each change in order
+    for e in history.events("claim"):
+        claims[e.name] = not e.deleted and bool(allocation_results(e.obj))
+        if e.at >= since and not any(claims.values()):
+            return e.at
+    return None
+
+
+@scenario(
+    "node-deleted",
+    "a node is deleted while a fabric device is attached to it: the device is detached and offered again",
+    ("IMP-16",),
+    probe=True,
+)
+def node_deleted(ctx: Context) -> NodeGone:
+    provider = ctx.cluster.info.provider
+    if provider != "local" and not ctx.profile.capabilities.get(CAPABILITY):
+        pytest.skip(
+            f"the suite adds and deletes nodes only in a cluster it owns (provider local, kwok): on {provider} the "
+            f"profile must claim the capability {CAPABILITY} (a Node the suite creates becomes Ready, e.g. kwok)"
+        )
+    node, sibling = _spare_machine(ctx)
+    labels = {k: v for k, v in sibling.labels.items() if k != "kubernetes.io/hostname"}
+    manifest = fake_node(NodeSpec(node, labels))
+    manifest["spec"]["taints"] = [TAINT]
+    ctx.objects.create(manifest)  # deleted again by the tracker if the scenario ends before it deletes it
+    wait_nodes_ready(ctx.cluster.core, [node], NODE_READY_S)
+    ctx.own_nodes.append(node)
+    seen = NodeGone(node, sibling.name)
+    ctx.say(f"added node {node} (labels of {sibling.name}, tainted {TAINT_KEY})")
+
+    def reach() -> int:  # a stack may label a node that joins before its pools reach it
+        ctx.refresh()
+        return ctx.pool.count("fabric", node)
+
+    try:
+        wait_for(
+            reach,
+            bool,
+            timeout=REACH_S,
+            expected=f"a fabric pool of {ctx.profile.driver} reaching {node}",
+            max_interval=0.5,
+        )
+    except WaitTimeout:
+        pytest.skip(
+            f"no fabric pool of {ctx.profile.driver} reaches {node}, added with the labels of {sibling.name} (which "
+            f"they reach), within {REACH_S:g}s: the implementation does not serve a node that joins at run time"
+        )
+    lease = ctx.lease(1, "fabric", node, exclusive=ctx.counted)
+    ns = ctx.namespace()
+    ctx.objects.create(claim_template("gpu", ctx.device_class(lease)), ns)
+    pod = pinned_pod("app", "gpu", node)
+    pod["spec"]["tolerations"] = [{"key": TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
+    probe = ctx.probe
+    assert probe is not None  # probe=True: skipped without one
+    with ctx.history(ns) as history:
+        ctx.objects.create(pod, ns)
+        bound = follow(ctx, history, node)
+        seen.bound = bound.binding_problems()
+        identity = next((i for i in bound.final_identities() if i), None) or next(iter(lease.identities), None)
+        if identity is None:
+            raise AssertionError(f"the pod's device has no physical identity in any slice:\n  {bound.describe()}")
+        seen.identity = identity
+        seen.attached_before = probe.now().get(identity)
+
+        deleted = time.time()
+        ctx.cluster.core.delete_node(node)
+        ctx.say(f"deleted node {node} with {identity} attached; waiting for the control plane to release the claim")
+        try:
+            released = wait_for(
+                lambda: _released(history, deleted),
+                lambda at: at is not None,
+                timeout=RELEASE_BOUND_S,
+                expected=f"the claim of the pod on the deleted node {node} released (pod garbage collection, then the "
+                "resourceclaim controller)",
+                describe=lambda _: history.describe(),
+                max_interval=0.5,
+            )
+        except WaitTimeout as exc:
+            pytest.skip(f"the control plane did not release the claim within {RELEASE_BOUND_S:g}s: not judged\n{exc}")
+    assert released is not None
+    seen.released_after_s = round(released - deleted, 3)
+    ctx.measure("node_deleted_to_released_seconds", seen.released_after_s)
+    since = time.monotonic() - (time.time() - released)  # the release, on let_go's clock
+    seen.let_go = let_go(ctx, [identity], lease, since, ctx.profile.promises.detach_s)
+    assert ctx.invariants is not None
+    watcher = ctx.invariants
+
+    def left() -> list[str]:
+        return [
+            f"{s['metadata']['name']} ({len(s['spec'].get('devices') or [])} devices)"
+            for s in watcher.driver_slices()
+            if s["spec"].get("nodeName") == node
+        ]
+
+    try:
+        wait_for(
+            left,
+            lambda found: not found,
+            timeout=max(1.0, since + ctx.profile.promises.detach_s - time.monotonic()),
+            expected=f"no slice of {ctx.profile.driver} naming the deleted node {node}",
+            max_interval=0.5,
+        )
+    except WaitTimeout:
+        seen.left = left()
+    return seen
+
+
+gone = result_fixture("gone", "node-deleted")
+
+
+@pytest.mark.requirement("IMP-16")
+def test_a_device_on_a_deleted_node_is_detached_and_offered_again(gone: NodeGone) -> None:
+    assert not gone.bound, "before the node was deleted:\n" + "\n".join(gone.bound)
+    assert gone.attached_before == (gone.node, "attached"), (
+        f"right before {gone.node} was deleted the probe said {gone.identity}: {gone.attached_before}"
+    )
+    assert gone.let_go is not None
+    problem = gone.let_go.problem()
+    assert not problem, (
+        f"{gone.node} deleted with {gone.identity} attached; the control plane released the claim "
+        f"{gone.released_after_s}s later; then: {problem}"
+    )
+
+
+@pytest.mark.requirement("IMP-16")
+def test_nothing_stays_published_for_the_deleted_node(gone: NodeGone) -> None:
+    assert not gone.left, (
+        f"slices of the driver still name {gone.node}, deleted, detachSeconds after the release: {gone.left}"
+    )

@@ -192,3 +192,33 @@ def test_a_condition_meaning_reschedule_says_attached_unless_another_claim_holds
     assert set(judge.judge(_record(early, probe)).violations) == {"IMP-11"}
     held = [(T0 + 0.5, "claim", "ADDED", _resched(9, "winner", False)), *early]  # the winner holds U0 meanwhile
     assert "IMP-11" not in judge.judge(_record(held, probe)).violations
+
+
+def _attach_then_attached(attach_ends: float, detached: float, until: float = T0 + 20) -> list:
+    """U0 attaching on n1 from +1.5 until `attach_ends`, then attached until `detached`, then gone."""
+    out, t = [], T0
+    while t < until:
+        state = "attaching" if T0 + 1.5 <= t < attach_ends else "attached" if attach_ends <= t < detached else None
+        out.append((t, {"U0": ("n1", state)} if state else {}))
+        t = round(t + 0.1, 3)
+    return out
+
+
+def test_detach_seconds_count_from_the_end_of_an_attach_in_flight_at_the_release() -> None:
+    """A claim released at +2 while its (slowed) attach runs until +8: the device cannot be detached before +8, so
+    detachSeconds (5) starts there: let go at +12.5 is in time, at +14 is not."""
+    events = [
+        (T0 + 1, "claim", "ADDED", _claim(10, "n1", False)),
+        (T0 + 2, "claim", "DELETED", _claim(11, "n1", False)),
+    ]
+    assert _judge(_record(events, _attach_then_attached(T0 + 8, T0 + 12.5))) == {}
+    found = _judge(_record(events, _attach_then_attached(T0 + 8, T0 + 14)))
+    assert set(found) == {"IMP-12"} and "its attach in flight then ended at" in found["IMP-12"][0], found
+
+
+def test_an_attach_that_never_ends_gets_no_allowance() -> None:
+    events = [
+        (T0 + 1, "claim", "ADDED", _claim(10, "n1", False)),
+        (T0 + 2, "claim", "DELETED", _claim(11, "n1", False)),
+    ]
+    assert set(_judge(_record(events, _attach_then_attached(T0 + 30, T0 + 30)))) == {"IMP-12"}

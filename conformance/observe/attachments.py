@@ -12,7 +12,8 @@ answer came back, so an answer is the fabric's state at some moment inside [sent
   says the device is attached to the allocation's node;
 - IMP-12 no attachment outlives its claim: every probe answer that lists a device (attaching, attached,
   detaching) falls while an allocation holds it, or within detachSeconds (plus one probe period) of the last
-  release; a device with identified fabric entries is offered again by then (or held again).
+  release (of the end of the attach, if one was still in flight then); a device with identified fabric entries is
+  offered again by then (or held again).
 
 Devices are identified by their published copies (the identity attribute), else by status.devices[].data (a
 counted fabric entry names the device it became there); an allocation of a counted entry that never named one is a
@@ -326,25 +327,27 @@ class Judge:
                 if any(h.covers(s.sent, s.received) for h in holders):
                     continue
                 last = max((h.end for h in holders if h.end is not None and h.end <= s.sent), default=None)
-                if last is not None and s.sent - last <= grace:
+                due = _attach_end(samples, identity, last) if last is not None else None
+                if due is not None and s.sent - due <= grace:
                     continue
-                why = (
-                    f"its last holder was released at {stamp(last)}, {s.sent - last:.1f}s before"
-                    if last is not None
-                    else "no allocation of the run ever held it"
-                )
+                why = "no allocation of the run ever held it"
+                if last is not None:
+                    why = f"its last holder was released at {stamp(last)}, {s.sent - last:.1f}s before"
+                    why += f" (its attach in flight then ended at {stamp(due)})" if due != last else ""
                 v.fail(rule, f"{identity} on {node}: {_said(s, identity)}; {why} (detachSeconds {self.detach_s:g})")
                 break
-            self._offered_again(v, identity, own, records, end)
+            self._offered_again(v, identity, own, samples, records, end)
 
-    def _offered_again(self, v: Verdicts, identity: str, own: list[Held], records: list[Record], end: float) -> None:
+    def _offered_again(
+        self, v: Verdicts, identity: str, own: list[Held], samples: list[Sample], records: list[Record], end: float
+    ) -> None:
         """After its last release, a device with identified fabric entries is offered by one again (or held)."""
         rule = "IMP-12"
         ends = [h.end for h in own if h.end is not None]
         if not own or len(ends) < len(own):
             return  # never identified by a fabric entry, or held until the end
         last = max(ends)
-        due = last + self.detach_s + self.period
+        due = _attach_end(samples, identity, last) + self.detach_s + self.period
         if due > end:
             return
         entries = [r for r in records if r.kind == "slice" and r.obj.get("driver") == self.driver]
@@ -361,6 +364,20 @@ class Judge:
             f"{identity}: released at {stamp(last)}, offered by no fabric entry (of its pool's newest generation, "
             f"untainted) from then until {stamp(due)} (detachSeconds {self.detach_s:g} later)",
         )
+
+
+def _attach_end(samples: list[Sample], identity: str, release: float) -> float:
+    """When detachSeconds starts for a device released at `release`: then, or, if the fabric was still attaching it,
+    at the first answer that no longer says attaching (a device cannot be detached before its attach is over; IMP-13
+    counts from the same moment). An attach that never ends gets no allowance: the release is the start."""
+    i = bisect.bisect_left(samples, release, key=lambda s: s.sent)
+    attaching = False
+    for s in samples[i:]:
+        state = s.states.get(identity)
+        if state is None or state[1] != "attaching":
+            return s.sent if attaching else release
+        attaching = True
+    return release
 
 
 def _offered(slices: list[Record], identity: str, at: float) -> bool:

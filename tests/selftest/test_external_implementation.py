@@ -111,4 +111,6 @@ def test_suite_passes_on_an_implementation_it_does_not_start(kept_cluster: Path,
     # Then the suite's verdict: the whole suite passes on the implementation it did not start.
     assert code == 0, out[-5000:]
     assert "failure" not in outcomes.values() and "error" not in outcomes.values(), outcomes
-    assert outcomes.get("test_the_pod_binds_by_an_allowed_path_after_the_restart") == "passed", outcomes
+    # IMP-8 restarted the controller at each step (one test per step) and the pod bound every time.
+    restarts = {n: o for n, o in outcomes.items() if n.startswith("test_the_pod_binds_by_an_allowed_path_after_the_")}
+    assert restarts and set(restarts.values()) == {"passed"}, outcomes

@@ -11,6 +11,7 @@ from conformance.cluster.providers.base import ClusterSpec, ProviderNotReady, de
 from conformance.cluster.toolchain.build import ensure_binaries
 from conformance.cluster.toolchain.gobuild import BuildError
 from conformance.cluster.versions import DEFAULT_VERSION, KubeVersion, UnsupportedVersion, parse_version
+from conformance.report.verdict import EXIT_PARTIAL
 
 
 def _version(ctx: click.Context, param: click.Parameter, value: str) -> KubeVersion:
@@ -217,9 +218,20 @@ def validate_kind_config(configs: tuple[Path, ...], releases: list[KubeVersion])
     "--out", type=click.Path(file_okay=False, path_type=Path), default=Path("reports/matrix"), show_default=True
 )
 @click.option("--report-only", is_flag=True, help="run nothing: build the matrix from the reports already in --out")
+@click.option(
+    "--accept",
+    type=click.Choice(["partial"]),
+    multiple=True,
+    help="exit 0 for a partial matrix (a release that cannot show some requirement, each skip with its reason)",
+)
 @click.argument("pytest_args", nargs=-1)
 def matrix_command(
-    releases: list[KubeVersion], profile: str, out: Path, report_only: bool, pytest_args: tuple[str, ...]
+    releases: list[KubeVersion],
+    profile: str,
+    out: Path,
+    report_only: bool,
+    accept: tuple[str, ...],
+    pytest_args: tuple[str, ...],
 ) -> None:
     """The whole suite on every release, one at a time, and one matrix report (Markdown, HTML, YAML)."""
     from conformance.matrix import run_matrix, supported_versions
@@ -232,6 +244,13 @@ def matrix_command(
     click.echo(f"matrix: {matrix.result}; " + ", ".join(str(p) for p in paths.values()))
     if matrix.result == "failure":
         raise SystemExit(1)
+    if matrix.result == "partial" and "partial" not in accept:
+        click.echo(
+            f"matrix: exit status {EXIT_PARTIAL}: some release did not show every MUST requirement (the table gives "
+            "each reason); pass --accept partial for a matrix that knowingly includes such a release",
+            err=True,
+        )
+        raise SystemExit(EXIT_PARTIAL)
 
 
 @main.command("figures")

@@ -75,3 +75,19 @@ def test_a_passed_requirement_says_what_was_skipped_or_not_asserted_on_the_relea
     assert run.cell("IMP-9") == {"outcome": "passed", "reason": "1 of 2 tests skipped: no per-driver check on 1.34"}
     assert "NominatedNodeNameForExpectation" in run.cell("SCH-3")["reason"]
     assert load_run("1.35.4", _report(tmp_path / "1.35.4", {})).cell("SCH-3")["reason"] == ""
+
+
+def test_a_partial_matrix_exits_distinctly_unless_accepted(tmp_path: Path) -> None:
+    """The exit status tells the verdict: a partial matrix is not a silent 0 (the CLI, on reports already there)."""
+    from click.testing import CliRunner
+
+    from conformance.cli import main
+    from conformance.report.verdict import EXIT_PARTIAL
+
+    reason = "Kubernetes 1.34.4 fixes the binding timeout at 600s: too long to wait"
+    _report(tmp_path / "1.34.4", {"SCH-6": ("skipped", reason)}, result="partial")
+    args = ["matrix", "--report-only", "--release", "1.34.4", "--out", str(tmp_path)]
+    partial = CliRunner().invoke(main, args)
+    assert partial.exit_code == EXIT_PARTIAL, partial.output
+    assert "--accept partial" in partial.output
+    assert CliRunner().invoke(main, [*args, "--accept", "partial"]).exit_code == 0

@@ -152,6 +152,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "requirement(id): the catalogue requirement a test checks, e.g. API-2")
     # SIGINT and SIGTERM stop the run at once; the implementation's and the cluster's teardown still run (shielded).
     interrupts.install()
+    _ANNOUNCED.clear()  # once per run, also for runs in one process (pytester)
     _FULL_TRACE[0] = bool(config.getoption("fulltrace", False))
     try:
         parse_version(config.getoption("--k8s-version"))

@@ -15,6 +15,7 @@ claim's allocation and the slice update is stream skew, not an offer anybody cou
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterable
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conformance.cluster.providers.base import NodeSpec
+from conformance.cluster.waits import WaitTimeout, wait_for
 from conformance.observe.recorder import Record, Recorder
 from conformance.observe.slices import allocation_results, device_identity, reaches, tainted_by_rule
 from conformance.observe.views import binding_state
@@ -158,14 +160,21 @@ class InvariantWatcher:
         the scheduler saw published, but the record's claim and slice streams arrive independently: the claim's
         event can come first. A copy never published is left unknown after the timeout, for the check to say so."""
         wanted = set(devices)
-        deadline = time.monotonic() + timeout
-        while True:
+
+        def unseen() -> set[tuple[str, str]]:
             self.follow()
             with self._lock:
-                if all(d in self._node_of for d in wanted):
-                    return
-            if time.monotonic() >= deadline or self._stop.wait(EVALUATE_EVERY_S):
-                return
+                return wanted - self._node_of.keys()
+
+        with contextlib.suppress(WaitTimeout):
+            wait_for(
+                unseen,
+                lambda missing: not missing,
+                timeout=timeout,
+                expected="every allocated copy seen in a slice of the record",
+                interval=EVALUATE_EVERY_S,
+                max_interval=EVALUATE_EVERY_S,
+            )
 
     def identity_of(self, pool: str, device: str) -> str | None:
         """The physical identity of a published copy, as last seen in any slice of the run (None: never shown)."""

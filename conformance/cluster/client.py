@@ -10,6 +10,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
+from conformance.cluster.discovery import fresh_dynamic
 from conformance.cluster.providers.base import ClusterInfo
 
 USER_AGENT = "dra-binding-conditions-conformance"
@@ -41,7 +42,7 @@ class Cluster:
     @cached_property
     def dynamic(self) -> DynamicClient:
         """Any kind from plain dicts, validated by the real apiserver (no client-side models in the way)."""
-        return DynamicClient(self.api)
+        return fresh_dynamic(self.api)
 
     def kind(self, api_version: str, kind: str) -> Any:
         return self.dynamic.resources.get(api_version=api_version, kind=kind)

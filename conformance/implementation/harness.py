@@ -21,8 +21,8 @@ from typing import Any, TypeVar
 import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
-from kubernetes.dynamic import DynamicClient
 
+from conformance.cluster.discovery import fresh_dynamic
 from conformance.cluster.interrupts import shielded
 from conformance.cluster.waits import CANCELLED, wait_for
 from conformance.implementation import endpoints
@@ -140,7 +140,7 @@ class Implementation:
     def _apply_manifests(self) -> None:
         if not self.loaded.profile.manifests:
             return  # no API discovery for a profile without manifests
-        dynamic = DynamicClient(self._api())
+        dynamic = fresh_dynamic(self._api())
         for entry in self.loaded.profile.manifests:
             path = Path(self.resolve(entry))
             try:

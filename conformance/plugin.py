@@ -150,6 +150,7 @@ def _mark(config: pytest.Config, moment: str, seconds: float | None = None) -> N
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(RequirementReporter(config), "dra-conformance-requirements")
     config.addinivalue_line("markers", "requirement(id): the catalogue requirement a test checks, e.g. API-2")
+    config.addinivalue_line("markers", "run_wide: judged over the whole run's record; runs after every other test")
     # SIGINT and SIGTERM stop the run at once; the implementation's and the cluster's teardown still run (shielded).
     interrupts.install()
     _ANNOUNCED.clear()  # once per run, also for runs in one process (pytester)
@@ -411,6 +412,13 @@ def _binding_timeout(config: pytest.Config) -> int:
     return loaded.profile.binding_timeout_s()
 
 
+@pytest.fixture
+def scenarios_started(pytestconfig: pytest.Config) -> list[ScenarioRunner]:
+    """The scenario runners this run has started (cluster, implementation), for a run-wide judgement: it waits for
+    them to end. It starts none: a run without implementation tests starts no implementation for it."""
+    return [pytestconfig.stash[k] for k in (_CLUSTER_RUNNER_KEY, _RUNNER_KEY) if k in pytestconfig.stash]
+
+
 @pytest.fixture(scope="session")
 def cluster(pytestconfig: pytest.Config, run_id: str) -> Iterator[Cluster]:
     """A running cluster for the whole session; torn down at the end unless --keep-cluster."""
@@ -600,6 +608,8 @@ class RequirementReporter:
                 )
             self.requirement_of[item.nodeid] = marker.args[0]
             self.module_of[item.nodeid] = getattr(getattr(item, "module", None), "__name__", "")
+        # Run-wide judgements last: by then every selected scenario has started, and they wait for all to end.
+        items.sort(key=lambda item: item.get_closest_marker("run_wide") is not None)
         modules = {item.module.__name__ for item in items if isinstance(item, pytest.Function)}
         self.config.stash[_SELECTED_KEY] = [sc for sc in REGISTRY.values() if sc.module in modules]
 

@@ -106,6 +106,17 @@ def test_two_claims_holding_one_physical_device_is_a_violation_at_once() -> None
     assert [(v.what, v.identity) for v in w.violations] == [("held-twice", "U0")]
 
 
+def test_one_entry_in_two_claims_is_the_schedulers_fault_not_held_twice() -> None:
+    """Only the allocator writes allocations: one entry in two claims says nothing about the implementation."""
+    slices = [_slice(("d0", "U0"), ("d0-copy", "U0"))]
+    w = _watcher(slices, [_claim("c1", 1, "d0"), _claim("c2", 2, "d0")])
+    w._check_devices()
+    assert [(v.what, v.identity, v.objects) for v in w.violations] == [("allocated-twice", "U0", ("ns/c1", "ns/c2"))]
+    w = _watcher(slices, [_claim("c1", 1, "d0"), _claim("c2", 2, "d0"), _claim("c3", 3, "d0-copy")])
+    w._check_devices()
+    assert sorted(v.what for v in w.violations) == ["allocated-twice", "held-twice"], "both faults at once"
+
+
 def test_offered_twice_counts_only_when_it_persists() -> None:
     w = _watcher([_slice(("d0", "U0"), ("hot", "U0"))])
     w._check_devices()

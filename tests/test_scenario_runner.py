@@ -108,6 +108,20 @@ def test_a_violation_in_the_scenarios_namespace_fails_it() -> None:
     runner.join()
 
 
+def test_the_schedulers_double_allocation_leaves_the_scenario_unjudged_not_failed() -> None:
+    def fails_after(ctx: Context) -> str:
+        ctx.namespaces.add("ns-1")
+        raise AssertionError("pod ns-1/p not bound within 60s")
+
+    watcher = _Watcher([Violation(0.0, "allocated-twice", "U0", ("ns-1/a", "ns-2/b"), frozenset({"ns-1", "ns-2"}))])
+    runner, _ = _runner([_scenario("s", fails_after)], watcher)
+    runner.start()
+    with pytest.raises(pytest.skip.Exception, match=r"(?s)not judged: kube-scheduler.*SCH-9.*and then: pod ns-1/p"):
+        runner.result("s")
+    runner.join()
+    assert runner.timings["s"].outcome == "skipped"
+
+
 def test_summarize_and_figures() -> None:
     assert summarize([3.0, 1.0, 2.0]) == {"count": 3, "median": 2.0, "p95": 3.0, "min": 1.0, "max": 3.0}
     report = {

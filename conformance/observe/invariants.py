@@ -2,9 +2,11 @@
 a scenario.
 
 - IMP-6: each physical device is offered free by at most one device entry across all slices, and no two live
-  allocations hold the same physical device. "Free" = not allocated and not tainted NoSchedule/NoExecute (in the
-  device or by a DeviceTaintRule). "Live" = no failure condition True: a claim whose binding failed never binds,
-  and the scheduler is about to clear it (seen with the reference controller's reschedule-to-local mode).
+  allocations hold the same physical device through two entries. One entry in two claims is "allocated-twice": the
+  scheduler's fault (SCH-9), which leaves an implementation scenario unjudged rather than failed. "Free" = not
+  allocated and not tainted NoSchedule/NoExecute (in the device or by a DeviceTaintRule). "Live" = no failure
+  condition True: a claim whose binding failed never binds, and the scheduler is about to clear it (seen with the
+  reference controller's reschedule-to-local mode).
 - SCH-3: no pod of the run is bound before all binding conditions of its claims are True. Ordered by
   resourceVersion (the etcd revision), so the verdict does not depend on which watch stream delivered first.
 
@@ -29,6 +31,7 @@ from conformance.observe.slices import allocation_results, device_identity, reac
 from conformance.observe.views import binding_state
 
 PERSIST_S = 1.0
+SCHEDULER_FAULT = "allocated-twice"  # one device entry allocated to two live claims: the allocator's doing
 EVALUATE_EVERY_S = 0.2
 RECORD_LAG_S = 5.0  # how far one watch stream of the record may trail another
 
@@ -36,7 +39,7 @@ RECORD_LAG_S = 5.0  # how far one watch stream of the record may trail another
 @dataclass(frozen=True)
 class Violation:
     at: float  # time.time()
-    what: str  # held-twice / offered-twice / offered-while-held / bound-early
+    what: str  # held-twice / allocated-twice / offered-twice / offered-while-held / bound-early
     identity: str  # physical device, or the pod for bound-early
     objects: tuple[str, ...]  # claims, slices or pod involved
     namespaces: frozenset[str]
@@ -240,6 +243,7 @@ class InvariantWatcher:
         for s in slices:  # the events recorded them already; a cache filled otherwise (tests) is read here
             self._remember(s)
         held: dict[str, list[str]] = {}
+        entries: dict[str, dict[tuple[str, str], list[str]]] = {}  # identity -> entry -> live claims holding it
         allocated: set[tuple[str, str]] = set()
         for c in self.record.live("claim"):
             for r in allocation_results(c):
@@ -249,6 +253,7 @@ class InvariantWatcher:
                 ident = self.identity_of(r["pool"], r["device"])
                 if ident and binding_state(c) != "failed":
                     held.setdefault(ident, []).append(_name(c))
+                    entries.setdefault(ident, {}).setdefault((r["pool"], r["device"]), []).append(_name(c))
         offered = self._offered(slices, allocated)
         now = time.monotonic()
         current = set()
@@ -256,9 +261,14 @@ class InvariantWatcher:
             current.add(("offered-above-free", ident))
             first = self._suspects.setdefault(("offered-above-free", ident), now)
             self._record("offered-above-free", ident, objects, persisted=now - first >= self.counted_persist_s)
-        for ident, holders in held.items():
-            if len(holders) > 1:
-                self._record("held-twice", ident, holders)
+        for ident, by_entry in entries.items():
+            # One entry in two claims: only the allocator writes allocations, so that is the scheduler's (SCH-9,
+            # allocations.py), not the implementation's; two entries of one device held at once are the latter's.
+            for holders in by_entry.values():
+                if len(holders) > 1:
+                    self._record(SCHEDULER_FAULT, ident, holders)
+            if len(by_entry) > 1:
+                self._record("held-twice", ident, held[ident])
         for what, found in (
             ("offered-twice", {i: e for i, e in offered.items() if len(e) > 1}),
             ("offered-while-held", {i: offered[i] + held[i] for i in offered if i in held}),

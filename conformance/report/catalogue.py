@@ -43,6 +43,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     _r("SCH-6", "scheduler", "MUST", "timeout: not bound, binding timeout, deallocated, recovery", _SCH),
     _r("SCH-7", "scheduler", "MUST", "shared claim: all pods wait, then bind", _SCH),
     _r("SCH-8", "scheduler", "MUST", "multi-device claim: every device's conditions count", _SCH),
+    _r("SCH-9", "scheduler", "MUST", "a device is allocated to at most one claim at a time, all run long", _SCH),
     _r("IMP-1", "implementation", "MUST", "fabric devices published with bindsToNode and conditions", _IMP),
     _r("IMP-2", "implementation", "MUST", "attach before bind: attached to that node when the pod binds", _IMP),
     _r("IMP-3", "implementation", "MUST", "conditions set True only after the attach completed", _IMP),

@@ -52,7 +52,7 @@ class FakeKube:
     def delete_taint(self, name: str) -> None:
         self.calls.append(("delete_taint", name))
 
-    def write_condition(self, write: Any, now: float) -> str:
+    def write_condition(self, write: Any, now: float, cached: Any = None) -> str:
         self.calls.append(("write_condition", write.type.split("/")[1]))
         return "written"
 

@@ -105,7 +105,7 @@ class WorldKube:
         self.world.taints[:] = [t for t in self.world.taints if t["metadata"]["name"] != name]
         self.world.writes.append((self.role, "delete taint"))
 
-    def write_condition(self, write: ConditionWrite, now: float) -> str:
+    def write_condition(self, write: ConditionWrite, now: float, cached: Any = None) -> str:
         index = next(i for i, c in enumerate(self.world.claims) if c["metadata"]["name"] == write.claim.name)
         body = with_condition(self.world.claims[index], write, now)
         if body is None:

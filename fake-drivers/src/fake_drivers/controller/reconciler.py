@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
+from ..nodes import NodeLister
 from ..pools import brief
 from .decide import (
     Assignment,
@@ -60,6 +61,7 @@ class Caches:
 
 CONDITION_WRITERS = 8
 SLOW_PASS_S = 2.0
+IDLE_GRACE_ON_DELETED_NODE = "a device on a deleted node waits for the idle grace"  # without the node list
 NODES_READ_S = 1.0  # the node list is read at most this often (only while a device is attached)
 
 
@@ -112,8 +114,8 @@ class Reconciler:
         self._assigned: dict[AssignmentKey, str] = {}  # counted: written to claims, maybe not in the cache yet
         self._forgotten: frozenset[tuple[str, str]] | None = None  # --broken-forget-on-restart, from the first pass
         self._problem = ""
-        self._nodes: tuple[float, frozenset[str] | None] = (0.0, None)  # (read at, names)
-        self._nodes_refused = False
+        # Read only while a device is attached; None where refused (every node then counts as existing).
+        self._node_names = NodeLister(kube.node_names, IDLE_GRACE_ON_DELETED_NODE, NODES_READ_S)
         self.timer = PassTimer()  # the last pass's phases
         self._claim_objects: dict[str, dict[str, Any]] = {}  # namespace/name -> the claim as the last pass read it
 
@@ -173,22 +175,6 @@ class Reconciler:
         taints = tuple(t for o in self.caches.taints.items() if (t := TaintRule.from_api(o)))
         nodes = self._node_names() if any(d.state == "attached" for d in devices) else None
         return Snapshot(tuple(devices), claims, copies, taints, nodes)
-
-    def _node_names(self) -> frozenset[str] | None:
-        """The cluster's node names, read at most every NODES_READ_S; None where the controller may not list nodes
-        (every node then counts as existing: devices are detached after the usual idle grace)."""
-        read_at, names = self._nodes
-        if self._nodes_refused or time.monotonic() - read_at < NODES_READ_S:
-            return names
-        try:
-            names = self.kube.node_names()
-        except ApiException as exc:
-            if exc.status != 403:
-                raise
-            log.warning("may not list nodes (%s): a device on a deleted node waits for the idle grace", exc.reason)
-            self._nodes_refused = True
-        self._nodes = (time.monotonic(), names)
-        return names
 
     def reconcile_once(self) -> Plan:
         now = time.time()

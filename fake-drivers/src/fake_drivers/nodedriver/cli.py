@@ -15,6 +15,7 @@ import click
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from ..nodes import NodeLister
 from ..signals import stop_event
 from ..validation import ConfigError
 from .config import load_config
@@ -22,6 +23,7 @@ from .fabric import FabricClient, FabricUnavailable
 from .publisher import Publisher
 from .slices import Policy
 
+SERVE_ALL = "serving every configured node"  # what a refused node list costs
 log = logging.getLogger("fake-node-driver")
 
 
@@ -75,7 +77,8 @@ def main(
     api_client = config.new_client_from_config(config_file=kubeconfig)
     api = client.CustomObjectsApi(api_client)
     publisher = Publisher(api, cfg, Policy(republish=republish, deny_list=deny_list))
-    nodes = NodeLister(client.CoreV1Api(api_client))
+    core = client.CoreV1Api(api_client)
+    nodes = NodeLister(lambda: frozenset(n.metadata.name for n in core.list_node().items), SERVE_ALL)
     fabric = FabricClient(fabric_manager)
     stop = stop_event(log, "removing slices and stopping")
     log.info("driver %s, nodes %s, republish=%s deny-list=%s", cfg.driver, cfg.nodes, republish, deny_list)
@@ -84,27 +87,6 @@ def main(
     finally:
         publisher.remove_all()
         fabric.close()
-
-
-class NodeLister:
-    """The cluster's node names, so that only nodes that exist are served; None (serve every configured node) where
-    the driver may not list nodes."""
-
-    def __init__(self, core: client.CoreV1Api) -> None:
-        self.core = core
-        self.refused = False
-
-    def __call__(self) -> frozenset[str] | None:
-        if self.refused:
-            return None
-        try:
-            return frozenset(n.metadata.name for n in self.core.list_node().items)
-        except ApiException as exc:
-            if exc.status != 403:
-                raise
-            log.warning("may not list nodes (%s): serving every configured node", exc.reason)
-            self.refused = True
-            return None
 
 
 def run(

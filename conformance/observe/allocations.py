@@ -17,11 +17,11 @@ that allows several allocations, DRAConsumableCapacity).
 from __future__ import annotations
 
 import math
-import time
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from conformance.observe.attachments import stamp
 from conformance.observe.recorder import Record
 from conformance.observe.slices import allocation_results
 
@@ -46,11 +46,10 @@ class DoubleAllocation:
 
     def __str__(self) -> str:
         driver, pool, device = self.entry
-        stamp = time.strftime("%H:%M:%S", time.localtime(self.second.at)) + f".{int(self.second.at * 1000) % 1000:03d}"
         end = "still held" if math.isinf(self.first.end) else f"until revision {int(self.first.end)}"
         return (
-            f"{stamp} {driver} {pool}/{device} allocated to {self.second.claim} at revision {self.second.start} while "
-            f"{self.first.claim} held it (allocated at revision {self.first.start}, {end})"
+            f"{stamp(self.second.at)} {driver} {pool}/{device} allocated to {self.second.claim} at revision "
+            f"{self.second.start} while {self.first.claim} held it (allocated at revision {self.first.start}, {end})"
         )
 
 

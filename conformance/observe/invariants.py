@@ -26,6 +26,7 @@ from typing import Any
 
 from conformance.cluster.providers.base import NodeSpec
 from conformance.cluster.waits import WaitTimeout, wait_for
+from conformance.observe.attachments import stamp
 from conformance.observe.recorder import Record, Recorder
 from conformance.observe.slices import allocation_results, device_identity, reaches, tainted_by_rule
 from conformance.observe.views import binding_state
@@ -45,8 +46,7 @@ class Violation:
     namespaces: frozenset[str]
 
     def __str__(self) -> str:
-        stamp = time.strftime("%H:%M:%S", time.localtime(self.at)) + f".{int(self.at * 1000) % 1000:03d}"
-        return f"{stamp} {self.what} {self.identity}: {', '.join(self.objects)}"
+        return f"{stamp(self.at)} {self.what} {self.identity}: {', '.join(self.objects)}"
 
 
 def newest_generation(slices: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -120,6 +120,9 @@ def _check_names(prof: Profile, result: CheckResult) -> None:
             result.errors.append(f"failureConditions: {condition!r} is not a qualified name (<domain>/<name>)")
 
 
+RUN_WIDE = "run-wide"  # a test judged over the whole run (marker run_wide)
+
+
 def _suite_modules() -> list[ModuleType]:
     """Every module of the suite (importing them also registers their scenarios)."""
     modules = []
@@ -136,10 +139,13 @@ def _direct_tests() -> dict[str, set[str]]:
     for module in _suite_modules():
         where = module.__name__.split(".")[2]
         for name, fn in vars(module).items():
-            for mark in getattr(fn, "pytestmark", []) if name.startswith("test") else []:
+            marks = getattr(fn, "pytestmark", []) if name.startswith("test") else []
+            for mark in marks:
                 if mark.name == "requirement":
                     for req in mark.args:
                         found.setdefault(req, set()).add(where)
+                        if any(m.name == "run_wide" for m in marks):
+                            found[req].add(RUN_WIDE)
     return found
 
 
@@ -156,7 +162,9 @@ def plan(prof: Profile | None) -> list[PlanRow]:
             gap = NO_PROFILE if prof is None else profile_gap(sc, prof)
             (skips.append(f"{sc.name}: {gap}") if gap else runs.append(sc.name))
         if cluster or (not covering and "cluster" in direct.get(req.id, ())):
-            what = ", ".join(cluster) or "tests of the API"
+            what = ", ".join(cluster) or (
+                "every claim of the run, judged at its end" if RUN_WIDE in direct[req.id] else "tests of the API"
+            )
             rows.append(PlanRow(req.id, req.level, "run", f"{what} (suite-owned objects: certifies the cluster)"))
         elif runs or (not covering and prof is not None and req.id in direct):
             rows.append(PlanRow(req.id, req.level, "run", ", ".join(runs) or "tests of the implementation"))

@@ -3,7 +3,8 @@
 Level-triggered: nothing here remembers what happened before except what the caller passes in (operations in
 flight, attach failures not yet turned into a quarantine rule, idle timers), so a restarted controller that
 reads the cluster and the fabric again decides the same. The caller executes the plan in this order: taint rules
-first (a device is hidden before anything else happens to it), then slices, conditions, attaches, detaches.
+first (a device is hidden before anything else happens to it), then slices, attaches and detaches (handed to
+workers), condition writes.
 
 Invariants the decisions keep (IMP-6):
 - each physical device is offered at most once: keep-in-pool lists it only in the fabric pool (the node driver's

@@ -3,7 +3,9 @@ are snapshot before its cleanup, a skip is not a failure, artefacts keep within 
 
 from __future__ import annotations
 
+import gzip
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,3 +69,43 @@ def test_artefacts_keep_within_their_bound_and_say_what_was_cut(
     index = json.loads((tmp_path / "artefacts" / "index.json").read_text())
     assert index["files"]["third.log"]["omitted"] == "total bound reached"
     assert index["keptBytes"] <= 1500 and index["totalLimitBytes"] == 1500
+
+
+def test_a_cut_snapshot_is_still_valid_yaml_and_says_what_it_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(gather, "FILE_LIMIT", 4000)
+    arts = gather.Artefacts(tmp_path / "artefacts")
+    claims = [{"metadata": {"name": f"claim-{i:04d}"}, "status": {"note": "x" * 60}} for i in range(200)]
+    doc = {"takenAt": "now", "resourceClaims": claims, "nodes": [{"name": "node-0"}]}
+    arts.write_yaml("objects/end.yaml", doc)
+    text = (tmp_path / "artefacts" / "objects" / "end.yaml").read_text()
+    assert len(text.encode()) <= 4000
+    kept = yaml.safe_load(text)
+    assert kept["nodes"] == [{"name": "node-0"}] and kept["takenAt"] == "now", "small lists are kept whole"
+    n = len(kept["resourceClaims"])
+    assert 0 < n < 200 and kept["resourceClaims"] == claims[:n]
+    assert text.startswith("# cut to the size bound of 4000 bytes") and f"resourceClaims: kept {n} of 200" in text
+    arts.write_yaml("events.yaml", claims)  # a list document stays a list
+    text = (tmp_path / "artefacts" / "events.yaml").read_text()
+    events = yaml.safe_load(text)
+    assert len(text.encode()) <= 4000 and 0 < len(events) < 200 and events == claims[: len(events)]
+    assert f"entries: kept {len(events)} of 200" in text
+
+
+def test_a_cut_record_is_still_a_valid_gzip_ending_with_the_count_of_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(gather, "FILE_LIMIT", 20_000)
+    monkeypatch.setattr(gather, "CHUNK_LINES", 50)
+    arts = gather.Artefacts(tmp_path / "artefacts")
+    lines = [json.dumps({"seq": i, "noise": os.urandom(40).hex()}) for i in range(2000)]  # hardly compressible
+    arts.write_jsonl_gz("record.jsonl.gz", lines)
+    raw = (tmp_path / "artefacts" / "record.jsonl.gz").read_bytes()
+    assert len(raw) <= 20_000
+    read = gzip.decompress(raw).decode().splitlines()  # a byte cut would raise here
+    last = json.loads(read[-1])
+    assert read[:-1] == lines[: len(read) - 1] and last["cut"] == 2000 - (len(read) - 1) > 0
+    small = gather.Artefacts(tmp_path / "small")
+    small.write_jsonl_gz("record.jsonl.gz", lines[:10])
+    assert gzip.decompress((tmp_path / "small" / "record.jsonl.gz").read_bytes()).decode().splitlines() == lines[:10]

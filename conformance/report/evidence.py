@@ -8,7 +8,6 @@ each test which evidence is its own.
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import json
 import re
 import threading
@@ -132,10 +131,8 @@ class Evidence:
             if r.kind == "event" and (r.namespace in namespaces or r.namespace.startswith(("dra-", "kube-")))
         ]
         self.artefacts.write_yaml("events.yaml", events, "events of the run's namespaces and the system's")
-        record = gzip.compress(
-            "\n".join(json.dumps(dataclasses.asdict(r), separators=(",", ":")) for r in records).encode(), 6
-        )
-        self.artefacts.write("record.jsonl.gz", record, "the run-wide record: every change, one JSON per line")
+        lines = [json.dumps(dataclasses.asdict(r), separators=(",", ":")) for r in records]
+        self.artefacts.write_jsonl_gz("record.jsonl.gz", lines, "the run-wide record: every change, one JSON per line")
         probe = "\n".join(json.dumps({"at": round(r.at, 3), **r.obj}) for r in records if r.kind == "probe")
         if probe:
             self.artefacts.write("fabric-probe.jsonl", probe + "\n", "each change the fabric probe showed")

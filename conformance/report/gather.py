@@ -6,12 +6,17 @@
   nodes and events as the run-wide record held them at the end and at each failure;
 - `events.yaml`: every event of the run's namespaces; `fabric-probe.jsonl`: each change the probe showed.
 
-Each file is cut to FILE_LIMIT (head and tail kept, the cut said in the file) and the folder to TOTAL_LIMIT;
-`index.json` lists every file with its original and kept size, and the bounds.
+Each file is cut to FILE_LIMIT and the folder to TOTAL_LIMIT; `index.json` lists every file with its original and
+kept size, and the bounds. A log keeps its head and tail, the cut said in the file. A structured file stays readable
+by its tools when cut: a YAML document keeps a prefix of each list, the cuts said in a comment at its top; the
+gzipped record keeps its first records and ends with a line that counts the rest (a byte cut would leave neither a
+valid gzip stream nor valid YAML).
 """
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
 import threading
 import time
@@ -78,9 +83,21 @@ class Artefacts:
                     out.append(written)
         return out
 
+    def room(self) -> int:
+        """Bytes the next file may have."""
+        with self._lock:
+            return min(FILE_LIMIT, TOTAL_LIMIT - self.kept)
+
     def write_yaml(self, relative: str, document: Any, what: str = "") -> str | None:
-        dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml: a large snapshot in a fraction of the time
-        return self.write(relative, yaml.dump(document, Dumper=dumper, sort_keys=False), what)
+        text = _dump(document)
+        if len(text.encode()) > (room := self.room()) > 0:
+            text = fit_yaml(document, room)
+        return self.write(relative, text, what)
+
+    def write_jsonl_gz(self, relative: str, lines: list[str], what: str = "") -> str | None:
+        """Gzipped JSON lines; past the bound, the first lines and a last one saying how many were cut."""
+        data, _ = fit_jsonl_gz(lines, max(0, self.room()))
+        return self.write(relative, data, what)
 
     @contextmanager
     def timed(self) -> Iterator[None]:
@@ -133,3 +150,54 @@ def _clean(obj: dict[str, Any]) -> dict[str, Any]:
     """Without managedFields: they double an object's size and say nothing a reviewer needs."""
     meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
     return {**obj, "metadata": meta}
+
+
+def _dump(document: Any) -> str:
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml: a large snapshot in a fraction of the time
+    return str(yaml.dump(document, Dumper=dumper, sort_keys=False))
+
+
+def fit_yaml(document: Any, limit: int) -> str:
+    """The document (a dict of lists, or a list) within `limit` bytes: each list keeps a prefix, the small lists
+    whole first, the bytes left shared among the large ones; a comment at the top says what was cut."""
+    doc = document if isinstance(document, dict) else {"": document}
+    lists = {k: v for k, v in doc.items() if isinstance(v, list)}
+    sizes = {k: [len(_dump([item]).encode()) for item in v] for k, v in lists.items()}
+    frame = len(_dump({k: ([] if k in lists else v) for k, v in doc.items()}).encode())
+    budget = int(limit * 0.98) - frame - 200 * (len(lists) + 1)  # room for the note; items dumped alone differ a bit
+    kept: dict[str, int] = {}
+    pending = sorted(lists, key=lambda k: sum(sizes[k]))
+    for i, key in enumerate(pending):
+        share = max(0, budget) // (len(pending) - i)
+        total, n = 0, 0
+        while n < len(sizes[key]) and total + sizes[key][n] <= share:
+            total += sizes[key][n]
+            n += 1
+        kept[key] = n
+        budget -= total
+    trimmed = {k: (v[: kept[k]] if k in lists else v) for k, v in doc.items()}
+    cuts = [f"{k or 'entries'}: kept {kept[k]} of {len(lists[k])}" for k in lists if kept[k] < len(lists[k])]
+    note = f"# cut to the size bound of {limit} bytes per artefact; " + "; ".join(cuts) + "\n"
+    return note + _dump(trimmed if isinstance(document, dict) else trimmed[""])
+
+
+CHUNK_LINES = 500  # lines compressed between two size checks
+
+
+def fit_jsonl_gz(lines: list[str], limit: int) -> tuple[bytes, int]:
+    """(a valid gzip of as many whole lines as fit in `limit` bytes, plus a last line counting the rest; lines kept)."""
+    out = io.BytesIO()
+    kept = 0
+    with gzip.GzipFile(fileobj=out, mode="wb", compresslevel=6, mtime=0) as gz:
+        for start in range(0, len(lines), CHUNK_LINES):
+            chunk = "".join(line + "\n" for line in lines[start : start + CHUNK_LINES]).encode()
+            # Stop while a chunk's worth (at worst uncompressed) and the closing line still fit.
+            if out.tell() + len(chunk) + 1024 > limit:
+                break
+            gz.write(chunk)
+            gz.flush()  # out.tell() is then exact
+            kept = min(len(lines), start + CHUNK_LINES)
+        if kept < len(lines):
+            cut = {"cut": len(lines) - kept, "kept": kept, "boundBytes": limit}
+            gz.write((json.dumps(cut) + "\n").encode())
+    return out.getvalue(), kept

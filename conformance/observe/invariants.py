@@ -242,7 +242,6 @@ class InvariantWatcher:
         slices = self.driver_slices()
         for s in slices:  # the events recorded them already; a cache filled otherwise (tests) is read here
             self._remember(s)
-        held: dict[str, list[str]] = {}
         entries: dict[str, dict[tuple[str, str], list[str]]] = {}  # identity -> entry -> live claims holding it
         allocated: set[tuple[str, str]] = set()
         for c in self.record.live("claim"):
@@ -252,8 +251,8 @@ class InvariantWatcher:
                 allocated.add((r["pool"], r["device"]))
                 ident = self.identity_of(r["pool"], r["device"])
                 if ident and binding_state(c) != "failed":
-                    held.setdefault(ident, []).append(_name(c))
                     entries.setdefault(ident, {}).setdefault((r["pool"], r["device"]), []).append(_name(c))
+        held = {ident: [c for claims in by_entry.values() for c in claims] for ident, by_entry in entries.items()}
         offered = self._offered(slices, allocated)
         now = time.monotonic()
         current = set()

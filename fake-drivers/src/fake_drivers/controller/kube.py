@@ -135,22 +135,12 @@ class Kube:
         matters with a thousand claims waiting; a 409 says it changed since, and the write reads fresh.
         """
         if cached is not None and cached["metadata"].get("resourceVersion") == write.claim.resource_version:
-            if not still_applies(cached, write):
-                return "stale"
-            body = with_condition(cached, write, now)
-            if body is None:
-                return "unchanged"
-            ns, name = write.claim.namespace, write.claim.name
             try:
-                self._replace_status(ns, name, body)
-                return "written"
+                return self._set_condition(cached, write, now)
             except ApiException as exc:
                 if not _conflict(exc):
                     raise
         return self._write_condition_fresh(write, now)
-
-    def _replace_status(self, ns: str, name: str, body: dict[str, Any]) -> None:
-        self.api.replace_namespaced_custom_object_status(RESOURCE_GROUP, RESOURCE_VERSION, ns, CLAIMS, name, body)
 
     @on_conflict
     def _write_condition_fresh(self, write: ConditionWrite, now: float) -> str:
@@ -161,11 +151,16 @@ class Kube:
             if exc.status == 404:
                 return "stale"
             raise
+        return self._set_condition(claim, write, now)
+
+    def _set_condition(self, claim: dict[str, Any], write: ConditionWrite, now: float) -> str:
+        """Check `claim` still holds the allocation, then replace it with the condition set (409 if it changed)."""
         if not still_applies(claim, write):
             return "stale"
         body = with_condition(claim, write, now)
         if body is None:
             return "unchanged"
+        ns, name = write.claim.namespace, write.claim.name
         self.api.replace_namespaced_custom_object_status(RESOURCE_GROUP, RESOURCE_VERSION, ns, CLAIMS, name, body)
         return "written"
 

@@ -98,16 +98,23 @@ def phase_summary(timings: dict[str, float]) -> str:
     return ", ".join(f"{p.removesuffix('_s').removesuffix('_ready')} {t:.2f}" for t, p in ended)
 
 
+# The Go garbage collector's target for every component: 400 (default 100) lets each heap grow to five times its live
+# size before a collection. Measured with `dra-conformance bench` (idle, 2 cores): the control plane's CPU seconds
+# to Ready 4.9 -> 4.1, bring-up 4.6 -> 4.3 s median; the price is memory (kube-apiserver's RSS about +90 MiB).
+GOGC = "400"
+
+
 def component_patches() -> list[dict]:
-    """Flags kwokctl has no option for: no leader election in kube-controller-manager (one instance), and etcd
-    without fsync (a throw-away cluster: the bootstrap writes of kube-apiserver need not wait for the disk)."""
+    """Flags kwokctl has no option for: no leader election in kube-controller-manager (one instance), etcd without
+    fsync (a throw-away cluster: the bootstrap writes of kube-apiserver need not wait for the disk), and GOGC."""
 
     def args(**values: str) -> list[dict]:
         return [{"key": key.replace("_", "-"), "value": value} for key, value in values.items()]
 
+    extra_args = {"kube-controller-manager": args(leader_elect="false"), "etcd": args(unsafe_no_fsync="true")}
     return [
-        {"name": "kube-controller-manager", "extraArgs": args(leader_elect="false")},
-        {"name": "etcd", "extraArgs": args(unsafe_no_fsync="true")},
+        {"name": name, "extraArgs": extra_args.get(name, []), "extraEnvs": [{"name": "GOGC", "value": GOGC}]}
+        for name in COMPONENTS
     ]
 
 

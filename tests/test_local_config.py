@@ -5,7 +5,14 @@ from pathlib import Path
 import yaml
 
 from conformance.cluster.providers.base import ClusterSpec
-from conformance.cluster.providers.local import PORT_OPTIONS, LocalProvider, phase_summary, scheduler_config
+from conformance.cluster.providers.local import (
+    COMPONENTS,
+    GOGC,
+    PORT_OPTIONS,
+    LocalProvider,
+    phase_summary,
+    scheduler_config,
+)
 from conformance.cluster.readiness import inline_kubeconfig
 from conformance.cluster.toolchain.build import Binaries
 from conformance.cluster.versions import parse_version
@@ -77,6 +84,18 @@ def test_single_instance_components_run_without_leader_election(tmp_path: Path) 
         for p in provider._kwokctl_config(_binaries(tmp_path), {}, ClusterSpec())["componentsPatches"]
     }
     assert {"key": "leader-elect", "value": "false"} in patches["kube-controller-manager"]
+
+
+def test_every_component_gets_the_gc_target_and_keeps_its_flags(tmp_path: Path) -> None:
+    """GOGC for each of kwokctl's component names (a patch naming no component is ignored by kwokctl)."""
+    provider = LocalProvider()
+    provider.workdir = tmp_path
+    patches = provider._kwokctl_config(_binaries(tmp_path), {}, ClusterSpec())["componentsPatches"]
+    assert sorted(p["name"] for p in patches) == sorted(COMPONENTS)
+    assert all(p["extraEnvs"] == [{"name": "GOGC", "value": GOGC}] for p in patches)
+    by_name = {p["name"]: p["extraArgs"] for p in patches}
+    assert by_name["etcd"] == [{"key": "unsafe-no-fsync", "value": "true"}]
+    assert by_name["kube-apiserver"] == []
 
 
 def test_kubeconfig_is_made_self_contained(tmp_path: Path) -> None:

@@ -89,7 +89,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=DEFAULT_VERSION,
         help=f"Kubernetes version of the local cluster, e.g. 1.37.2 or 1.34 (default {DEFAULT_VERSION})",
     )
-    group.addoption("--nodes", type=int, default=4, help="number of kwok nodes of the local cluster (default 4)")
+    group.addoption(
+        "--nodes",
+        type=int,
+        default=4,
+        help="number of kwok nodes of the local cluster (default 4; the reference profiles' fabric reaches at most 8)",
+    )
     group.addoption(
         "--binding-timeout",
         type=int,

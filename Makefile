@@ -123,14 +123,19 @@ bench: binaries
 		--scale-pods $(BENCH_SCALE_PODS) $(PYTEST_ARGS) || true
 	$(BIN)/dra-conformance figures $(REPORTS)/bench/conformance-report.yaml --history $(REPORTS)/bench-history
 
-# Stability: N consecutive full runs of every reference profile (each run's reports in $(REPORTS)/soak/<i>/<profile>/),
-# then per test how often it failed and the spread (min/median/max) of every figure. Fails if any run failed.
+# Stability: N consecutive full runs of every reference profile (each run's reports in $(REPORTS)/soak/<i>/<profile>/,
+# its exit status in exit-status there), then per test how often it failed and the spread (min/median/max) of
+# every figure. Fails if any run failed (a test, or its exit status).
 N ?= 20
 soak: binaries
 	rm -rf $(REPORTS)/soak
-	for i in $$(seq -w 1 $(N)); do for p in $(REFERENCE_PROFILES); do \
-		$(MAKE) --no-print-directory conformance PROFILE=$$p REPORTS=$(REPORTS)/soak/$$i/$$(basename $$p .yaml) \
-			|| true; done; done
+	failed=0; started=$$(date +%s); for i in $$(seq -w 1 $(N)); do for p in $(REFERENCE_PROFILES); do \
+		echo "[soak] round $$i of $(N), $$(basename $$p .yaml): $$failed runs failed so far," \
+			"$$(( $$(date +%s) - started )) s elapsed"; \
+		run=$(REPORTS)/soak/$$i/$$(basename $$p .yaml); mkdir -p $$run; \
+		$(MAKE) --no-print-directory conformance PROFILE=$$p REPORTS=$$run; status=$$?; \
+		echo $$status > $$run/exit-status; [ $$status -eq 0 ] || failed=$$((failed + 1)); done; done; \
+	echo "[soak] $$failed runs failed, $$(( $$(date +%s) - started )) s"
 	$(BIN)/dra-conformance soak $(REPORTS)/soak
 
 bench-cluster: binaries

@@ -54,3 +54,21 @@ def test_a_run_without_reports_fails_the_soak(tmp_path: Path) -> None:
 def test_a_clean_soak_exits_zero(tmp_path: Path) -> None:
     _run(tmp_path, "1", "reference", failed=False, wall=50)
     assert report(tmp_path) == 0
+
+
+def test_a_run_that_exited_non_zero_without_a_failed_test_fails_the_soak(tmp_path: Path) -> None:
+    """A leftover, an unaccepted verdict or no test run exits non-zero with every test passed or skipped."""
+    _run(tmp_path, "1", "reference", failed=False, wall=50)
+    _run(tmp_path, "2", "reference", failed=False, wall=50)
+    (tmp_path / "1" / "reference" / "exit-status").write_text("0\n")
+    (tmp_path / "2" / "reference" / "exit-status").write_text("1\n")
+    soak = collect(tmp_path)
+    assert soak.exits == {"2/reference": 1} and not soak.failed
+    assert "EXIT 1: 2/reference" in "\n".join(lines(soak))
+    assert report(tmp_path) == 1
+
+
+def test_an_unreadable_exit_status_counts_as_failed(tmp_path: Path) -> None:
+    _run(tmp_path, "1", "reference", failed=False, wall=50)
+    (tmp_path / "1" / "reference" / "exit-status").write_text("")
+    assert collect(tmp_path).exits == {"1/reference": -1}

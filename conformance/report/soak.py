@@ -1,9 +1,11 @@
 """Summary of a soak (`make soak N=20`): N consecutive full runs of every reference profile, each in its own folder
-`<soak>/<run>/<profile>/` with the suite's junit.xml and conformance-report.yaml.
+`<soak>/<run>/<profile>/` with the suite's junit.xml and conformance-report.yaml, and the run's exit status in
+`exit-status` (written by `make soak`).
 
 Prints per test how often it failed (of how many runs it ran in), then the spread (min, median, max) of every figure
 the runs' reports carry: wall time, bring-up, phases, each scenario's seconds, each measurement's median. Figures,
-not verdicts: the exit status says only whether any run failed or is missing its reports.
+not verdicts: the exit status says only whether any run failed (a failed test, or a non-zero exit status with no
+failed test: a leftover, a verdict the run did not accept, no test run) or is missing its reports.
 """
 
 from __future__ import annotations
@@ -16,11 +18,14 @@ from typing import Any
 
 import yaml
 
+EXIT_STATUS = "exit-status"  # the file in each run folder that holds the run's exit status
+
 
 @dataclass
 class Soak:
     runs: list[Path] = field(default_factory=list)  # one folder per (run, profile)
     missing: list[Path] = field(default_factory=list)  # a run that left no report (crashed, interrupted)
+    exits: dict[str, int] = field(default_factory=dict)  # run label -> its non-zero exit status
     ran: dict[str, int] = field(default_factory=dict)  # test -> runs it ran in (passed, failed or skipped)
     failed: dict[str, list[str]] = field(default_factory=dict)  # test -> the runs it failed in
     figures: dict[str, list[float]] = field(default_factory=dict)  # "profile: figure" -> one value per run
@@ -53,6 +58,14 @@ def _report_figures(report: dict[str, Any]) -> dict[str, float]:
     return found
 
 
+def _exit_status(path: Path) -> int | None:
+    """The run's exit status as `make soak` wrote it; None where there is none (a folder from before it was kept)."""
+    if not path.exists():
+        return None
+    text = path.read_text().strip()
+    return int(text) if text.lstrip("-").isdigit() else -1  # unreadable: counted as failed, never as passed
+
+
 def collect(root: Path) -> Soak:
     """Every run folder under root that a soak made (a folder holding junit.xml or conformance-report.yaml, or the
     empty folder of a run that left nothing)."""
@@ -64,6 +77,8 @@ def collect(root: Path) -> Soak:
         soak.runs.append(run)
         label = run.relative_to(root).as_posix()
         profile = run.name
+        if (status := _exit_status(run / EXIT_STATUS)) not in (None, 0):
+            soak.exits[label] = status
         if junit.exists():
             for test, outcome in _cases(junit).items():
                 key = f"{profile}: {test}"
@@ -80,6 +95,8 @@ def lines(soak: Soak) -> list[str]:
     out = [f"soak: {len(soak.runs)} runs ({len({r.parent for r in soak.runs})} rounds x profiles)"]
     for run in soak.missing:
         out.append(f"  NO REPORT: {run} (the run crashed or was stopped before writing junit.xml and its report)")
+    for label, status in sorted(soak.exits.items()):
+        out.append(f"  EXIT {status}: {label} (see its junit.xml and the verdict in its conformance-report.yaml)")
     out.append("failures per test (failed/ran, the runs it failed in):")
     if not soak.failed:
         out.append(f"  none: {len(soak.ran)} tests, each passed or skipped in every run")
@@ -98,4 +115,4 @@ def report(root: Path) -> int:
     soak = collect(root)
     for line in lines(soak):
         print(line)
-    return 1 if soak.failed or soak.missing or not soak.runs else 0
+    return 1 if soak.failed or soak.missing or soak.exits or not soak.runs else 0

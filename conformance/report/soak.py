@@ -1,6 +1,6 @@
 """Summary of a soak (`make soak N=20`): N consecutive full runs of every reference profile, each in its own folder
-`<soak>/<run>/<profile>/` with the suite's junit.xml and conformance-report.yaml, and the run's exit status in
-`exit-status` (written by `make soak`).
+`<soak>/<run>/<profile>/` with the suite's junit.xml and conformance-report.yaml, and the exit status of its `make
+conformance` in `exit-status` (written by `make soak`).
 
 Prints per test how often it failed (of how many runs it ran in), then the spread (min, median, max) of every figure
 the runs' reports carry: wall time, bring-up, phases, each scenario's seconds, each measurement's median. Figures,

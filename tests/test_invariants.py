@@ -190,3 +190,16 @@ def test_a_count_pool_may_withhold_a_device_whose_attach_failed_and_no_other() -
         Sample(1.6, 1.61, {}, ({"fabric": "f0", "model": "gpu", "free": 4, "total": 4, "nodes": ["n1"]},))
     )
     assert w.counted_complete("f0", "gpu")[0] is False, "two short with one failed device: one more is withheld"
+
+
+def test_a_copy_left_on_a_node_counts_free_or_held_but_not_tainted() -> None:
+    """An exclusive node lease waits for copies_on() to be empty: a copy still held in the record may be free for
+    the scheduler already, so it counts; a tainted one cannot be allocated, so it does not."""
+    here = _slice(("hot-0", "U0"), ("hot-1", "U1"), ("hot-2", "U2"))
+    here["spec"]["nodeName"] = "node-3"
+    here["spec"]["devices"][2]["taints"] = [{"key": "k", "effect": "NoSchedule"}]
+    there = _slice(("hot-9", "U9"))
+    there["spec"]["nodeName"] = "node-2"
+    w = _watcher([here, there], [_claim("c1", 1, "hot-0")])
+    assert sorted(w.copies_on("node-3")) == sorted(f"{here['metadata']['name']}:hot-{i}" for i in (0, 1))
+    assert w.copies_on("node-1") == []

@@ -372,11 +372,12 @@ class InvariantWatcher:
                 out[f"{pool}/{model}"] = [f"offered {len(entries)} > free {free} in the fabric", *entries[:3]]
         return out
 
-    def offered_copies_on(self, node: str) -> list[str]:
-        """Node-local copies of the driver offered free on `node` right now (e.g. an attached device nobody uses)."""
+    def copies_on(self, node: str) -> list[str]:
+        """Node-local copies of the driver on `node` right now that a claim holds or the scheduler could allocate
+        (not tainted): an attached device left there, free or still held by a claim that is going away. Held ones
+        count because the record may not have seen the holder's release yet that the scheduler has."""
         slices = [s for s in self.driver_slices() if s["spec"].get("nodeName") == node]
-        allocated = {(r["pool"], r["device"]) for c in self.record.live("claim") for r in allocation_results(c)}
-        return [e for entries in self._offered(slices, allocated).values() for e in entries]
+        return [e for entries in self._offered(slices, set()).values() for e in entries]
 
     def free_entries(self, identity: str) -> list[str]:
         """The entries that offer this physical device free right now, as the watcher sees the cluster."""

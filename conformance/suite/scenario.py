@@ -249,14 +249,16 @@ class Context(ClusterContext):
             lease = self.pool.lease_counted(self.scenario.name, count, nodes, exclusive=exclusive)
             if exclusive and self.invariants is not None and lease.node:
                 self.leases.append(lease)  # released with the scenario even if the wait below fails
-                # A class of the model also matches an attached copy left idle on the node by an earlier scenario:
-                # the pod would take it and no attach (hence no fault) would happen. Wait until none is offered.
+                # A class of the model also matches an attached copy left on the node by an earlier scenario: the
+                # pod would take it and no attach (hence no fault) would happen. Wait until none is there, free or
+                # held: a copy the record still shows held may already be free for the scheduler (soak round 9 of
+                # 2026-12-04: attach-failure's copy, released 0.1 s before, taken by the next holder's pod).
                 watcher, where = self.invariants, lease.node
                 wait_for(
-                    lambda: watcher.offered_copies_on(where),
-                    lambda offered: not offered,
+                    lambda: watcher.copies_on(where),
+                    lambda left: not left,
                     timeout=self.profile.promises.detach_s + NAMESPACE_READY_S,
-                    expected=f"no idle node-local copy offered on {where} (the scenario needs an attach there)",
+                    expected=f"no node-local copy left on {where} by an earlier scenario (this one needs an attach)",
                 )
                 return lease
         else:

@@ -375,7 +375,7 @@ class InvariantWatcher:
     def copies_on(self, node: str) -> list[str]:
         """Node-local copies of the driver on `node` right now that a claim holds or the scheduler could allocate
         (not tainted): an attached device left there, free or still held by a claim that is going away. Held ones
-        count because the record may not have seen the holder's release yet that the scheduler has."""
+        count because such a claim may be deallocated a moment later, and its copy is then free for any pod."""
         slices = [s for s in self.driver_slices() if s["spec"].get("nodeName") == node]
         return [e for entries in self._offered(slices, set()).values() for e in entries]
 

@@ -251,8 +251,8 @@ class Context(ClusterContext):
                 self.leases.append(lease)  # released with the scenario even if the wait below fails
                 # A class of the model also matches an attached copy left on the node by an earlier scenario: the
                 # pod would take it and no attach (hence no fault) would happen. Wait until none is there, free or
-                # held: a copy the record still shows held may already be free for the scheduler (soak round 9 of
-                # 2026-12-04: attach-failure's copy, released 0.1 s before, taken by the next holder's pod).
+                # held: the earlier holder's claim may be deallocated right after this check (soak round 9 of
+                # 2026-12-04: attach-failure ended 0.01 s before its claim was; the next holder's pod took the copy).
                 watcher, where = self.invariants, lease.node
                 wait_for(
                     lambda: watcher.copies_on(where),

@@ -130,9 +130,8 @@ N ?= 20
 soak: binaries
 	rm -rf $(REPORTS)/soak
 	failed=0; started=$$(date +%s); for i in $$(seq -w 1 $(N)); do for p in $(REFERENCE_PROFILES); do \
-		echo "[soak] round $$i of $(N), $$(basename $$p .yaml): $$failed runs failed so far," \
-			"$$(( $$(date +%s) - started )) s elapsed"; \
-		run=$(REPORTS)/soak/$$i/$$(basename $$p .yaml); mkdir -p $$run; \
+		name=$$(basename $$p .yaml); run=$(REPORTS)/soak/$$i/$$name; mkdir -p $$run; \
+		echo "[soak] round $$i of $(N), $$name: $$failed runs failed so far, $$(( $$(date +%s) - started )) s elapsed"; \
 		$(MAKE) --no-print-directory conformance PROFILE=$$p REPORTS=$$run; status=$$?; \
 		echo $$status > $$run/exit-status; [ $$status -eq 0 ] || failed=$$((failed + 1)); done; done; \
 	echo "[soak] $$failed runs failed, $$(( $$(date +%s) - started )) s"

@@ -193,8 +193,8 @@ def test_a_count_pool_may_withhold_a_device_whose_attach_failed_and_no_other() -
 
 
 def test_a_copy_left_on_a_node_counts_free_or_held_but_not_tainted() -> None:
-    """An exclusive node lease waits for copies_on() to be empty: a copy still held in the record may be free for
-    the scheduler already, so it counts; a tainted one cannot be allocated, so it does not."""
+    """An exclusive node lease waits for copies_on() to be empty: a copy held by a claim that is going away is free
+    a moment later, so it counts; a tainted one cannot be allocated, so it does not."""
     here = _slice(("hot-0", "U0"), ("hot-1", "U1"), ("hot-2", "U2"))
     here["spec"]["nodeName"] = "node-3"
     here["spec"]["devices"][2]["taints"] = [{"key": "k", "effect": "NoSchedule"}]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fake_drivers.fabric.config import FabricConfig
 from fake_drivers.fabric.config import build_config as fabric_config
 from fake_drivers.nodedriver.config import build_config as nodes_config
 
@@ -20,9 +21,13 @@ REFERENCE = Path(__file__).resolve().parents[1] / "fixtures" / "profiles" / "ref
 MAX_NODES = 8  # what README and `--nodes` promise for the reference profiles
 
 
+def _fabric() -> FabricConfig:
+    return fabric_config(yaml.safe_load((REFERENCE / "fabric.yaml").read_text()))
+
+
 @pytest.mark.parametrize("count", [1, 4, MAX_NODES])
 def test_every_labelled_node_is_on_its_fabric_and_served_by_the_node_driver(count: int) -> None:
-    fabric = fabric_config(yaml.safe_load((REFERENCE / "fabric.yaml").read_text()))
+    fabric = _fabric()
     nodes = nodes_config(yaml.safe_load((REFERENCE / "nodes.yaml").read_text()))
     for node in default_nodes(count):
         reached = {fab for fab, members in fabric.fabrics.items() if node.name in members}
@@ -32,6 +37,6 @@ def test_every_labelled_node_is_on_its_fabric_and_served_by_the_node_driver(coun
 
 def test_a_ninth_node_is_not_on_the_fabric() -> None:
     """The promise is up to 8: the 9th node is where it ends (README says so)."""
-    fabric = fabric_config(yaml.safe_load((REFERENCE / "fabric.yaml").read_text()))
+    fabric = _fabric()
     ninth = default_nodes(MAX_NODES + 1)[-1].name
     assert not any(ninth in members for members in fabric.fabrics.values())

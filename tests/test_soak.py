@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from conformance.report.soak import collect, lines, report
+from conformance.report.soak import EXIT_STATUS, collect, lines, report
 
 
 def _run(root: Path, run: str, profile: str, failed: bool, wall: float) -> None:
@@ -60,8 +60,8 @@ def test_a_run_that_exited_non_zero_without_a_failed_test_fails_the_soak(tmp_pat
     """A leftover, an unaccepted verdict or no test run exits non-zero with every test passed or skipped."""
     _run(tmp_path, "1", "reference", failed=False, wall=50)
     _run(tmp_path, "2", "reference", failed=False, wall=50)
-    (tmp_path / "1" / "reference" / "exit-status").write_text("0\n")
-    (tmp_path / "2" / "reference" / "exit-status").write_text("1\n")
+    (tmp_path / "1" / "reference" / EXIT_STATUS).write_text("0\n")
+    (tmp_path / "2" / "reference" / EXIT_STATUS).write_text("1\n")
     soak = collect(tmp_path)
     assert soak.exits == {"2/reference": 1} and not soak.failed
     assert "EXIT 1: 2/reference" in "\n".join(lines(soak))
@@ -70,5 +70,5 @@ def test_a_run_that_exited_non_zero_without_a_failed_test_fails_the_soak(tmp_pat
 
 def test_an_unreadable_exit_status_counts_as_failed(tmp_path: Path) -> None:
     _run(tmp_path, "1", "reference", failed=False, wall=50)
-    (tmp_path / "1" / "reference" / "exit-status").write_text("")
+    (tmp_path / "1" / "reference" / EXIT_STATUS).write_text("")
     assert collect(tmp_path).exits == {"1/reference": -1}

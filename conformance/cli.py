@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from conformance.cluster.providers.base import ClusterSpec, ProviderNotReady, default_nodes
+from conformance.cluster.providers.base import KIND_NODES, LOCAL_NODES, ClusterSpec, ProviderNotReady, default_nodes
 from conformance.cluster.toolchain.build import ensure_binaries
 from conformance.cluster.toolchain.gobuild import BuildError
 from conformance.cluster.versions import DEFAULT_VERSION, KubeVersion, UnsupportedVersion, parse_version
@@ -60,7 +60,7 @@ def cluster() -> None:
 
 @cluster.command("up")
 @version_option
-@click.option("--nodes", default=4, show_default=True, type=click.IntRange(min=1))
+@click.option("--nodes", default=LOCAL_NODES, show_default=True, type=click.IntRange(min=1))
 @click.option(
     "--binding-timeout",
     default=20,
@@ -118,7 +118,7 @@ def cluster_list() -> None:
 @main.command()
 @version_option
 @click.option("--runs", default=5, show_default=True, type=click.IntRange(min=1))
-@click.option("--nodes", default=4, show_default=True, type=click.IntRange(min=1))
+@click.option("--nodes", default=LOCAL_NODES, show_default=True, type=click.IntRange(min=1))
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="also write the figures as JSON")
 @click.option(
     "--history",
@@ -147,7 +147,7 @@ def bench(version: KubeVersion, runs: int, nodes: int, out: Path | None, history
     show_default=True,
     help="where to write the KubeSchedulerConfiguration the control plane mounts (referenced as given)",
 )
-@click.option("--workers", default=4, show_default=True, type=click.IntRange(min=2))
+@click.option("--workers", default=KIND_NODES, show_default=True, type=click.IntRange(min=2))
 @click.option("--binding-timeout", default=20, show_default=True, type=click.IntRange(min=1))
 @click.option("--image", default=None, help="kind node image (default: kind's own image for the release)")
 def kind_config(

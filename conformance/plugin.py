@@ -23,7 +23,7 @@ from conformance.cluster.client import USER_AGENT, Cluster
 from conformance.cluster.gates import parse_gate_overrides
 from conformance.cluster.objects import RUN_LABEL, ObjectTracker
 from conformance.cluster.providers import PROVIDERS, ClusterInfo, ClusterSpec, ProviderNotReady, make_provider
-from conformance.cluster.providers.base import default_nodes
+from conformance.cluster.providers.base import KIND_NODES, LOCAL_NODES, default_nodes
 from conformance.cluster.toolchain.gobuild import BuildError
 from conformance.cluster.versions import DEFAULT_VERSION, UnsupportedVersion, parse_version
 from conformance.cluster.waits import CANCELLED, Cancelled, wait_for
@@ -92,8 +92,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--nodes",
         type=int,
-        default=4,
-        help="number of kwok nodes of the local cluster (default 4; the reference profiles' fabric reaches at most 8)",
+        default=None,
+        help=f"number of worker nodes: kwok nodes of the local cluster (default {LOCAL_NODES}; the reference profiles' "
+        f"fabric reaches at most 8), kind workers (default {KIND_NODES})",
     )
     group.addoption(
         "--binding-timeout",
@@ -178,7 +179,7 @@ def pytest_configure(config: pytest.Config) -> None:
         parse_gate_overrides(config.getoption("--feature-gates"))
     except ValueError as exc:
         raise pytest.UsageError(f"--feature-gates: {exc}") from None
-    if config.getoption("--nodes") < 1:
+    if (config.getoption("--nodes") or 1) < 1:
         raise pytest.UsageError("--nodes must be at least 1")
     if config.getoption("--scale-pods") < 2:
         raise pytest.UsageError("--scale-pods must be at least 2 (pods waiting in PreBind side by side)")
@@ -430,7 +431,7 @@ def cluster(pytestconfig: pytest.Config, run_id: str) -> Iterator[Cluster]:
     opt = pytestconfig.getoption
     spec = ClusterSpec(
         version=parse_version(opt("--k8s-version")),
-        nodes=default_nodes(opt("--nodes")),
+        nodes=default_nodes(opt("--nodes") or (KIND_NODES if opt("--provider") == "kind" else LOCAL_NODES)),
         binding_timeout_s=_binding_timeout(pytestconfig),
         keep=opt("--keep-cluster"),
         feature_gates=parse_gate_overrides(opt("--feature-gates")),

@@ -234,11 +234,19 @@ class Context(ClusterContext):
             self.pool.refresh(self.invariants.driver_slices(), self.nodes(), counted=self.counted)
 
     def lease(
-        self, count: int, kind: Kind = "fabric", node: str | list[str] | None = None, *, exclusive: bool = False
+        self,
+        count: int,
+        kind: Kind = "fabric",
+        node: str | list[str] | None = None,
+        *,
+        exclusive: bool = False,
+        part: str = "",
     ) -> Lease:
         """`count` devices of `kind` reaching `node`. Count-based fabric pools are leased by capacity (pool, model,
         count) on `node` or the first of a list of nodes with room; `exclusive` then keeps the node to this
-        scenario (faults selected by node)."""
+        scenario (faults selected by node). `part`: a part of the scenario that holds its lease apart from the
+        others (its own node, where exclusive), for a scenario that stages several steps side by side."""
+        holder = f"{self.scenario.name}/{part}" if part else self.scenario.name
         self.refresh()
         if kind == "fabric" and self.counted:
             nodes = (
@@ -246,7 +254,7 @@ class Context(ClusterContext):
                 if isinstance(node, str)
                 else node or sorted({n for c in self.pool.counted.values() for n in c.nodes})
             )
-            lease = self.pool.lease_counted(self.scenario.name, count, nodes, exclusive=exclusive)
+            lease = self.pool.lease_counted(holder, count, nodes, exclusive=exclusive)
             if exclusive and self.invariants is not None and lease.node:
                 self.leases.append(lease)  # released with the scenario even if the wait below fails
                 # A class of the model also matches an attached copy left on the node by an earlier scenario: the
@@ -262,7 +270,7 @@ class Context(ClusterContext):
                 )
                 return lease
         else:
-            lease = self.pool.lease(self.scenario.name, count, kind, node[0] if isinstance(node, list) else node)
+            lease = self.pool.lease(holder, count, kind, node[0] if isinstance(node, list) else node)
         self.leases.append(lease)
         return lease
 
@@ -296,20 +304,25 @@ class Context(ClusterContext):
         return name
 
     def remote_fabric(
-        self, count: int = 1, template: str = "gpu", *, exclusive: bool = False
+        self, count: int = 1, template: str = "gpu", *, exclusive: bool = False, part: str = ""
     ) -> tuple[str, Lease, str]:
         """The usual start of a fabric scenario: a node without node-local devices (skip if there is none), a lease
         of `count` fabric devices reaching it, and a fresh namespace with a claim template for exactly those.
-        Count-based pools: capacity on one of those nodes (`exclusive`: the node is this scenario's alone)."""
-        self.refresh()
-        nodes = fabric_only_nodes(self.pool, self.nodes(), count)
+        Count-based pools: capacity on one of those nodes (`exclusive`: the node is this scenario's alone, or this
+        `part`'s: see lease)."""
+        nodes = self.fabric_only_nodes(count)
         if not nodes:
             pytest.skip(f"no node without node-local {self.profile.driver} devices is reached by a fabric pool")
-        lease = self.lease(count, "fabric", nodes if self.counted else nodes[0], exclusive=exclusive)
+        lease = self.lease(count, "fabric", nodes if self.counted else nodes[0], exclusive=exclusive, part=part)
         node = lease.node or nodes[0]
-        ns = self.namespace()
+        ns = self.namespace(f"{self.scenario.name}-{part}" if part else None)
         self.objects.create(claim_template(template, self.device_class(lease)), ns)
         return node, lease, ns
+
+    def fabric_only_nodes(self, count: int = 1) -> list[str]:
+        """Nodes as they are now without node-local devices of the driver, reached by `count` fabric devices."""
+        self.refresh()
+        return fabric_only_nodes(self.pool, self.nodes(), count)
 
     def requirements_missing(self) -> str | None:
         return profile_gap(self.scenario, self.profile)

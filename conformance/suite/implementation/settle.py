@@ -35,7 +35,7 @@ class LetGo:
     devices: list[str]
     deadline_s: float
     after_s: float | None = None  # from the moment counted from to detached and offered again (for PERSIST_S)
-    down_s: float = 0.0  # seconds the scenario's own restart kept a role down after the release (added to the deadline)
+    down_s: float = 0.0  # seconds the scenario itself held the begun detach back (added to the deadline)
     last_seen: str = ""  # the wait's message when it ran out
 
     def problem(self) -> str:
@@ -50,9 +50,9 @@ def let_go(
     """Wait until `devices` are detached (not in the probe) and offered again for PERSIST_S (identified entries: one
     free entry each; count-based: no idle copy, and the pool offers every free device of the fabric but those a
     failed attach lets it withhold: InvariantWatcher.counted_complete), counting
-    `deadline_s` from `since` (time.monotonic()). `down_s`: seconds after `since` the scenario itself kept a role of
-    the stack down (IMP-8 restarting it mid-detach): a role that is down cannot detach, so detachSeconds counts the
-    stack's up time; no one else's restart is counted (restart scenarios run alone)."""
+    `deadline_s` from `since` (time.monotonic()). `down_s`: seconds after `since` the scenario itself held the begun
+    detach back (IMP-8 holds it in flight across its restart of the stack): a held detach cannot complete, so
+    detachSeconds counts the rest; no one else's restart is counted (restart scenarios run alone)."""
     probe, watcher = ctx.probe, ctx.invariants
     assert probe is not None and watcher is not None, "the probe and the session's watcher are needed"
     seen = LetGo(sorted(devices), deadline_s, down_s=round(down_s, 3))
@@ -80,7 +80,7 @@ def let_go(
             lambda _: bool(met) and time.monotonic() - met[0] >= PERSIST_S,
             timeout=max(0.0, since + seen.deadline_s + seen.down_s - time.monotonic()) + PERSIST_S + PROBE_PERIOD_S,
             expected=f"{seen.devices} detached (not in the probe) and offered again for {PERSIST_S:g}s, within "
-            f"{deadline_s:g}s" + (f" (+{seen.down_s:g}s the scenario's restart kept a role down)" if down_s else ""),
+            f"{deadline_s:g}s" + (f" (+{seen.down_s:g}s the scenario held the detach back)" if down_s else ""),
             describe=lambda o: f"probe: {o[0] if o else None}, free entries: {o[1] if o else None}",
             interval=PROBE_PERIOD_S,
             max_interval=PROBE_PERIOD_S,

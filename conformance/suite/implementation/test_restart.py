@@ -47,14 +47,14 @@ import pytest
 
 from conformance.cluster.manifests import pinned_pod
 from conformance.cluster.versions import PREBIND_POLL_S
-from conformance.cluster.waits import wait_for
+from conformance.cluster.waits import WaitTimeout, wait_for
 from conformance.implementation.faults import FaultInjector
 from conformance.implementation.profile import Role
 from conformance.observe.devices import Lease
 from conformance.observe.recorder import PROBE_PERIOD_S
 from conformance.observe.slices import allocation_results, device_conditions
 from conformance.observe.views import History
-from conformance.suite.implementation.outcome import Outcome, bind_timeout, follow
+from conformance.suite.implementation.outcome import Outcome, bind_timeout, follow, outcome
 from conformance.suite.implementation.settle import LetGo, delete_pod, let_go
 from conformance.suite.scenario import Context, ScenarioFailed, result_fixture, scenario
 
@@ -79,6 +79,7 @@ class Restart:
     binding_timeout_s: float = 0.0
     timeout_expected: bool = False  # what the suite held back alone reaches the bindingTimeout
     outcome: Outcome | None = None
+    unbound: str = ""  # the wait's message when the pod did not bind in time
     let_go: LetGo | None = None  # after the pod was deleted
 
 
@@ -143,7 +144,12 @@ def _detach_held(ctx: Context, s: _Staged) -> None:
     assert probe is not None
     node = s.seen.node
     ctx.objects.create(pinned_pod("app", "gpu", node), s.ns)
-    s.seen.outcome = follow(ctx, s.history, node, bind_timeout(ctx.profile))
+    if not _follow_for(ctx, s, bind_timeout(ctx.profile)):
+        s.seen.walked = f"the pod did not bind before the restart: {s.seen.unbound}"
+        delete_pod(ctx, s.ns, s.history)
+        s.released = time.monotonic()
+        return
+    assert s.seen.outcome is not None
     s.seen.device = next((i for i in s.seen.outcome.final_identities() if i), "") or s.lease.identities[0]
     detach = {"node": node} if ctx.counted else {"device": s.seen.device}
     s.fault = s.faults.arm("hang", operation="detach", **detach)
@@ -281,8 +287,18 @@ def _follow(ctx: Context, s: _Staged) -> None:
     s.seen.held_s = round(s.ended - s.began, 3)
     needed = s.seen.held_s + ctx.profile.promises.attach_s + PREBIND_POLL_S
     s.seen.timeout_expected = needed >= s.seen.binding_timeout_s
-    wait = bind_timeout(ctx.profile) + s.seen.held_s + s.seen.binding_timeout_s
-    s.seen.outcome = follow(ctx, s.history, s.seen.node, wait)
+    _follow_for(ctx, s, bind_timeout(ctx.profile) + s.seen.held_s + s.seen.binding_timeout_s)
+
+
+def _follow_for(ctx: Context, s: _Staged, timeout: float) -> bool:
+    """Follow the step's pod until bound; unbound, its outcome as recorded and the wait's message (a step's failure
+    is its own: the other steps of the restart go on and are judged)."""
+    try:
+        s.seen.outcome = follow(ctx, s.history, s.seen.node, timeout)
+        return True
+    except WaitTimeout as exc:
+        s.seen.outcome, s.seen.unbound = outcome(ctx, s.history, s.seen.node), str(exc)
+        return False
 
 
 def _let_go(ctx: Context, s: _Staged) -> LetGo:
@@ -290,6 +306,7 @@ def _let_go(ctx: Context, s: _Staged) -> LetGo:
     plus the time the suite held its begun detach, across the restart: a held detach cannot complete)."""
     assert s.seen.outcome is not None
     used = sorted({i for i in s.seen.outcome.final_identities() if i} | ({s.seen.device} - {""}))
+    used = used or sorted(s.lease.identities)  # unbound, no attach seen: the leased device must still be let go
     held = max(0.0, s.let_on - s.held_from) if s.seen.step == "detach-in-flight" else 0.0
     if held:
         s.seen.held_s = round(held, 3)
@@ -376,7 +393,7 @@ def test_the_pod_binds_by_an_allowed_path_after_the_restart(restarts: list[Resta
         assert r.outcome is not None
         if r.step == "detach-in-flight":
             continue  # bound before the restart; judged by the let-go below
-        found = r.outcome.binding_problems(timeouts=r.timeout_expected)
+        found = ([r.unbound] if r.unbound else []) + r.outcome.binding_problems(timeouts=r.timeout_expected)
         if found:
             timing = (
                 f"the restart took {r.restart_s:.1f}s, the suite held the attach back {r.held_s:.1f}s; "

@@ -12,6 +12,7 @@ import pytest
 from conformance.cluster.kind.config import CLUSTER_NAME, NODE_IMAGES
 from conformance.cluster.kind.validate import stand_in_docker
 from conformance.cluster.providers import ClusterSpec, ProviderNotReady
+from conformance.cluster.providers.base import KIND_NODES, default_nodes
 from conformance.cluster.providers.kind import KindProvider, kind_workdir
 
 
@@ -24,7 +25,7 @@ def test_provider_writes_a_config_kind_accepts_and_cleans_up(tmp_path: Path, mon
     said: list[str] = []
     provider = KindProvider(load_images=(), kubectl_bin="/nonexistent/kubectl", progress=said.append)
     with pytest.raises(ProviderNotReady, match="create cluster"):
-        provider.start(ClusterSpec())
+        provider.start(ClusterSpec(nodes=default_nodes(KIND_NODES)))  # as the plugin's default on kind
     calls = log.read_text().splitlines()
     assert f"inspect --type=image {NODE_IMAGES[(1, 37)]}" in calls, calls
     assert not (tmp_path / ".pytest-kind" / CLUSTER_NAME).exists() and not kind_workdir(CLUSTER_NAME).exists()

@@ -168,8 +168,10 @@ def _detach_held(ctx: Context, s: _Staged) -> None:
         s.seen.walked = f"{s.seen.device} was detached before the restart could come"
 
 
-def _attaching(ctx: Context, faults: FaultInjector, fault: str, node: str) -> tuple[str, tuple[str, str]]:
-    """The device the fault hit, once the probe lists its attach."""
+def _attaching(
+    ctx: Context, faults: FaultInjector, fault: str, node: str, held: int = 0
+) -> tuple[str, tuple[str, str]]:
+    """The device the fault hit, once the probe lists its attach; `held`: operations this restart holds meanwhile."""
     probe = ctx.probe
     assert probe is not None
 
@@ -182,7 +184,13 @@ def _attaching(ctx: Context, faults: FaultInjector, fault: str, node: str) -> tu
         seen,
         bool,
         timeout=bind_timeout(ctx.profile),
-        expected=f"the attach of the pod's device to {node} to start (the fault hit, the probe to list it)",
+        expected=f"the attach of the pod's device to {node} to start (the fault hit, the probe to list it)"
+        + (
+            f"; up to {held} other fabric operation(s) held in flight meanwhile by this restart (a stack that runs "
+            "fewer at once declares fabricConcurrency)"
+            if held
+            else ""
+        ),
         interval=PROBE_PERIOD_S / 2,
         max_interval=PROBE_PERIOD_S,
     )
@@ -218,8 +226,9 @@ def _batch(ctx: Context, role: Role, steps: tuple[Step, ...]) -> list[Restart]:
             held = s.seen.step == "attach-in-flight" or process
             s.fault = s.faults.arm("hang", **s.target) if held else s.faults.arm("slow", delaySeconds=0.1, **s.target)
             ctx.objects.create(pinned_pod("app", "gpu", s.seen.node), s.ns)
+        others = len(attaches) - 1 + int(held_detach is not None and bool(held_detach.fault))
         for s in attaches:
-            s.seen.device, _ = _attaching(ctx, s.faults, s.fault, s.seen.node)
+            s.seen.device, _ = _attaching(ctx, s.faults, s.fault, s.seen.node, others)
             s.began = time.time()
         first = staged.get("before-attach")
         if first is not None:

@@ -203,3 +203,18 @@ def test_a_copy_left_on_a_node_counts_free_or_held_but_not_tainted() -> None:
     w = _watcher([here, there], [_claim("c1", 1, "hot-0")])
     assert sorted(w.copies_on("node-3")) == sorted(f"{here['metadata']['name']}:hot-{i}" for i in (0, 1))
     assert w.copies_on("node-1") == []
+
+
+def test_free_entries_of_a_device_on_one_node() -> None:
+    """A count-based let-go judges the scenario's node: a copy of the same physical device offered on another node
+    (another scenario attached it there after the detach) is not this scenario's leftover."""
+    here = _slice(("hot-0", "U0"))
+    here["spec"]["nodeName"] = "node-2"
+    there = _slice(("hot-0", "U0"))
+    there["spec"]["nodeName"] = "node-6"
+    w = _watcher([here, there])
+    assert sorted(w.free_entries("U0")) == sorted(
+        [f"{here['metadata']['name']}:hot-0", f"{there['metadata']['name']}:hot-0"]
+    )
+    assert w.free_entries("U0", "node-6") == [f"{there['metadata']['name']}:hot-0"]
+    assert w.free_entries("U0", "node-3") == []

@@ -379,9 +379,10 @@ class InvariantWatcher:
         slices = [s for s in self.driver_slices() if s["spec"].get("nodeName") == node]
         return [e for entries in self._offered(slices, set()).values() for e in entries]
 
-    def free_entries(self, identity: str) -> list[str]:
-        """The entries that offer this physical device free right now, as the watcher sees the cluster."""
-        slices = self.driver_slices()
+    def free_entries(self, identity: str, node: str | None = None) -> list[str]:
+        """The entries that offer this physical device free right now, as the watcher sees the cluster (`node`: only
+        the node-local slices of that node)."""
+        slices = [s for s in self.driver_slices() if node is None or s["spec"].get("nodeName") == node]
         allocated = {
             (r["pool"], r["device"])
             for c in self.record.live("claim")

@@ -58,11 +58,17 @@ def let_go(
     seen = LetGo(sorted(devices), deadline_s, down_s=round(down_s, 3))
     met: list[float] = []
 
+    # Count-based entries name no device: once detached from the scenario's node, the device is the fabric's again and
+    # another scenario may attach it elsewhere at once (soak of 2026-12-04, round 6: IMP-15's device was attached to
+    # node-6 for another pod 1.4 s after it left node-2). What is judged is the scenario's node: nothing of it
+    # attached there, no idle copy of it there, and the pool's capacity complete.
+    where = lease.node if lease.counted is not None else None
+
     def observe() -> tuple[dict[str, tuple[str, str]], list[str]]:
-        states = {d: s for d, s in probe.now().items() if d in devices}
+        states = {d: s for d, s in probe.now().items() if d in devices and (where is None or s[0] == where)}
         if lease.counted is not None:
             complete, said = watcher.counted_complete(lease.counted.pool, lease.counted.model)
-            idle = [f for d in devices for f in watcher.free_entries(d)]
+            idle = [f for d in devices for f in watcher.free_entries(d, where)]
             free = [said, *idle]
             back = not idle and complete
         else:
@@ -79,7 +85,8 @@ def let_go(
             observe,
             lambda _: bool(met) and time.monotonic() - met[0] >= PERSIST_S,
             timeout=max(0.0, since + seen.deadline_s + seen.down_s - time.monotonic()) + PERSIST_S + PROBE_PERIOD_S,
-            expected=f"{seen.devices} detached (not in the probe) and offered again for {PERSIST_S:g}s, within "
+            expected=f"{seen.devices} detached ({f'from {where}' if where else 'not in the probe'}) and offered again "
+            f"for {PERSIST_S:g}s, within "
             f"{deadline_s:g}s" + (f" (+{seen.down_s:g}s the scenario held the detach back)" if down_s else ""),
             describe=lambda o: f"probe: {o[0] if o else None}, free entries: {o[1] if o else None}",
             interval=PROBE_PERIOD_S,

@@ -66,12 +66,17 @@ def detach_on_release(ctx: Context) -> Release:
         if exc.status != 404:  # the resourceclaim controller may have removed the generated claim already
             raise
     met_since: list[float] = []  # start of the current stretch in which the device is detached and offered once
+    # Count-based: once detached from this node the device is the fabric's again, and another scenario may attach it
+    # elsewhere at once (settle.let_go says what the soak showed): judged on this node.
+    where = node if lease.counted is not None else None
 
     def observe() -> tuple[tuple[str, str] | None, list[str]]:
         state = probe.now().get(identity)
+        if where is not None and state is not None and state[0] != where:
+            state = None  # detached from this node, attached elsewhere since
         if state is None and seen.detached_after_s is None:
             seen.detached_after_s = round(time.monotonic() - released, 3)
-        free = ctx.invariants.free_entries(identity)
+        free = ctx.invariants.free_entries(identity, where)
         if lease.counted is not None:
             # Offered again = its fabric offers (at least) every device it has free: a stack that never re-offers
             # a detached device stays one entry short for good. Not equality: other scenarios' attaches and
@@ -96,7 +101,8 @@ def detach_on_release(ctx: Context) -> Release:
             lambda _o: bool(met_since) and time.monotonic() - met_since[0] >= PERSIST_S,
             timeout=seen.promise_s + PERSIST_S,
             expected=f"{identity} detached (not in the probe) and offered by exactly one free entry "
-            "(count-based: no copy of it offered, and as many entries offered as the fabric has free devices) "
+            f"(count-based: detached from {node}, no copy of it offered there, and as many entries offered as the "
+            "fabric has free devices) "
             f"for {PERSIST_S:g}s",
             describe=lambda o: f"probe: {o[0] if o else None}, free entries: {o[1] if o else None}",
             interval=SAMPLE_S,

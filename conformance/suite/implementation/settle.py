@@ -1,5 +1,5 @@
-"""Shared waits of the lifecycle scenarios: a device let go (detached and offered again, for good) and the binding
-conditions a namespace's claims ever showed True, both read from the run-wide record."""
+"""Shared waits of the lifecycle scenarios: an attach a fault caught in flight, a device let go (detached and offered
+again, for good) and the binding conditions a namespace's claims ever showed True, read from the run-wide record."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from kubernetes.client.exceptions import ApiException
 
 from conformance.cluster.waits import WaitTimeout, wait_for
+from conformance.implementation.faults import FaultInjector
 from conformance.observe.devices import Lease
 from conformance.observe.invariants import PERSIST_S
 from conformance.observe.recorder import PROBE_PERIOD_S, Recorder
@@ -28,6 +29,34 @@ def delete_pod(ctx: Context, ns: str, history: History, pod: str = "app") -> Non
                 raise
 
 
+def attaching(ctx: Context, faults: FaultInjector, fault: str, node: str, timeout: float, held: int = 0) -> str:
+    """The device whose attach to `node` the fault `fault` hit, once the probe lists it (the attach began on the
+    fabric). `held`: other fabric operations the scenario holds in flight meanwhile (said when the wait runs out: a
+    stack that runs fewer at once declares fabricConcurrency)."""
+    probe = ctx.probe
+    assert probe is not None, "the probe is needed"
+
+    def seen() -> str | None:
+        hits = faults.hits(fault)
+        device = str(hits[0]["device"]) if hits else None
+        return device if device and probe.now().get(device) else None
+
+    held_note = (
+        f"; up to {held} other fabric operation(s) held in flight meanwhile by this scenario (a stack that runs fewer "
+        "at once declares fabricConcurrency)"
+        if held
+        else ""
+    )
+    return wait_for(
+        seen,
+        bool,
+        timeout=timeout,
+        expected=f"an attach to {node} hit by fault {fault} and listed by the probe{held_note}",
+        interval=PROBE_PERIOD_S / 2,
+        max_interval=PROBE_PERIOD_S,
+    )
+
+
 @dataclass
 class LetGo:
     """How a device the scenario used ended: detached and offered again within the deadline, or not."""
@@ -35,6 +64,7 @@ class LetGo:
     devices: list[str]
     deadline_s: float
     after_s: float | None = None  # from the moment counted from to detached and offered again (for PERSIST_S)
+    detached_s: float | None = None  # from the moment counted from to the probe's first answer without them attached
     down_s: float = 0.0  # seconds the scenario itself held the begun detach back (added to the deadline)
     last_seen: str = ""  # the wait's message when it ran out
 
@@ -45,14 +75,21 @@ class LetGo:
 
 
 def let_go(
-    ctx: Context, devices: list[str], lease: Lease, since: float, deadline_s: float, down_s: float = 0.0
+    ctx: Context,
+    devices: list[str],
+    lease: Lease,
+    since: float,
+    deadline_s: float,
+    down_s: float = 0.0,
+    interval: float = PROBE_PERIOD_S,
 ) -> LetGo:
     """Wait until `devices` are detached (not in the probe) and offered again for PERSIST_S (identified entries: one
     free entry each; count-based: no idle copy, and the pool offers every free device of the fabric but those a
     failed attach lets it withhold: InvariantWatcher.counted_complete), counting
     `deadline_s` from `since` (time.monotonic()). `down_s`: seconds after `since` the scenario itself held the begun
     detach back (IMP-8 holds it in flight across its restart of the stack): a held detach cannot complete, so
-    detachSeconds counts the rest; no one else's restart is counted (restart scenarios run alone)."""
+    detachSeconds counts the rest; no one else's restart is counted (restart scenarios run alone). `interval`: how
+    often it is looked at, the resolution of the measured times."""
     probe, watcher = ctx.probe, ctx.invariants
     assert probe is not None and watcher is not None, "the probe and the session's watcher are needed"
     seen = LetGo(sorted(devices), deadline_s, down_s=round(down_s, 3))
@@ -74,6 +111,8 @@ def let_go(
         else:
             free = [f for d in devices for f in watcher.free_entries(d)]
             back = all(len(watcher.free_entries(d)) == 1 for d in devices)
+        if not states and seen.detached_s is None:
+            seen.detached_s = round(time.monotonic() - since, 3)
         if not states and back:
             met[:] = met or [time.monotonic()]
         else:
@@ -89,8 +128,8 @@ def let_go(
             f"for {PERSIST_S:g}s, within "
             f"{deadline_s:g}s" + (f" (+{seen.down_s:g}s the scenario held the detach back)" if down_s else ""),
             describe=lambda o: f"probe: {o[0] if o else None}, free entries: {o[1] if o else None}",
-            interval=PROBE_PERIOD_S,
-            max_interval=PROBE_PERIOD_S,
+            interval=interval,
+            max_interval=interval,
         )
         seen.after_s = round(met[0] - since, 3)
         ctx.measure("let_go_seconds", seen.after_s)  # in the report's figures: how close to the promise each came

@@ -13,12 +13,11 @@ import time
 from dataclasses import dataclass
 
 import pytest
-from kubernetes.client.exceptions import ApiException
 
 from conformance.cluster.manifests import pinned_pod
-from conformance.cluster.waits import WaitTimeout, wait_for
 from conformance.observe.invariants import PERSIST_S
 from conformance.suite.implementation.outcome import follow
+from conformance.suite.implementation.settle import delete_pod, let_go
 from conformance.suite.scenario import Context, result_fixture, scenario
 
 SAMPLE_S = 0.2  # sampling period of the release observation: the resolution of the measured times
@@ -55,62 +54,14 @@ def detach_on_release(ctx: Context) -> Release:
     identity = next((i for i in bound.final_identities() if i), None) or next(iter(lease.identities), None)
     if identity is None:
         raise AssertionError(f"the pod's device has no physical identity in any slice:\n  {bound.describe()}")
-    [claim] = history.latest("claim")
     seen = Release(identity, node, probe.now().get(identity), ctx.profile.promises.detach_s)
 
     released = time.monotonic()
-    ctx.cluster.core.delete_namespaced_pod("app", ns, grace_period_seconds=0)
-    try:
-        ctx.cluster.resource.delete_namespaced_resource_claim(claim, ns)
-    except ApiException as exc:
-        if exc.status != 404:  # the resourceclaim controller may have removed the generated claim already
-            raise
-    met_since: list[float] = []  # start of the current stretch in which the device is detached and offered once
-    # Count-based: once detached from this node the device is the fabric's again, and another scenario may attach it
-    # elsewhere at once (settle.let_go says what the soak showed): judged on this node.
-    where = node if lease.counted is not None else None
-
-    def observe() -> tuple[tuple[str, str] | None, list[str]]:
-        state = probe.now().get(identity)
-        if where is not None and state is not None and state[0] != where:
-            state = None  # detached from this node, attached elsewhere since
-        if state is None and seen.detached_after_s is None:
-            seen.detached_after_s = round(time.monotonic() - released, 3)
-        free = ctx.invariants.free_entries(identity, where)
-        if lease.counted is not None:
-            # Offered again = its fabric offers (at least) every device it has free: a stack that never re-offers
-            # a detached device stays one entry short for good. Not equality: other scenarios' attaches and
-            # reschedules move both counts meanwhile, and the pool follows the fabric with a delay.
-            # A device whose attach failed (another scenario's) may be withheld: counted_complete.
-            complete, said = ctx.invariants.counted_complete(lease.counted.pool, lease.counted.model)
-            back = not free and complete
-            free = [said, *free]
-        else:
-            back = len(free) == 1
-        if state is None and back:
-            met_since[:] = met_since or [time.monotonic()]
-        else:
-            met_since.clear()
-        return state, free
-
-    try:
-        # Offered again means offered for good: the stretch must last PERSIST_S (the watcher's own rule), so a
-        # transient free entry (e.g. between a guard's removal and a pool rewrite) does not count.
-        wait_for(
-            observe,
-            lambda _o: bool(met_since) and time.monotonic() - met_since[0] >= PERSIST_S,
-            timeout=seen.promise_s + PERSIST_S,
-            expected=f"{identity} detached (not in the probe) and offered by exactly one free entry "
-            f"(count-based: detached from {node}, no copy of it offered there, and as many entries offered as the "
-            "fabric has free devices) "
-            f"for {PERSIST_S:g}s",
-            describe=lambda o: f"probe: {o[0] if o else None}, free entries: {o[1] if o else None}",
-            interval=SAMPLE_S,
-            max_interval=SAMPLE_S,
-        )
-        seen.offered_after_s = round(met_since[0] - released, 3)
-    except WaitTimeout as exc:
-        seen.last_seen = str(exc)
+    delete_pod(ctx, ns, history)
+    # Offered again means offered for good (for PERSIST_S: a transient free entry, e.g. between a guard's removal and a
+    # pool rewrite, does not count); count-based, judged on this node (settle.let_go says why).
+    got = let_go(ctx, [identity], lease, released, seen.promise_s, interval=SAMPLE_S)
+    seen.detached_after_s, seen.offered_after_s, seen.last_seen = got.detached_s, got.after_s, got.last_seen
     if seen.detached_after_s is not None:
         ctx.measure("detach_seconds", seen.detached_after_s)
     if seen.offered_after_s is not None:

@@ -21,12 +21,17 @@ from typing import Literal
 import pytest
 
 from conformance.cluster.manifests import pinned_pod
-from conformance.cluster.waits import wait_for
 from conformance.implementation.faults import FaultInjector
-from conformance.observe.recorder import PROBE_PERIOD_S
 from conformance.observe.views import SCHEDULE_S, History
 from conformance.suite.implementation.outcome import Outcome, bind_timeout, follow
-from conformance.suite.implementation.settle import LetGo, attached_at, delete_pod, let_go, unbacked_conditions
+from conformance.suite.implementation.settle import (
+    LetGo,
+    attached_at,
+    attaching,
+    delete_pod,
+    let_go,
+    unbacked_conditions,
+)
 from conformance.suite.scenario import Context, result_fixture, scenario, skip_if_binding_timeout_fixed
 
 SLOW_S = 6.0  # the slowed attach: still in flight well after the pod and its claim were deleted
@@ -61,31 +66,6 @@ def _arm(
     return faults, faults.arm(mode, **target, **extra)
 
 
-def _attaching(
-    ctx: Context, faults: FaultInjector, fault: str, node: str, timeout: float
-) -> tuple[str, tuple[str, str]]:
-    """Wait until the fault hit an attach and the probe lists it; the device and its state."""
-    probe = ctx.probe
-    assert probe is not None
-
-    def seen() -> tuple[str, tuple[str, str]] | None:
-        hits = faults.hits(fault)
-        if not hits:
-            return None
-        device = str(hits[0]["device"])
-        state = probe.now().get(device)
-        return (device, state) if state else None
-
-    return wait_for(
-        seen,
-        bool,
-        timeout=timeout,
-        expected=f"an attach to {node} hit by fault {fault} and listed by the probe",
-        interval=PROBE_PERIOD_S,
-        max_interval=4 * PROBE_PERIOD_S,
-    )
-
-
 def _delete(ctx: Context, ns: str, history: History) -> float:
     """Delete the pod and its claims; wait until the claims are gone from the API. Returns how long that took."""
     began = time.monotonic()
@@ -107,7 +87,7 @@ def _prebind_delete(ctx: Context, mode: Literal["slow", "hang"]) -> Walk:
     began = time.time()
     with faults, ctx.history(ns) as history:
         ctx.objects.create(pinned_pod("app", "gpu", node), ns)
-        seen.device, _ = _attaching(ctx, faults, fault, node, bind_timeout(ctx.profile))
+        seen.device = attaching(ctx, faults, fault, node, bind_timeout(ctx.profile))
         seen.in_flight = probe.after(time.time() + WAITING_S, timeout=WAITING_S + 10).get(seen.device)
         seen.claim_gone_s = _delete(ctx, ns, history)
         ended = time.monotonic()
@@ -152,7 +132,7 @@ def late_attach(ctx: Context) -> Walk:
     faults, fault = _arm(ctx, node, frozenset(lease.identities), "hang")
     with faults, ctx.history(ns) as history:
         ctx.objects.create(pinned_pod("app", "gpu", node), ns)
-        seen.device, _ = _attaching(ctx, faults, fault, node, bind_timeout(ctx.profile))
+        seen.device = attaching(ctx, faults, fault, node, bind_timeout(ctx.profile))
         history.wait(
             lambda h: any(a.cleared_revision is not None for a in h.allocations()) or None,
             timeout=timeout_s + SCHEDULE_S,

@@ -55,7 +55,7 @@ from conformance.observe.recorder import PROBE_PERIOD_S
 from conformance.observe.slices import allocation_results, device_conditions
 from conformance.observe.views import History
 from conformance.suite.implementation.outcome import Outcome, bind_timeout, follow, outcome
-from conformance.suite.implementation.settle import LetGo, delete_pod, let_go
+from conformance.suite.implementation.settle import LetGo, attaching, delete_pod, let_go
 from conformance.suite.scenario import Context, ScenarioFailed, result_fixture, scenario
 
 Step = Literal["before-attach", "attach-in-flight", "attached-unreported", "detach-in-flight"]
@@ -168,34 +168,6 @@ def _detach_held(ctx: Context, s: _Staged) -> None:
         s.seen.walked = f"{s.seen.device} was detached before the restart could come"
 
 
-def _attaching(
-    ctx: Context, faults: FaultInjector, fault: str, node: str, held: int = 0
-) -> tuple[str, tuple[str, str]]:
-    """The device the fault hit, once the probe lists its attach; `held`: operations this restart holds meanwhile."""
-    probe = ctx.probe
-    assert probe is not None
-
-    def seen() -> tuple[str, tuple[str, str]] | None:
-        hits = faults.hits(fault)
-        state = probe.now().get(str(hits[0]["device"])) if hits else None
-        return (str(hits[0]["device"]), state) if hits and state else None
-
-    return wait_for(
-        seen,
-        bool,
-        timeout=bind_timeout(ctx.profile),
-        expected=f"the attach of the pod's device to {node} to start (the fault hit, the probe to list it)"
-        + (
-            f"; up to {held} other fabric operation(s) held in flight meanwhile by this restart (a stack that runs "
-            "fewer at once declares fabricConcurrency)"
-            if held
-            else ""
-        ),
-        interval=PROBE_PERIOD_S / 2,
-        max_interval=PROBE_PERIOD_S,
-    )
-
-
 def _restart(
     ctx: Context, role: Role, staged: list[_Staged], while_down: Callable[[], None] | None
 ) -> tuple[float, float]:
@@ -228,7 +200,7 @@ def _batch(ctx: Context, role: Role, steps: tuple[Step, ...]) -> list[Restart]:
             ctx.objects.create(pinned_pod("app", "gpu", s.seen.node), s.ns)
         others = len(attaches) - 1 + int(held_detach is not None and bool(held_detach.fault))
         for s in attaches:
-            s.seen.device, _ = _attaching(ctx, s.faults, s.fault, s.seen.node, others)
+            s.seen.device = attaching(ctx, s.faults, s.fault, s.seen.node, bind_timeout(ctx.profile), others)
             s.began = time.time()
         first = staged.get("before-attach")
         if first is not None:

@@ -109,8 +109,9 @@ def let_go(
             free = [said, *idle]
             back = not idle and complete
         else:
-            free = [f for d in devices for f in watcher.free_entries(d)]
-            back = all(len(watcher.free_entries(d)) == 1 for d in devices)
+            offers = [watcher.free_entries(d) for d in devices]
+            free = [f for entries in offers for f in entries]
+            back = all(len(entries) == 1 for entries in offers)
         if not states and seen.detached_s is None:
             seen.detached_s = round(time.monotonic() - since, 3)
         if not states and back:

@@ -17,7 +17,7 @@ import pytest
 from conformance.cluster.manifests import pinned_pod
 from conformance.observe.invariants import PERSIST_S
 from conformance.suite.implementation.outcome import follow
-from conformance.suite.implementation.settle import delete_pod, let_go
+from conformance.suite.implementation.settle import LetGo, delete_pod, let_go
 from conformance.suite.scenario import Context, result_fixture, scenario
 
 SAMPLE_S = 0.2  # sampling period of the release observation: the resolution of the measured times
@@ -29,9 +29,9 @@ class Release:
     node: str
     attached_before: tuple[str, str] | None  # (node, state) in the probe while the pod was bound
     promise_s: float
-    detached_after_s: float | None = None  # release -> the probe no longer lists the device
-    offered_after_s: float | None = None  # release -> detached and exactly one free entry
-    last_seen: str = ""  # when the promise was broken: the probe and the free entries last seen
+    # From the release: detached_s (the probe no longer lists the device), after_s (detached and offered again),
+    # last_seen (when the promise was broken: the probe and the free entries last seen).
+    let_go: LetGo | None = None
 
 
 @scenario(
@@ -60,12 +60,11 @@ def detach_on_release(ctx: Context) -> Release:
     delete_pod(ctx, ns, history)
     # Offered again means offered for good (for PERSIST_S: a transient free entry, e.g. between a guard's removal and a
     # pool rewrite, does not count); count-based, judged on this node (settle.let_go says why).
-    got = let_go(ctx, [identity], lease, released, seen.promise_s, interval=SAMPLE_S)
-    seen.detached_after_s, seen.offered_after_s, seen.last_seen = got.detached_s, got.after_s, got.last_seen
-    if seen.detached_after_s is not None:
-        ctx.measure("detach_seconds", seen.detached_after_s)
-    if seen.offered_after_s is not None:
-        ctx.measure("release_to_offered_seconds", seen.offered_after_s)
+    seen.let_go = got = let_go(ctx, [identity], lease, released, seen.promise_s, interval=SAMPLE_S)
+    if got.detached_s is not None:
+        ctx.measure("detach_seconds", got.detached_s)
+    if got.after_s is not None:
+        ctx.measure("release_to_offered_seconds", got.after_s)
     return seen
 
 
@@ -77,16 +76,18 @@ def test_device_is_detached_within_the_promised_time(release: Release) -> None:
     assert release.attached_before and release.attached_before[0] == release.node, (
         f"while the pod was bound on {release.node} the probe said {release.attached_before}"
     )
-    assert release.detached_after_s is not None and release.detached_after_s <= release.promise_s, (
+    got = release.let_go
+    assert got is not None and got.detached_s is not None and got.detached_s <= release.promise_s, (
         f"{release.identity} still attached {release.promise_s:g}s (detachSeconds) after the release\n"
-        f"{release.last_seen}"
+        f"{got.last_seen if got else ''}"
     )
 
 
 @pytest.mark.requirement("IMP-5")
 def test_device_is_offered_free_again_exactly_once(release: Release) -> None:
-    assert release.offered_after_s is not None and release.offered_after_s <= release.promise_s, (
+    got = release.let_go
+    assert got is not None and got.after_s is not None and got.after_s <= release.promise_s, (
         f"{release.identity} not offered again by exactly one free entry (for {PERSIST_S:g}s) within "
         f"{release.promise_s:g}s\n"
-        f"{release.last_seen}"
+        f"{got.last_seen if got else ''}"
     )

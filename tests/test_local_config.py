@@ -73,17 +73,29 @@ def test_each_cluster_gets_distinct_kernel_chosen_ports(tmp_path: Path) -> None:
     assert ports != [second[k] for k in PORT_OPTIONS]
 
 
-def test_single_instance_components_run_without_leader_election(tmp_path: Path) -> None:
-    """One scheduler and one controller manager: a lease to win would only delay the start."""
-    assert scheduler_config(7, leader_election=False)["leaderElection"] == {"leaderElect": False}
-    assert "leaderElection" not in scheduler_config(7)  # kind keeps kubeadm's default
+def _extra_args(tmp_path: Path) -> dict[str, list[dict]]:
+    """Each component's extra flags in the kwokctl configuration the local provider writes."""
     provider = LocalProvider()
     provider.workdir = tmp_path
-    patches = {
-        p["name"]: p["extraArgs"]
-        for p in provider._kwokctl_config(_binaries(tmp_path), {}, ClusterSpec())["componentsPatches"]
-    }
+    patches = provider._kwokctl_config(_binaries(tmp_path), {}, ClusterSpec())["componentsPatches"]
+    return {p["name"]: p["extraArgs"] for p in patches}
+
+
+def test_single_instance_components_run_without_leader_election(tmp_path: Path) -> None:
+    """One scheduler and one controller manager: a lease to win would only delay the start."""
+    assert scheduler_config(7, local=True)["leaderElection"] == {"leaderElect": False}
+    assert "leaderElection" not in scheduler_config(7)  # kind keeps kubeadm's default
+    patches = _extra_args(tmp_path)
     assert {"key": "leader-elect", "value": "false"} in patches["kube-controller-manager"]
+
+
+def test_scheduler_and_controller_manager_clients_are_not_held_to_their_default_rate(tmp_path: Path) -> None:
+    """At 50/s (scheduler) and 20/s (controller manager) the clients, not binding conditions, set SCALE-1's pace."""
+    assert scheduler_config(7, local=True)["clientConnection"] == {"qps": 500, "burst": 1000}
+    assert "clientConnection" not in scheduler_config(7)  # kind keeps kubeadm's default
+    patches = _extra_args(tmp_path)
+    rates = [a for a in patches["kube-controller-manager"] if a["key"].startswith("kube-api-")]
+    assert rates == [{"key": "kube-api-qps", "value": "500"}, {"key": "kube-api-burst", "value": "1000"}]
 
 
 def test_every_component_gets_the_gc_target_and_keeps_its_flags(tmp_path: Path) -> None:

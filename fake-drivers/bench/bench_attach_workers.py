@@ -38,10 +38,10 @@ class ReportingKube(FakeKube):
 
     reported: set[str] = field(default_factory=set)
 
-    def write_condition(self, write: Any, now: float) -> str:
+    def write_condition(self, write: Any, now: float, cached: dict[str, Any] | None = None) -> str:
         if write.type == KEEP.attached:
             self.reported.add(write.claim.key)
-        return super().write_condition(write, now)
+        return super().write_condition(write, now, cached)
 
 
 def measure(url: str, claims: int, workers: int) -> tuple[float, int]:

@@ -15,7 +15,7 @@ from ..signals import stop_event
 from .fabric import FabricClient
 from .kube import CLAIMS, SLICES, TAINTS, Kube
 from .metrics import Metrics
-from .reconciler import Caches, Reconciler
+from .reconciler import ATTACH_WORKERS, Caches, Reconciler
 from .roles import Role
 from .settings import DEFAULT_DRIVER, DEFAULT_NODE_LABEL, FabricEntries, Mode, Settings
 from .watch import Cache
@@ -123,7 +123,7 @@ def broken_options(command: Callable[..., None]) -> Callable[..., None]:
 @click.option(
     "--attach-workers",
     type=click.IntRange(1, 1000),
-    default=32,
+    default=ATTACH_WORKERS,
     show_default=True,
     help="Fabric attaches/detaches run in parallel (each blocks for the fabric's operation time).",
 )

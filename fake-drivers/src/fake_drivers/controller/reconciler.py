@@ -60,6 +60,9 @@ class Caches:
 
 
 CONDITION_WRITERS = 8
+# Fabric operations in flight at once; each blocks its thread for the fabric's time (1 s in the example fabric), so
+# this caps attaches per second: 32 held 1000 pods in PreBind to 32 attaches/s (SCALE-1, README "Attach workers").
+ATTACH_WORKERS = 128
 SLOW_PASS_S = 2.0
 IDLE_GRACE_ON_DELETED_NODE = "a device on a deleted node waits for the idle grace"  # without the node list
 NODES_READ_S = 1.0  # the node list is read at most this often (only while a device is attached)
@@ -90,7 +93,7 @@ class Reconciler:
         metrics: Metrics,
         *,
         poll_s: float = 1.0,
-        workers: int = 32,
+        workers: int = ATTACH_WORKERS,
         role: Role = Role.ALL,
     ) -> None:
         self.settings = settings

@@ -92,7 +92,7 @@ def scheduler_config(binding_timeout_s: int | None, *, local: bool = False) -> d
         ]
     config: dict = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
     if local:
-        config |= {"leaderElection": NO_LEADER_ELECTION, "clientConnection": CLIENT_RATE}
+        config |= {"leaderElection": NO_LEADER_ELECTION, "clientConnection": dict(CLIENT_RATE)}
     return {**config, "profiles": [profile]}
 
 

@@ -61,7 +61,7 @@ class Caches:
 
 CONDITION_WRITERS = 8
 # Fabric operations in flight at once; each blocks its thread for the fabric's time (1 s in the example fabric), so
-# this caps attaches per second: 32 held 1000 pods in PreBind to 32 attaches/s (SCALE-1, README "Attach workers").
+# this caps attaches per second: 32 held 1000 pods in PreBind to 32 attaches/s (SCALE-1; README.md, "Large pools").
 ATTACH_WORKERS = 128
 SLOW_PASS_S = 2.0
 IDLE_GRACE_ON_DELETED_NODE = "a device on a deleted node waits for the idle grace"  # without the node list

@@ -33,7 +33,6 @@ import time
 from dataclasses import dataclass, field
 
 import pytest
-from kubernetes.client.exceptions import ApiException
 
 from conformance.cluster.manifests import claim_template, pinned_pod
 from conformance.cluster.nodes import fake_node, wait_nodes_ready
@@ -86,26 +85,19 @@ def _spare_machine(ctx: Context) -> tuple[str, NodeSpec]:
 
 
 def _wait_node_gone(ctx: Context, node: str) -> None:
-    """Pod GC acts on a pod whose Node object is gone, not on one being deleted (finalizers)."""
+    """Pod GC acts on a pod whose Node object is gone, not on one being deleted (finalizers): followed in the
+    run-wide record, whose node watch delivers the deletion once the object is removed."""
 
-    def present() -> bool:
-        try:
-            ctx.cluster.core.read_node(node)
-        except ApiException as exc:
-            if exc.status == 404:
-                return False
-            raise
-        return True
+    def live() -> list[str]:
+        return [n["metadata"]["name"] for n in ctx.record.live("node")]
 
-    wait_for(present, lambda p: not p, timeout=NODE_GONE_S, expected=f"node {node} gone after its deletion")
-
-
-def _force_delete(ctx: Context, pod: str, ns: str) -> None:
-    try:
-        ctx.cluster.core.delete_namespaced_pod(pod, ns, grace_period_seconds=0)
-    except ApiException as exc:
-        if exc.status != 404:  # gone already (pod GC was quicker): the claim is released all the same
-            raise
+    wait_for(
+        live,
+        lambda names: node not in names,
+        timeout=NODE_GONE_S,
+        expected=f"node {node} gone after its deletion",
+        max_interval=0.5,
+    )
 
 
 def _released(history: History, since: float) -> float | None:
@@ -179,7 +171,7 @@ def node_deleted(ctx: Context) -> NodeGone:
         deleted = time.time()
         ctx.cluster.core.delete_node(node)
         _wait_node_gone(ctx, node)
-        _force_delete(ctx, "app", ns)  # what pod GC does, 40-60 s later
+        ctx.cluster.core.delete_namespaced_pod("app", ns, grace_period_seconds=0)  # what pod GC does 40-90 s later
         ctx.say(f"deleted node {node} with {identity} attached, then its pod (as pod GC would); waiting for the claim")
         try:
             released = wait_for(

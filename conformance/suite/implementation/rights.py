@@ -207,20 +207,39 @@ class Judgement:
         return False
 
 
+def in_baseline(item: Item, baseline: Iterable[Rule]) -> bool:
+    """Every ServiceAccount of the cluster holds the item (a fresh account's rules grant it): the cluster's doing, not
+    the stack's (e.g. system:basic-user, ClusterTrustBundle discovery)."""
+    for rule in baseline:
+        if rule.names and (not item.names or set(item.names) - set(rule.names)):
+            continue
+        if (
+            any(_matches(v, item.verb) for v in rule.verbs)
+            and any(_matches(g, item.group) for g in rule.groups)
+            and any(_matches(r, item.resource) for r in rule.resources)
+        ):
+            return True
+    return False
+
+
 def judge(
     account: str,
     rules: dict[str, list[Rule]],
     driver: str,
     declared: Sequence[Right],
     judgement: Judgement | None = None,
+    baseline: dict[str, list[Rule]] | None = None,
 ) -> Judgement:
-    """Every right of `account`'s rules (per namespace reviewed) that is beyond MINIMUM: declared or excess."""
+    """Every right of `account`'s rules (per namespace reviewed) beyond MINIMUM and beyond the cluster's baseline (a
+    fresh ServiceAccount's rules, per namespace): declared, or excess."""
     own_namespace = account.split("/")[0]
     out = judgement or Judgement()
     for namespace, found in rules.items():
         for rule in found:
             for item in expand(rule):
                 if in_minimum(item, namespace, own_namespace, driver):
+                    continue
+                if in_baseline(item, (baseline or {}).get(namespace, [])):
                     continue
                 right = declaring(item, namespace, account, declared)
                 if right is not None:

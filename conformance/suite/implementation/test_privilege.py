@@ -19,7 +19,10 @@ the declared ones are printed with IMP-9's result.
 
 from __future__ import annotations
 
+import json
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +36,16 @@ from conformance.cluster.versions import parse_version
 from conformance.implementation.profile import Right
 from conformance.implementation.serviceaccount import service_account_kubeconfig
 from conformance.report.outcomes import NOTE_PROPERTY
-from conformance.suite.implementation.rights import SENSITIVE, Item, Judgement, Rule, declaring, in_minimum, judge
+from conformance.suite.implementation.rights import (
+    SENSITIVE,
+    Item,
+    Judgement,
+    Rule,
+    declaring,
+    in_baseline,
+    in_minimum,
+    judge,
+)
 from conformance.suite.scenario import Context, result_fixture, scenario
 
 G, V = "resource.k8s.io", "v1"
@@ -173,8 +185,15 @@ def _slice_writes(api: client.ApiClient, existing: dict[str, Any], driver: str) 
             attempts[verb]()
             out[verb] = "admitted"
         except ApiException as exc:
-            out[verb] = f"{exc.status} {exc.reason}"
+            out[verb] = f"{exc.status} {_message(exc)}"
     return out
+
+
+def _message(exc: ApiException) -> str:
+    try:
+        return str(json.loads(exc.body)["message"])
+    except (TypeError, ValueError, KeyError):
+        return str(exc.reason)
 
 
 def _subject_matches(subject: Any, namespace: str, name: str) -> bool:
@@ -241,6 +260,7 @@ def _judge_account(
     other_slice: dict[str, Any],
     namespaces: list[str],
     declared: list[Right],
+    baseline: dict[str, list[Rule]],
 ) -> None:
     own, other = claims
     custom = client.CustomObjectsApi(sa_api)
@@ -262,12 +282,14 @@ def _judge_account(
         rules[namespace], incomplete = _rules(sa_api, namespace)
         if incomplete:
             seen.incomplete.append(namespace)
-    judge(seen.name, rules, driver, declared, seen.judgement)
+    judge(seen.name, rules, driver, declared, seen.judgement, baseline)
     own_ns = seen.name.split("/")[0]
     for group, resource, verb in SENSITIVE:
         for namespace in ("", own_ns):
             item = Item(verb, group, resource)
             if in_minimum(item, namespace, own_ns, driver) or seen.judgement.covers(group, resource, verb):
+                continue
+            if in_baseline(item, baseline.get(namespace or own_ns, [])):
                 continue
             if _allowed(sa_api, group, resource, verb, namespace=namespace):
                 right = declaring(item, namespace, seen.name, declared)
@@ -291,6 +313,21 @@ def _judge_account(
                 Item(verb, G, "resourceslices (another driver's)"),
                 "*",
             )
+
+
+@contextmanager
+def _account_client(ctx: Context, account: str) -> Iterator[client.ApiClient]:
+    """An API client authenticated as the ServiceAccount NAMESPACE/NAME (a bound token)."""
+    namespace, name = account.split("/")
+    with tempfile.TemporaryDirectory() as tmp:
+        kubeconfig = service_account_kubeconfig(
+            ctx.cluster.info.kubeconfig, ctx.cluster.core, namespace, name, Path(tmp) / "sa.kubeconfig"
+        )
+        api = config.new_client_from_config(config_file=str(kubeconfig))
+    try:
+        yield api
+    finally:
+        api.close()
 
 
 def _reread(ctx: Context, claim: dict[str, Any]) -> dict[str, Any]:
@@ -319,21 +356,28 @@ def least_privilege(ctx: Context) -> Privilege:
     seen.namespaces = sorted(
         {n.metadata.name for n in ctx.cluster.core.list_namespace().items} | {a.split("/")[0] for a in accounts}
     )
+    # The dry-run writes an account must be refused are admitted for the admin: a refusal is the account's, not a
+    # malformed request's.
+    control = _slice_writes(ctx.cluster.api, other_slice, seen.other_driver)
+    assert set(control.values()) == {"admitted"}, f"the admin's dry-run writes of a ResourceSlice failed: {control}"
     rbac = client.RbacAuthorizationV1Api(ctx.cluster.api)
+    # What every ServiceAccount of this cluster holds (a fresh one, bound to nothing): not the stack's doing.
+    fresh = ctx.objects.create(
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "imp9-baseline"}}, ns
+    )
+    with _account_client(ctx, f"{ns}/{fresh.metadata.name}") as fresh_api:
+        baseline = {namespace: _rules(fresh_api, namespace)[0] for namespace in seen.namespaces}
     for account, role in accounts.items():
-        sa_ns, sa_name = account.split("/")
         found = Account(account, role)
-        with tempfile.TemporaryDirectory() as tmp:
-            kubeconfig = service_account_kubeconfig(
-                ctx.cluster.info.kubeconfig, ctx.cluster.core, sa_ns, sa_name, Path(tmp) / "sa.kubeconfig"
-            )
-            sa_api = config.new_client_from_config(config_file=str(kubeconfig))
-        try:
-            _judge_account(ctx, found, sa_api, (own, other), other_slice, seen.namespaces, ctx.profile.rights)
-        finally:
-            sa_api.close()
+        with _account_client(ctx, account) as sa_api:
+            claims = (own, other)
+            _judge_account(ctx, found, sa_api, claims, other_slice, seen.namespaces, ctx.profile.rights, baseline)
         _attribute(found.judgement, _grants(rbac, account))
-        ctx.say(f"least-privilege: {found.label}: {len(found.judgement.excess)} rules beyond the minimum")
+        ctx.say(
+            f"least-privilege: {found.label}: {len(found.judgement.excess)} rules beyond the minimum, "
+            f"{len(found.judgement.declared)} declared; another driver's slice: "
+            + ", ".join(f"{verb} {outcome[:160]}" for verb, outcome in found.slice_writes.items())
+        )
         seen.accounts.append(found)
     return seen
 

@@ -320,9 +320,14 @@ def _account_client(ctx: Context, account: str) -> Iterator[client.ApiClient]:
     """An API client authenticated as the ServiceAccount NAMESPACE/NAME (a bound token)."""
     namespace, name = account.split("/")
     with tempfile.TemporaryDirectory() as tmp:
-        kubeconfig = service_account_kubeconfig(
-            ctx.cluster.info.kubeconfig, ctx.cluster.core, namespace, name, Path(tmp) / "sa.kubeconfig"
-        )
+        try:
+            kubeconfig = service_account_kubeconfig(
+                ctx.cluster.info.kubeconfig, ctx.cluster.core, namespace, name, Path(tmp) / "sa.kubeconfig"
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                raise AssertionError(f"the profile names ServiceAccount {account}, which does not exist") from None
+            raise
         api = config.new_client_from_config(config_file=str(kubeconfig))
     try:
         yield api
@@ -433,7 +438,8 @@ def test_no_rights_beyond_the_minimum(privilege: Privilege, record_property: Any
     for account in privilege.accounts:
         texts = [e.text(privilege.namespaces) for e in account.judgement.excess.values()]
         if texts:
-            problems.append(f"{account.label} holds {len(texts)} rules beyond the minimum: " + "; ".join(texts))
+            rules = f"{len(texts)} rule{'s' if len(texts) > 1 else ''}"
+            problems.append(f"{account.label} holds {rules} beyond the minimum: " + "; ".join(texts))
     incomplete = [f"{a.name} in {', '.join(a.incomplete)}" for a in privilege.accounts if a.incomplete]
     declared = [text for a in privilege.accounts for text in a.judgement.declared]
     if declared:

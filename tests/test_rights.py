@@ -118,7 +118,11 @@ def test_the_clusters_baseline_is_not_the_stacks() -> None:
     assert judge(ACCOUNT, rules, DRIVER, []).excess
     assert not judge(ACCOUNT, rules, DRIVER, [], baseline=everywhere(discovery)).excess
     assert not in_baseline(Item("patch", "", "nodes"), [discovery])
-    assert not in_baseline(Item("get", "", "secrets"), [rule("get", "", "secrets", "one")]), "names narrow a grant"
+    assert not in_baseline(Item("get", "", "configmaps"), [rule("get", "", "configmaps", "one")]), "names narrow it"
+    every_sa = rule("get patch", "", "nodes secrets")  # a stack's binding to the group system:serviceaccounts
+    caught = judge(ACCOUNT, everywhere(every_sa), DRIVER, [], baseline=everywhere(every_sa))
+    [excess] = caught.excess.values()
+    assert set(excess.items) == {"patch core/nodes", "get core/secrets", "patch core/secrets"}, excess.items
 
 
 def test_minimum_driver_rule_needs_the_profiles_driver_by_name() -> None:

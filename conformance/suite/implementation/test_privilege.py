@@ -42,7 +42,6 @@ from conformance.suite.implementation.rights import (
     Judgement,
     Rule,
     declaring,
-    in_baseline,
     in_minimum,
     judge,
 )
@@ -288,8 +287,6 @@ def _judge_account(
         for namespace in ("", own_ns):
             item = Item(verb, group, resource)
             if in_minimum(item, namespace, own_ns, driver) or seen.judgement.covers(group, resource, verb):
-                continue
-            if in_baseline(item, baseline.get(namespace or own_ns, [])):
                 continue
             if _allowed(sa_api, group, resource, verb, namespace=namespace):
                 right = declaring(item, namespace, seen.name, declared)

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from kubernetes import client, config
@@ -52,6 +53,9 @@ STATUS_VERBS = ("update", "patch")
 SLICE_VERBS = ("create", "update", "patch", "delete")
 GRANULAR_STATUS_AUTHORIZATION = 36  # the minor release from which resourceclaims/driver is checked
 RBAC = "rbac.authorization.k8s.io"
+REVIEWERS = 8  # reviews in flight at once, per account
+K = TypeVar("K")
+T = TypeVar("T")
 
 
 @dataclass
@@ -146,6 +150,12 @@ def _allowed(api: client.ApiClient, group: str, resource: str, verb: str, name: 
         }
     )
     return bool(review.status.allowed)
+
+
+def _each(keys: Sequence[K], ask: Callable[[K], T]) -> dict[K, T]:
+    """ask(key) for every key, REVIEWERS at a time (one review per namespace adds up on a cluster with many)."""
+    with ThreadPoolExecutor(REVIEWERS) as pool:
+        return dict(zip(keys, pool.map(ask, keys), strict=True))
 
 
 def _rules(api: client.ApiClient, namespace: str) -> tuple[list[Rule], bool]:
@@ -276,27 +286,28 @@ def _judge_account(
         rule = f"arbitrary-node:{verb}"
         seen.own_rule[verb] = _allowed(sa_api, G, "resourceclaims/driver", rule, driver)
         seen.other_rule[verb] = _allowed(sa_api, G, "resourceclaims/driver", rule, other_driver)
-    rules: dict[str, list[Rule]] = {}
-    for namespace in namespaces:
-        rules[namespace], incomplete = _rules(sa_api, namespace)
-        if incomplete:
-            seen.incomplete.append(namespace)
+    reviews = _each(namespaces, lambda namespace: _rules(sa_api, namespace))
+    rules = {namespace: found for namespace, (found, _) in reviews.items()}
+    seen.incomplete = [namespace for namespace, (_, incomplete) in reviews.items() if incomplete]
     judge(seen.name, rules, driver, declared, seen.judgement, baseline)
     own_ns = seen.name.split("/")[0]
-    for group, resource, verb in SENSITIVE:
-        for namespace in ("", own_ns):
-            item = Item(verb, group, resource)
-            if in_minimum(item, namespace, own_ns, driver) or seen.judgement.covers(group, resource, verb):
-                continue
-            if _allowed(sa_api, group, resource, verb, namespace=namespace):
-                right = declaring(item, namespace, seen.name, declared)
-                if right is not None:
-                    seen.judgement.declared[right.text()] = right
-                else:
-                    where = namespace or "every namespace"
-                    seen.judgement.add(
-                        f"allowed by the authorizer in {where} (no RBAC rule shows it)", item, namespace or "*"
-                    )
+    asks = [
+        (Item(verb, group, resource), namespace)
+        for group, resource, verb in SENSITIVE
+        for namespace in ("", own_ns)
+        if not in_minimum(Item(verb, group, resource), namespace, own_ns, driver)
+        and not seen.judgement.covers(group, resource, verb)
+    ]
+    answers = _each(asks, lambda ask: _allowed(sa_api, ask[0].group, ask[0].resource, ask[0].verb, namespace=ask[1]))
+    for (item, namespace), allowed in answers.items():
+        if not allowed:
+            continue
+        right = declaring(item, namespace, seen.name, declared)
+        if right is not None:
+            seen.judgement.declared[right.text()] = right
+        else:
+            where = namespace or "every namespace"
+            seen.judgement.add(f"allowed by the authorizer in {where} (no RBAC rule shows it)", item, namespace or "*")
     seen.slice_writes = _slice_writes(sa_api, other_slice, other_driver)
     admitted = [v for v, outcome in seen.slice_writes.items() if outcome == "admitted"]
     for verb in admitted:
@@ -368,7 +379,7 @@ def least_privilege(ctx: Context) -> Privilege:
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "imp9-baseline"}}, ns
     )
     with _account_client(ctx, f"{ns}/{fresh.metadata.name}") as fresh_api:
-        baseline = {namespace: _rules(fresh_api, namespace)[0] for namespace in seen.namespaces}
+        baseline = {ns: found for ns, (found, _) in _each(seen.namespaces, lambda n: _rules(fresh_api, n)).items()}
     for account, role in accounts.items():
         found = Account(account, role)
         with _account_client(ctx, account) as sa_api:

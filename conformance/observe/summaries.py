@@ -9,8 +9,8 @@ from conformance.observe.slices import device_identity
 
 
 def slice_summary(obj: dict[str, Any], attribute: str | None) -> dict[str, Any]:
-    """Driver, pool, generation, where (nodeName, "allNodes", "nodeSelector") and each device's name, identity (the
-    identity attribute, where the device carries it), binding conditions and taints."""
+    """Driver, pool, generation, where (nodeName, "allNodes", "nodeSelector", with the selector) and each device's name,
+    identity (the identity attribute, where the device carries it), binding conditions and taints."""
     spec = obj.get("spec") or {}
     driver = spec.get("driver") or ""
     devices = []
@@ -26,7 +26,7 @@ def slice_summary(obj: dict[str, Any], attribute: str | None) -> dict[str, Any]:
     where = spec.get("nodeName") or (
         "allNodes" if spec.get("allNodes") else "nodeSelector" if spec.get("nodeSelector") else ""
     )
-    return {
+    summary = {
         "driver": driver,
         "pool": (spec.get("pool") or {}).get("name"),
         "generation": (spec.get("pool") or {}).get("generation"),
@@ -34,6 +34,9 @@ def slice_summary(obj: dict[str, Any], attribute: str | None) -> dict[str, Any]:
         "nodeName": spec.get("nodeName") or "",
         "devices": devices,
     }
+    if spec.get("nodeSelector"):  # which nodes it reaches: a stack may narrow it to hide a failed device (IMP-4)
+        summary["nodeSelector"] = spec["nodeSelector"]
+    return summary
 
 
 def node_summary(obj: dict[str, Any]) -> dict[str, Any]:

@@ -107,3 +107,27 @@ def test_attach_failure_catches_a_missing_failure_condition(tmp_path: Path) -> N
     test = "test_attach_failure_is_reported_and_the_device_not_offered_again"
     out = _attach_failure_fails(tmp_path, "--broken-no-failure-condition", test)
     assert "no allocation showed a failure condition True" in out, out[-3000:]
+
+
+def test_attach_failure_catches_a_quarantine_a_few_seconds_late(tmp_path: Path) -> None:
+    """The controller reports the failure but hides the failed device only 10 s later: between the scheduler's
+    deallocation and the taint the device is offered free, which the record shows at its revision (IMP-4)."""
+    test = "test_attach_failure_is_reported_and_the_device_not_offered_again"
+    out = _attach_failure_fails(tmp_path, "--broken-late-quarantine", test)
+    assert "the device came back" in out and "offered free from revision" in out, out[-3000:]
+
+
+def test_attach_failure_catches_a_failed_counted_device_reassigned(tmp_path: Path) -> None:
+    """Count-based pools: the controller gives the device whose attach failed to the claim's next count entry. Entries
+    have no identity; the fabric probe shows that device attached to the node again (IMP-4)."""
+    test = "test_attach_failure_is_reported_and_the_device_not_offered_again"
+    counted = '"--fabric-entries", "counted"]'
+    flag = '"--fabric-entries", "counted", "--broken-reassign-failed-device"]'
+    profile = profile_variant(tmp_path, counted, flag, source="reference-counted.yaml")
+    code, out, _ = run_suite(
+        tmp_path / "junit.xml", "--profile", str(profile), target="conformance/suite/implementation/test_failure.py"
+    )
+    assert code == 1, f"expected a failure (exit 1), got {code}:\n{out[-3000:]}"
+    assert f"FAILED conformance/suite/implementation/test_failure.py::{test}" in out, out[-3000:]
+    assert "the device came back" in out, out[-3000:]
+    assert "again in the probe's answer" in out or "allocated again at revision" in out, out[-3000:]

@@ -9,6 +9,7 @@ condition names come from the allocation's bindingFailureConditions.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +18,9 @@ import pytest
 from conformance.cluster.manifests import claim_template, pod_with_claim_template
 from conformance.cluster.waits import WaitTimeout
 from conformance.implementation.faults import FaultInjector
+from conformance.observe import quarantine
 from conformance.observe.devices import fabric_only_nodes
+from conformance.observe.quarantine import Quarantine
 from conformance.observe.views import SCHEDULE_S, Allocation, Binding, History
 from conformance.suite.implementation.outcome import bind_timeout
 from conformance.suite.scenario import Context, result_fixture, scenario
@@ -35,6 +38,8 @@ class FailureRun:
     failed_identity: str | None = None
     free_after_failure: dict[str, list[str]] = field(default_factory=dict)  # moment -> free copies of failed device
     stopped: str = ""  # the wait that timed out, if one did: the observation ends there
+    quarantine: Quarantine | None = None
+    came_back: list[str] = field(default_factory=list)  # how the failed device came back within its quarantine
     meanings: dict[str, str] = field(default_factory=dict)  # failure condition type -> reschedule | failure
 
     def identity(self, allocation: Allocation) -> set[str]:
@@ -82,9 +87,27 @@ def attach_failure(ctx: Context) -> FailureRun:
             _follow(ctx, history, f, armed, run)
         except WaitTimeout as exc:  # what was seen up to here still decides the requirements it covers
             run.stopped = str(exc)
+        cleared = time.time()  # the fault goes with the injector, right after this
         run.allocations, run.binding = history.allocations(), history.binding()
     run.identities = {d: ctx.identity(*d) or f"unknown {d}" for a in run.allocations for d in a.devices}
+    _judge_quarantine(ctx, ns, run, cleared)
     return run
+
+
+def _judge_quarantine(ctx: Context, ns: str, run: FailureRun, cleared: float) -> None:
+    """The failed device from the failure on, at every revision of the record and in every probe answer."""
+    failures = [f for a in run.allocations for f in a.failures if run.meanings.get(f["type"], "failure") == "failure"]
+    if not failures or not run.failed_identity:
+        return  # the test says why
+    revision = int(failures[0]["revision"])
+    records = ctx.record.select()
+    at = next((r.at for r in records if r.kind == "claim" and r.namespace == ns and r.revision == revision), cleared)
+    run.quarantine = Quarantine(run.failed_identity, run.node, revision, at, cleared)
+    identities = ctx.record.identities()
+    attribute = ctx.profile.identity_attribute
+    run.came_back = quarantine.judge(
+        records, ctx.record.samples(), run.quarantine, ctx.profile.driver, attribute, identities
+    )
 
 
 def _follow(ctx: Context, history: History, faults: FaultInjector, armed: dict[str, str], run: FailureRun) -> None:
@@ -145,6 +168,8 @@ def test_attach_failure_is_reported_and_the_device_not_offered_again(run: Failur
     assert run.failed_identity, f"the failed device {failed.devices} is not a leased device nor ever published"
     for moment, free in run.free_after_failure.items():
         assert not free, f"the failed device {run.failed_identity} was offered free when the claim was {moment}: {free}"
+    assert run.quarantine is not None, f"the quarantine of {run.failed_identity} could not be placed: {run.stopped}"
+    assert not run.came_back, f"{run.quarantine}; the device came back:\n" + "\n".join(run.came_back)
     picked_again = [
         a.devices for a in run.allocations if a.revision > failed.revision and run.failed_identity in run.identity(a)
     ]

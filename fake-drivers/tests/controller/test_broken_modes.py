@@ -10,8 +10,15 @@ from test_decide import DRIVER, KEEP, LOCAL, NOW, claim, claim_obj, conditions, 
 from test_reconciler import reconciler
 
 from fake_drivers.controller.cli import BROKEN_FLAGS, main
-from fake_drivers.controller.decide import Failure, Memory, Snapshot, decide
-from fake_drivers.controller.settings import Purpose, Settings
+from fake_drivers.controller.decide import (
+    BROKEN_QUARANTINE_AFTER_S,
+    Failure,
+    Memory,
+    Snapshot,
+    _available,
+    decide,
+)
+from fake_drivers.controller.settings import FabricEntries, Mode, Purpose, Settings
 
 FAILED = Memory(failures={"uuid-fabric-0-0": Failure("FabricLinkDown", "link 3 lost")})
 
@@ -41,6 +48,28 @@ def test_offer_failed_device_reports_the_failure_but_no_quarantine_so_the_device
     r.caches.claims.objects[:] = [claim_obj(name="c2")]  # type: ignore[union-attr]
     r.reconcile_once()
     assert fabric.done.wait(5) and fabric.ops == [("attach", "uuid-fabric-0-0")]
+
+
+def test_late_quarantine_reports_the_failure_at_once_but_hides_the_device_only_seconds_later() -> None:
+    failed = Memory(failures={"uuid-fabric-0-0": Failure("FabricLinkDown", "link 3 lost", NOW)})
+    normal = plan_for(KEEP, [dev(0)], memory=failed)
+    assert [t.purpose for t in normal.create_taints] == [Purpose.QUARANTINE], "the correct controller hides it now"
+    broken = replace(KEEP, broken_late_quarantine=True)
+    assert plan_for(broken, [dev(0)], memory=failed).create_taints == [], "broken: not hidden yet"
+    later = plan_for(broken, [dev(0)], memory=failed, now=NOW + BROKEN_QUARANTINE_AFTER_S)
+    assert [t.purpose for t in later.create_taints] == [Purpose.QUARANTINE], "hidden in the end"
+
+
+def test_reassign_failed_device_gives_the_failed_counted_device_to_the_next_entry() -> None:
+    counted = Settings(driver=DRIVER, mode=Mode.RESCHEDULE_TO_LOCAL, fabric_entries=FabricEntries.COUNTED)
+    snap = Snapshot((dev(0), dev(1)), (), (), (rule(Purpose.QUARANTINE, dev(0)),))
+    taints = {(t.purpose, t.uuid): t for t in snap.taints}
+    memory = Memory(failures={"uuid-fabric-0-0": Failure("FabricLinkDown", "link 3 lost", NOW)})
+    for taints_, memory_ in ((taints, Memory()), ({}, memory)):
+        ok = _available(counted, snap, {}, taints_, memory_)[("fabric-0", "gpu")]
+        assert [d.name for d in ok] == ["fabric-0-gpu-1"], "the correct controller skips the failed device"
+        broken = _available(replace(counted, broken_reassign_failed_device=True), snap, {}, taints_, memory_)
+        assert broken[("fabric-0", "gpu")][0].name == "fabric-0-gpu-0", "broken: the failed device first again"
 
 
 # --- IMP-5: never detached --------------------------------------------------------------------------------------

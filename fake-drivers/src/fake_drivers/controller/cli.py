@@ -35,6 +35,8 @@ BROKEN_FLAGS = {
     "--broken-detach-all-on-restart": "IMP-10: at start, every attached device is detached, also those in use",
     "--broken-report-on-fabric-error": "IMP-15: an attach the fabric answered with an error is reported attached",
     "--broken-keep-on-deleted-node": "IMP-16: a device left on a deleted node is never detached",
+    "--broken-late-quarantine": "IMP-4: a failed device is hidden only 10 s after its failure is reported",
+    "--broken-reassign-failed-device": "IMP-4: counted: a device whose attach failed is given to the next entry",
 }
 
 

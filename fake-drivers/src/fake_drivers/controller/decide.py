@@ -32,6 +32,7 @@ from .settings import Mode, Purpose, Settings
 FREE, ATTACHING, ATTACHED, DETACHING = "free", "attaching", "attached", "detaching"
 BROKEN_DETACH_AFTER_S = 1.0  # --broken-detach-while-used: ready (or in use node-locally) this long, then detached
 BROKEN_REPORT_AFTER_S = 0.3  # --broken-report-while-attaching: attach in flight this long, then reported
+BROKEN_QUARANTINE_AFTER_S = 10.0  # --broken-late-quarantine: the failed device is hidden only this long after
 
 
 def _timer(plan: Plan, memory: Memory, key: str, now: float) -> float:
@@ -61,6 +62,7 @@ class Failure:
 
     reason: str
     message: str
+    at: float = 0.0  # time.time() when the fabric refused the attach
 
 
 @dataclass(frozen=True)
@@ -222,7 +224,7 @@ def decide(settings: Settings, snap: Snapshot, memory: Memory, now: float) -> Pl
             copies[copy.uuid].append(copy)
     free: dict[tuple[str, str], list[FabricDevice]] = {}
     if settings.counted:
-        free = _available(snap, held, taints, memory)
+        free = _available(settings, snap, held, taints, memory)
         _assign(settings, plan, snap, free, memory)  # takes the devices it assigns out of `free`
     for device in sorted(snap.devices, key=lambda d: d.name):
         holders, gone = held.get(device.uuid, []), snap.node_gone(device.node)
@@ -253,7 +255,9 @@ def _device(
     # Quarantine: the rule is the durable record of a failed attach (reason and message survive a restart).
     why: Failure | None = None
     if failure and quarantine is None:
-        if not settings.broken_offer_failed_device:  # broken on purpose: reported, but the device stays offered
+        # broken on purpose: hidden only well after the failure is reported (the scheduler deallocates meanwhile)
+        late = settings.broken_late_quarantine and now < failure.at + BROKEN_QUARANTINE_AFTER_S
+        if not settings.broken_offer_failed_device and not late:  # broken on purpose: reported, stays offered
             plan.create_taints.append(
                 TaintCreate(
                     Purpose.QUARANTINE, d.uuid, d.name, failure.reason, failure.message, now + settings.quarantine_s
@@ -352,6 +356,7 @@ def _broken_while_held(
 
 
 def _available(
+    settings: Settings,
     snap: Snapshot,
     held: Mapping[str, list[Holding]],
     taints: Mapping[tuple[Purpose, str], TaintRule],
@@ -360,12 +365,14 @@ def _available(
     """counted: (fabric, model) -> the devices a count entry may get, by name: free, nobody holds them, no rule
     hides them, nothing pending on them."""
     free: dict[tuple[str, str], list[FabricDevice]] = defaultdict(list)
+    # broken on purpose: a device whose attach failed is given to the next count entry like any free one
+    forgotten = {Purpose.QUARANTINE} if settings.broken_reassign_failed_device else set()
     for d in sorted(snap.devices, key=lambda d: d.name):
         if (
             d.state == FREE
             and not held.get(d.uuid)
-            and not any((purpose, d.uuid) in taints for purpose in Purpose)
-            and d.uuid not in memory.failures
+            and not any((purpose, d.uuid) in taints for purpose in Purpose if purpose not in forgotten)
+            and (d.uuid not in memory.failures or settings.broken_reassign_failed_device)
             and d.uuid not in memory.inflight
         ):
             free[(d.fabric, d.model)].append(d)

@@ -357,7 +357,7 @@ class Reconciler:
         self.statelog.event(f"device {device.name}", what)
         if kind == "attach" and outcome.failed:
             with self._lock:
-                self._failures[op.uuid] = Failure(outcome.reason, outcome.message or outcome.error)
+                self._failures[op.uuid] = Failure(outcome.reason, outcome.message or outcome.error, time.time())
         elif kind == "attach" and not outcome.ok and self.settings.broken_report_on_fabric_error:
             with self._lock:
                 self._errored[op.uuid] = op.node

@@ -114,7 +114,8 @@ def test_attach_failure_catches_a_quarantine_a_few_seconds_late(tmp_path: Path) 
     deallocation and the taint the device is offered free, which the record shows at its revision (IMP-4)."""
     test = "test_attach_failure_is_reported_and_the_device_not_offered_again"
     out = _attach_failure_fails(tmp_path, "--broken-late-quarantine", test)
-    assert "the device came back" in out and "offered free from revision" in out, out[-3000:]
+    assert "the device came back" in out, out[-3000:]
+    assert "offered free from revision" in out or "allocated again at revision" in out, out[-3000:]
 
 
 def test_attach_failure_catches_a_failed_counted_device_reassigned(tmp_path: Path) -> None:

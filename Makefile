@@ -21,6 +21,7 @@ SUITE_ARGS := --provider $(PROVIDER) --k8s-version $(K8S_VERSION) --profile $(PR
 
 .PHONY: all conformance test test-full unit drivers selftest suite lint binaries venv bench bench-cluster clusters-down clean
 .PHONY: validate image kind-config matrix conformance-extra conformance-all conformance-roles chromium html-check soak
+.PHONY: docs
 
 all: test
 
@@ -70,8 +71,8 @@ suite: conformance
 # (binding conditions GA there); about an hour here. 1.34-1.36 run only in `make matrix` (README "Kubernetes
 # versions": times per release).
 TEST_EXTRA_RELEASES ?= 1.38.0-beta.0
-test: lint unit html-check validate drivers conformance
-test-full: lint unit html-check validate drivers selftest conformance-all conformance-extra
+test: lint unit docs html-check validate drivers conformance
+test-full: lint unit docs html-check validate drivers selftest conformance-all conformance-extra
 
 # The whole suite against each reference profile: one per binding model and fabric-entry kind (README "Binding
 # models"); reports in $(REPORTS)/<profile>/. Every run is tried; the target fails if any did. The stack split into
@@ -92,7 +93,13 @@ chromium:
 	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
 
 html-check: venv chromium
-	$(BIN)/pytest tests/test_timeline_html_bundle.py -k chromium
+	$(BIN)/pytest tests/test_timeline_html_bundle.py tests/test_docs_site.py -k chromium
+
+# The documentation site (docs/, mkdocs.yml) into site/, offline: the requirement, profile and protocol references are
+# generated from the code by conformance/docs/hook.py; --strict fails on a broken link, a missing page or anchor, and
+# on a requirement or profile field without text. `make html-check` then loads it in chromium (tests/test_docs_site.py).
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 conformance-extra: venv
 	set -e; for v in $(TEST_EXTRA_RELEASES); do \

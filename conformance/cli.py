@@ -285,7 +285,7 @@ def soak_command(folder: Path) -> None:
 
 @main.group()
 def profile() -> None:
-    """Write, validate and explain implementation profiles (README "Certify your stack")."""
+    """Write, validate and explain implementation profiles (docs/certify.md)."""
 
 
 @profile.command("init")
@@ -356,7 +356,7 @@ def profile_check(file: Path) -> None:
 
 @main.group()
 def implementation() -> None:
-    """Run a profile's implementation outside the suite (README "Certify an implementation that already runs")."""
+    """Run a profile's implementation outside the suite (docs/certify.md "Already running")."""
 
 
 @implementation.command("up")

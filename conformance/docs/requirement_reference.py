@@ -39,8 +39,8 @@ def _skips(req: Requirement, scenarios: list[Scenario], tests: list[MarkedTest])
     for sc in scenarios:
         if sc.implementation:
             needs = profile_needs(sc)
-            lacks = f", or when the profile declares no {', no '.join(needs)}" if needs else ""
-            why.append(f"`{sc.name}` is skipped without an implementation profile (`--profile none`){lacks}")
+            lacks = f", or with a profile without {', without '.join(needs)}" if needs else ""
+            why.append(f"`{sc.name}` is skipped with `--profile none`{lacks}")
     if req.doc and req.doc.skips:
         why.append(req.doc.skips)
     if not scenarios and not tests:
@@ -96,7 +96,7 @@ def render(requirements: tuple[Requirement, ...], scenarios: list[Scenario], tes
         if covering:
             lines += ["**Scenarios.**", ""]
             lines += [
-                f"- `{s.name}` ({_module_path(s.module)}): {s.description}"
+                f"- `{s.name}` ({_module_path(s.module)}): {s.description.rstrip('.')}."
                 + (" Runs alone (it disturbs the shared implementation)." if s.exclusive else "")
                 for s in covering
             ]

@@ -257,6 +257,11 @@ FABRIC_ENTRIES: dict[str, str] = {
 }
 
 
+def _choices(intro: str, meanings: dict[str, str]) -> str:
+    """A field's description that lists what each of its values means."""
+    return f"{intro}: " + "; ".join(f"`{value}`: {meaning}" for value, meaning in meanings.items())
+
+
 # The profile schema's version. A profile names it so that a later incompatible schema is refused with a clear
 # message instead of being misread; the JSON Schema of this version is profile.schema.json (next to this module).
 API_VERSION = "dra-conformance.example.com/v1alpha1"
@@ -311,17 +316,11 @@ class Profile(_Strict):
     ] = "uuid"
     binding_model: Annotated[
         BindingModel,
-        Field(
-            alias="bindingModel",
-            description="how a claim reaches its node: " + "; ".join(f"`{k}`: {v}" for k, v in BINDING_MODELS.items()),
-        ),
+        Field(alias="bindingModel", description=_choices("how a claim reaches its node", BINDING_MODELS)),
     ] = "keep-in-pool"
     fabric_entries: Annotated[
         FabricEntries,
-        Field(
-            alias="fabricEntries",
-            description="what a fabric entry names: " + "; ".join(f"`{k}`: {v}" for k, v in FABRIC_ENTRIES.items()),
-        ),
+        Field(alias="fabricEntries", description=_choices("what a fabric entry names", FABRIC_ENTRIES)),
     ] = "identified"
     model_attribute: Annotated[
         str,

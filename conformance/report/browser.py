@@ -72,14 +72,9 @@ def check_page(page: Path, screenshot: Path, chromium: str | None = None) -> Bro
         text=True,
         timeout=TIMEOUT_S,
     )
-    dom = subprocess.run([browser, *_FLAGS, "--dump-dom", url], capture_output=True, text=True, timeout=TIMEOUT_S)
-    problems = []
+    problems, parsed = _built_dom(browser, url)
     if shot.returncode != 0 or not screenshot.exists() or screenshot.stat().st_size == 0:
         problems.append(f"no screenshot (exit {shot.returncode}): {shot.stderr[-500:]}")
-    if dom.returncode != 0 or "<body" not in dom.stdout:
-        problems.append(f"chromium built no DOM (exit {dom.returncode}): {dom.stderr[-500:]}")
-    parsed = _Links()
-    parsed.feed(dom.stdout)
     for href in parsed.links:
         target = urlparse(href)
         if target.scheme in ("http", "https"):
@@ -95,8 +90,15 @@ def check_page(page: Path, screenshot: Path, chromium: str | None = None) -> Bro
     return BrowserCheck(screenshot, len(parsed.links), parsed.svgs, problems)
 
 
-def _dom(browser: str, url: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([browser, *_FLAGS, "--dump-dom", url], capture_output=True, text=True, timeout=TIMEOUT_S)
+def _built_dom(browser: str, url: str) -> tuple[list[str], _Links]:
+    """The DOM chromium built for `url`, parsed, and what went wrong building it."""
+    dom = subprocess.run([browser, *_FLAGS, "--dump-dom", url], capture_output=True, text=True, timeout=TIMEOUT_S)
+    problems = []
+    if dom.returncode != 0 or "<body" not in dom.stdout:
+        problems.append(f"chromium built no DOM (exit {dom.returncode}): {dom.stderr[-500:]}")
+    parsed = _Links()
+    parsed.feed(dom.stdout)
+    return problems, parsed
 
 
 def _static_ids(path: Path) -> set[str]:
@@ -112,12 +114,7 @@ def check_site_page(page: Path, chromium: str | None = None) -> BrowserCheck:
     browser = chromium or find_chromium()
     if browser is None:
         raise FileNotFoundError("no chromium on PATH: `make chromium` (apt-get install -y chromium)")
-    dom = _dom(browser, page.resolve().as_uri())
-    problems = []
-    if dom.returncode != 0 or "<body" not in dom.stdout:
-        problems.append(f"chromium built no DOM (exit {dom.returncode}): {dom.stderr[-500:]}")
-    parsed = _Links()
-    parsed.feed(dom.stdout)
+    problems, parsed = _built_dom(browser, page.resolve().as_uri())
     for href in parsed.links:
         target = urlparse(href)
         if target.scheme in ("http", "https", "mailto"):

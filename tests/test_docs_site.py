@@ -5,6 +5,7 @@ of the DOM chromium built resolves (a page of the site, an anchor that exists) a
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -58,7 +59,15 @@ def test_every_generated_reference_is_in_the_site(site: Path) -> None:
     for req in REQUIREMENTS:
         assert f'id="{req.id.lower()}"' in page, f"{req.id} has no section in the built requirement reference"
     assert (site / "reference" / "profile.schema.json").is_file()
-    assert "fabricProbe" in (site / "reference" / "profile.html").read_text()
+    profile = (site / "reference" / "profile.html").read_text()
+    assert "fabricProbe" in profile
+    from conformance.implementation.profile import PLACEHOLDERS
+
+    for form in PLACEHOLDERS:  # attr_list takes a bare {name} at the end of a block for attributes and drops it
+        assert profile.count(form) >= 1, f"{form} is missing from the built profile reference"
+    for page in [*site.glob("*.html"), *site.glob("reference/*.html")]:
+        eaten = re.findall(r"<(?:p|li|td|th|h[1-6])(?: [a-z_:]+)+>", page.read_text())
+        assert not eaten, f"{page.name}: Markdown took text for attributes: {eaten[:3]}"
 
 
 @pytest.mark.skipif(find_chromium() is None, reason="no chromium on this machine: `make chromium` installs it")

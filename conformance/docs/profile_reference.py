@@ -7,7 +7,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from conformance.docs.schema_tables import Schema, cell, constraints, default_text, non_null, ref_name, type_text
+from conformance.docs.schema_tables import (
+    Schema,
+    cell,
+    constraints,
+    default_text,
+    non_null,
+    prose,
+    ref_name,
+    type_text,
+)
 
 
 class MissingDoc(ValueError):
@@ -99,7 +108,7 @@ def render(schema: Schema, placeholders: dict[str, str], capabilities: dict[str,
         anchor = _anchor(section.path) if section.path else "field-profile"
         title = f"`{section.path}` ({section.name})" if section.path else "Top level"
         lines += [f"## {title} {{ #{anchor} }}", ""]
-        lines += [section.description.strip(), ""] if section.description.strip() else []
+        lines += [prose(section.description.strip()), ""] if section.description.strip() else []
         lines += ["| field | type | default | what it says |", "|---|---|---|---|", *section.rows, ""]
     lines += [
         "## Placeholders { #placeholders }",

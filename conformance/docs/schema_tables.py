@@ -3,6 +3,7 @@ and the protocol references."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 Schema = dict[str, Any]
@@ -82,6 +83,15 @@ def default_text(schema: Schema, required: bool) -> str:
     return f"`{value}`"
 
 
+# A placeholder such as {port_file} outside code: Markdown's attr_list would take it for attributes and drop it.
+_BARE_PLACEHOLDER = re.compile(r"(?<![`{])(\{[a-z_]+(?::[A-Za-z0-9_./-]+)?\})(?![`}])")
+
+
+def prose(text: str) -> str:
+    """Code text as Markdown prose: placeholders set as code, so they show as written."""
+    return _BARE_PLACEHOLDER.sub(r"`\1`", text)
+
+
 def cell(text: str) -> str:
     """Text safe inside a Markdown table cell."""
-    return text.replace("|", "\\|").replace("\n", " ")
+    return prose(text).replace("|", "\\|").replace("\n", " ")

@@ -104,8 +104,11 @@ def profile_gap(sc: Scenario, profile: Profile) -> str | None:
         return "the profile declares no faultInjector: failures cannot be caused"
     if "process" in sc.controller and not profile.restartable():
         return "the profile names no restartable role (roles, or controller.process): the suite cannot restart any"
-    if "serviceAccount" in sc.controller and profile.controller.service_account is None:
-        return "the profile names no controller.serviceAccount: the controller's privileges are unknown"
+    if "serviceAccount" in sc.controller and not profile.accounts():
+        return (
+            "the profile names no ServiceAccount (serviceAccounts, controller.serviceAccount, or a process run with "
+            "{sa_kubeconfig:...}): the stack's privileges are unknown"
+        )
     return None
 
 
@@ -116,7 +119,8 @@ def profile_needs(sc: Scenario) -> list[str]:
     needs += ["a `fabricProbe`"] if sc.probe else []
     needs += ["a `faultInjector`"] if sc.faults else []
     needs += ["a restartable role (`roles` or `controller.process`)"] if "process" in sc.controller else []
-    needs += ["`controller.serviceAccount`"] if "serviceAccount" in sc.controller else []
+    account = "a ServiceAccount (`serviceAccounts`, `controller.serviceAccount`, or `{sa_kubeconfig:...}` of a process)"
+    needs += [account] if "serviceAccount" in sc.controller else []
     return needs
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.observe.attachments import Judge
+from conformance.observe.attachments import Judge, attaches
 from conformance.observe.recorder import Record, Recorder, Sample
 from conformance.observe.summaries import slice_summary
 
@@ -222,3 +222,16 @@ def test_an_attach_that_never_ends_gets_no_allowance() -> None:
         (T0 + 2, "claim", "DELETED", _claim(11, "n1", False)),
     ]
     assert set(_judge(_record(events, _attach_then_attached(T0 + 30, T0 + 30)))) == {"IMP-12"}
+
+
+def test_attaches_counts_the_attaches_the_probe_saw_begin() -> None:
+    """Free -> attaching -> attached is one attach; a detach and a second attach to the node count again."""
+    rec = _record([], [])
+    answers = [(T0, {}), (T0 + 1, {"U0": ("n1", "attaching")}), (T0 + 2, {"U0": ("n1", "attached")})]
+    answers += [(T0 + 4, {}), (T0 + 5, {"U0": ("n1", "attached")})]
+    for sent, states in answers:
+        rec.add_sample(Sample(sent, sent + 0.01, states))
+    records = rec.select(("probe",))
+    assert attaches(records, {"U0"}, "n1", T0, T0 + 3) == 1
+    assert attaches(records, {"U0"}, "n2", T0, T0 + 3) == 0
+    assert attaches(records, {"U0"}, "n1", T0, T0 + 6) == 2

@@ -132,10 +132,14 @@ def test_summarize_and_figures() -> None:
             "attach_to_bind_seconds": summarize([5.0, 6.0]),
             "scale_pods_per_second_with_conditions": summarize([2.0]),
             "scale_pods_per_second_without_conditions": summarize([4.0]),
+            "allocations_per_claim": summarize([2.0]),
+            "attaches_per_bound_pod": summarize([1.0, 2.0]),
         },
     }
     text = "\n".join(figures(report))
     assert "suite wall time" in text and "80.0 s" in text
+    assert "allocations per claim       median 2, max 2 (n=1)" in text
+    assert "attaches per bound pod      median 1.5, max 2 (n=2)" in text
     assert "with conditions 2.00, without 4.00, ratio 0.50" in text
 
 

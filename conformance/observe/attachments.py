@@ -195,6 +195,21 @@ def usages(records: Iterable[Record]) -> list[Used]:
     return list(out.values())
 
 
+def attaches(records: Iterable[Record], devices: set[str], node: str, since: float, until: float) -> int:
+    """How many attaches of `devices` to `node` the probe saw begin within [since - SKEW_S, until]: changes from
+    free to attaching or attached (an attach shorter than the probe period is seen as one to attached)."""
+    return sum(
+        1
+        for r in records
+        if r.kind == "probe"
+        and r.name in devices
+        and r.obj["node"] == node
+        and r.obj["state"] in ("attaching", "attached")
+        and not r.obj["previous"]
+        and since - SKEW_S <= r.at <= until
+    )
+
+
 def _within(samples: list[Sample], start: float, end: float | None) -> list[Sample]:
     """The answers wholly inside [start, end]: sent at or after start, back at or before end."""
     i = bisect.bisect_left(samples, start, key=lambda s: s.sent)

@@ -36,6 +36,13 @@ def figures(report: dict[str, Any]) -> list[str]:
         if key in measured:
             m = measured[key]
             lines.append(f"{label:<28}median {m['median']:.2f} s, p95 {m['p95']:.2f} s (n={m['count']})")
+    for key, label in (
+        ("allocations_per_claim", "allocations per claim"),
+        ("attaches_per_bound_pod", "attaches per bound pod"),
+    ):
+        if key in measured:  # the headline pod's path: keep-in-pool needs 1 allocation, reschedule-to-local 2
+            m = measured[key]
+            lines.append(f"{label:<28}median {m['median']:g}, max {m['max']:g} (n={m['count']})")
     with_ = measured.get("scale_pods_per_second_with_conditions")
     without = measured.get("scale_pods_per_second_without_conditions")
     if with_ and without:

@@ -15,6 +15,7 @@ from conformance.cluster.client import Cluster
 from conformance.cluster.manifests import pinned_pod
 from conformance.implementation.harness import Implementation
 from conformance.implementation.profile import LoadedProfile
+from conformance.observe.attachments import attaches
 from conformance.observe.slices import device_identity, driver_slices, fabric_slices, model_disagreements
 from conformance.suite.implementation.outcome import Outcome, follow
 from conformance.suite.scenario import Context, result_fixture, scenario
@@ -33,6 +34,12 @@ def attach_before_bind(ctx: Context) -> Outcome:
         seen = follow(ctx, history, node)
     if seen.binding and seen.allocations:
         ctx.measure("attach_to_bind_seconds", round(seen.binding.at - seen.allocations[0].at, 3))
+        # The path's cost (figures, not a verdict): scheduling rounds and fabric attaches on the way to the binding.
+        ctx.measure("allocations_per_claim", len(seen.allocations))
+        if ctx.probe is not None:
+            devices = {i for i in seen.identity.values() if i}
+            count = attaches(ctx.record.select(("probe",)), devices, node, seen.allocations[0].at, seen.binding.at)
+            ctx.measure("attaches_per_bound_pod", count)
     return seen
 
 

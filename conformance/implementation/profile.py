@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from conformance.cluster.versions import PREBIND_POLL_S
+from conformance.implementation.names import qualified_name_problems
 
 _PROCESS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # {key} or {key:arg} in commands, env, manifests and endpoint URLs (see Process for the keys)
@@ -269,6 +270,12 @@ class Profile(_Strict):
 
     @model_validator(mode="after")
     def _model_is_consistent(self) -> Profile:
+        for condition in self.failure_conditions:
+            problems = qualified_name_problems(condition)
+            if problems:
+                raise ValueError(
+                    f"failureConditions: {condition!r} is not a condition type the API accepts: {'; '.join(problems)}"
+                )
         if self.binding_model == "reschedule-to-local" and "reschedule" not in self.failure_conditions.values():
             raise ValueError(
                 "bindingModel reschedule-to-local needs failureConditions to name the condition that means "

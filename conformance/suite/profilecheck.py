@@ -114,12 +114,6 @@ def _check_files(loaded: LoadedProfile, result: CheckResult) -> None:
             result.errors += _placeholder_errors(arg, f"roles.{role.name}.command.{j}", None, prof, everyone)
 
 
-def _check_names(prof: Profile, result: CheckResult) -> None:
-    for condition in prof.failure_conditions:
-        if "/" not in condition:
-            result.errors.append(f"failureConditions: {condition!r} is not a qualified name (<domain>/<name>)")
-
-
 RUN_WIDE = "run-wide"  # a test judged over the whole run (marker run_wide)
 
 
@@ -178,6 +172,5 @@ def plan(prof: Profile | None) -> list[PlanRow]:
 def check(loaded: LoadedProfile) -> CheckResult:
     result = CheckResult()
     _check_files(loaded, result)
-    _check_names(loaded.profile, result)
     result.plan = plan(loaded.profile)
     return result

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -21,22 +22,43 @@ from conformance.implementation.names import qualified_name_problems
 
 _PROCESS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # {key} or {key:arg} in commands, env, manifests and endpoint URLs (see Process for the keys)
-PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([A-Za-z0-9_./-]+))?\}")
+PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([A-Za-z0-9_./@-]+))?\}")
 # The placeholders without an argument whose value is the same for the whole run.
-PLAIN_PLACEHOLDERS = frozenset({"kubeconfig", "workdir", "bin", "profile_dir"})
+PLAIN_PLACEHOLDERS = frozenset({"kubeconfig", "workdir", "bin", "profile_dir", "ca_file"})
+# {KEY:NAME} of a process with a port: the forms of its address
+ADDRESS_PLACEHOLDERS = frozenset({"url", "https_url", "hostport"})
+NODE = "{node}"  # in a per-node process or a node hook: the node it runs for (filled before the others)
 
 
 def uses_placeholder(texts: list[str], key: str) -> bool:
     return any(m[1] == key and m[2] is None for text in texts for m in PLACEHOLDER.finditer(text))
 
 
-def placeholder_problem(key: str, arg: str | None, process: Process | None, ported: set[str] | None) -> str | None:
+@dataclass(frozen=True)
+class Scope:
+    """Where a profile string stands, for placeholder_problem. `process`: the process whose command or env holds it
+    (None: a manifest, hook, endpoint or restart command); `ported`: the processes with a port that start before this
+    string is used (None: not known here; the harness checks that when it fills the address); `tls`: the processes
+    with tls: true (None: not known); `per_node`: a per-node process or a node hook ({node} is known);
+    `per_node_processes`: the processes with perNode: true (their address exists only per node)."""
+
+    process: Process | None = None
+    ported: frozenset[str] | None = None
+    tls: frozenset[str] | None = None
+    per_node: bool = False
+    per_node_processes: frozenset[str] = frozenset()
+
+
+def placeholder_problem(key: str, arg: str | None, scope: Scope) -> str | None:
     """Why {key} / {key:arg} cannot be used where it stands, or None: the one definition of the placeholders, used
-    by the harness (filling them) and by `profile check` (before a run). `process`: the process whose command or
-    env holds it (None: a manifest, hook, endpoint or restart command); `ported`: the processes with a port that
-    start before this string is used (None: not known here; the harness checks that when it fills {url:NAME})."""
+    by the harness (filling them) and by `profile check` (before a run)."""
+    process = scope.process
     if key in PLAIN_PLACEHOLDERS:
         return None if arg is None else f"{{{key}}} takes no argument"
+    if key == "node":
+        if arg is not None:
+            return "{node} takes no argument"
+        return None if scope.per_node else "{node} only in a perNode process or a node hook"
     if key in ("port_file", "port"):
         if arg is not None:
             return f"{{{key}}} takes no argument"
@@ -45,15 +67,32 @@ def placeholder_problem(key: str, arg: str | None, process: Process | None, port
         if key == "port_file" and not process.port_file:
             return "{port_file} only in a process with portFile: true"
         return None
-    if key == "url" and arg:
+    if key in ADDRESS_PLACEHOLDERS and arg:
+        ported = scope.ported
         if ported is not None and arg not in ported:
-            return f"{{url:{arg}}} needs an earlier process {arg!r} with a port ({{port}} or portFile: true)"
+            return f"{{{key}:{arg}}} needs an earlier process {arg!r} with a port ({{port}} or portFile: true)"
+        if arg in scope.per_node_processes and not scope.per_node:
+            return f"{{{key}:{arg}}}: {arg!r} runs per node; only a perNode process or node hook reaches it"
         return None
-    if key == "sa_kubeconfig" and arg and arg.count("/") == 1:
+    if key in ("tls_cert", "tls_key") and arg:
+        if scope.tls is not None and arg not in scope.tls:
+            return f"{{{key}:{arg}}} needs a process {arg!r} with tls: true"
         return None
+    if key == "sa_kubeconfig" and arg and _SA.fullmatch(arg):
+        return None
+    if key == "pod_kubeconfig" and arg:
+        if _POD_BOUND.fullmatch(arg):
+            return None
+        if _SA.fullmatch(arg):
+            return None if scope.per_node else f"{{pod_kubeconfig:{arg}}} names no node: add @NODE (or use it per node)"
+        return "{pod_kubeconfig:NAMESPACE/SERVICEACCOUNT@NODE} (@NODE may be left out per node)"
     if key == "env" and arg:
         return None  # whether it is set is known only where it is filled
     return "unknown placeholder"
+
+
+_SA = re.compile(r"[a-z0-9.-]+/[a-z0-9.-]+")
+_POD_BOUND = re.compile(r"[a-z0-9.-]+/[a-z0-9.-]+@[a-z0-9.-]+")
 
 
 class ProfileError(ValueError):
@@ -85,12 +124,18 @@ class Process(_Strict):
 
     Placeholders in command and env (placeholder_problem says where each may stand): {kubeconfig}, {workdir},
     {bin} (the folder of the running Python's console scripts), {profile_dir}, {port} (a free port the harness
-    picks once per run for this process: the same after a restart, so {url:NAME} held by others stays right),
+    picks once per run for this process: the same after a restart, so addresses held by others stay right),
     {port_file} (this process's, if portFile: it writes the port it bound there), {url:NAME}
-    (http://127.0.0.1:PORT of an earlier process with {port} or portFile), {sa_kubeconfig:NAMESPACE/NAME} (a
-    kubeconfig with a bound token of
-    that ServiceAccount, e.g. one the profile's manifests create: the process runs with its own RBAC),
-    {env:NAME} (a variable of the suite's environment; unset is an error).
+    (http://127.0.0.1:PORT of an earlier process with {port} or portFile), {https_url:NAME} (https://127.0.0.1:PORT),
+    {hostport:NAME} (127.0.0.1:PORT), {tls_cert:NAME} / {tls_key:NAME} (the serving certificate and key the harness
+    made for a process with tls: true), {ca_file} (the CA of those certificates), {sa_kubeconfig:NAMESPACE/NAME} (a
+    kubeconfig with a bound token of that ServiceAccount, e.g. one the profile's manifests create: the process runs
+    with its own RBAC), {pod_kubeconfig:NAMESPACE/NAME@NODE} (the same, the token bound to a pod the harness places
+    on NODE: admission policies that check the requesting pod's node see it; per node, @NODE may be left out),
+    {node} (per node: the node's name), {env:NAME} (a variable of the suite's environment; unset is an error).
+
+    perNode: one instance per node of the cluster (nodes that join during the run included), started when its node
+    appears, stopped when it goes; {node} names it, {port} is per instance, logs are NAME@NODE.log.
     """
 
     name: str
@@ -102,6 +147,10 @@ class Process(_Strict):
     kubeconfig: str = "{kubeconfig}"
     # A private $HOME whose .kube/config is that kubeconfig, for processes that read only $HOME/.kube/config.
     home: bool = False
+    per_node: Annotated[bool, Field(alias="perNode")] = False
+    # Serve HTTPS with a certificate the harness makes ({tls_cert:NAME}, {tls_key:NAME}; CA {ca_file}); ready.http
+    # is then asked over HTTPS.
+    tls: bool = False
 
     @field_validator("name")
     @classmethod
@@ -123,6 +172,8 @@ class Process(_Strict):
     def _http_needs_port(self) -> Process:
         if self.ready and self.ready.http and not self.has_port:
             raise ValueError("ready.http needs a port: {port} in the command (or portFile: true)")
+        if self.tls and not self.has_port:
+            raise ValueError("tls: true needs a port: {port} in the command (or portFile: true)")
         return self
 
 
@@ -139,8 +190,11 @@ class Endpoint(_Strict):
     @field_validator("url")
     @classmethod
     def _scheme(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://", "{url:", "{env:")):
-            raise ValueError(f"url {value!r} must start with http://, https://, {{url:PROCESS}} or {{env:NAME}}")
+        if not value.startswith(("http://", "https://", "{url:", "{https_url:", "{env:")):
+            raise ValueError(
+                f"url {value!r} must start with http://, https://, {{url:PROCESS}}, {{https_url:PROCESS}} "
+                "or {env:NAME}"
+            )
         return value
 
 
@@ -155,9 +209,12 @@ class Hook(_Strict):
 
 class Hooks(_Strict):
     """setup: after the cluster is up and the manifests are applied, before the processes start (e.g. node fields
-    the stack needs); teardown: after the processes stopped, before the manifests are deleted."""
+    the stack needs); node: for every node, {node} its name — the nodes there at the start (after setup, before the
+    processes) and every node that joins during the run (before that node's perNode processes start); teardown:
+    after the processes stopped, before the manifests are deleted."""
 
     setup: list[Hook] = Field(default_factory=list)
+    node: list[Hook] = Field(default_factory=list)
     teardown: list[Hook] = Field(default_factory=list)
 
 

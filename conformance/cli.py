@@ -297,11 +297,12 @@ def profile() -> None:
     "--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="file to write (default: stdout)"
 )
 @click.option("--force", is_flag=True, help="overwrite --out if it exists")
-def profile_init(out: Path | None, force: bool) -> None:
+@click.option("--full", is_flag=True, help="every field of the schema, commented (hooks, roles, perNode, tls...)")
+def profile_init(out: Path | None, force: bool, full: bool) -> None:
     """A commented starting profile, valid as it is; edit it, then `profile check` it."""
-    from conformance.implementation.profile import TEMPLATE_FILE
+    from conformance.implementation.profile import FULL_TEMPLATE_FILE, TEMPLATE_FILE
 
-    text = TEMPLATE_FILE.read_text()
+    text = (FULL_TEMPLATE_FILE if full else TEMPLATE_FILE).read_text()
     if out is None:
         click.echo(text, nl=False)
         return

@@ -273,6 +273,7 @@ KIND = "ImplementationProfile"
 DEFAULT_BINDING_TIMEOUT_S = 20
 SCHEMA_FILE = Path(__file__).with_name("profile.schema.json")
 TEMPLATE_FILE = Path(__file__).with_name("profile-template.yaml")  # `dra-conformance profile init`
+FULL_TEMPLATE_FILE = Path(__file__).with_name("profile-template-full.yaml")  # `profile init --full`: every field
 
 
 class Published(_Strict):

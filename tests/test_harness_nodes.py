@@ -241,3 +241,44 @@ PER_NODE = Scope(per_node=True)
 def test_where_each_placeholder_may_stand(key: str, arg: str | None, scope: Scope, problem: str | None) -> None:
     found = placeholder_problem(key, arg, scope)
     assert (found is None) if problem is None else (found is not None and problem in found), found
+
+
+def test_the_reference_fabric_manager_on_https_with_the_run_ca(tmp_path: Path) -> None:
+    """reference-https.yaml's fabric manager as the harness starts it: HTTPS with the run CA, ready over HTTPS, the
+    probe at {https_url:...} read with that CA and no caFile."""
+    fabric = Path(__file__).resolve().parent.parent / "fixtures" / "profiles" / "reference" / "fabric.yaml"
+    impl = _impl(
+        tmp_path,
+        processes=[
+            {
+                "name": "fabric-manager",
+                "command": [
+                    str(Path(PY).parent / "fake-fabric-manager"),
+                    "--config",
+                    str(fabric),
+                    "--db",
+                    "{workdir}/fabric.db",
+                    "--port",
+                    "0",
+                    "--port-file",
+                    "{port_file}",
+                    "--tls-cert",
+                    "{tls_cert:fabric-manager}",
+                    "--tls-key",
+                    "{tls_key:fabric-manager}",
+                ],
+                "portFile": True,
+                "tls": True,
+                "ready": {"http": "/healthz"},
+            }
+        ],
+        fabricProbe={"url": "{https_url:fabric-manager}/v1/attachments"},
+    )
+    impl.start()
+    try:
+        url = impl.resolve("{https_url:fabric-manager}/v1/attachments")
+        with endpoints.urlopen(url, timeout=10) as response:
+            body = json.load(response)
+        assert body["attachments"] == [] and {f["fabric"] for f in body["free"]} == {"fabric-0", "fabric-1"}
+    finally:
+        assert impl.stop() == []

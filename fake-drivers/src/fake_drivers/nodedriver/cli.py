@@ -40,6 +40,7 @@ log = logging.getLogger("fake-node-driver")
     help="nodes and their local devices (YAML)",
 )
 @click.option("--fabric-manager", required=True, help="base URL of the fabric manager, e.g. http://127.0.0.1:8790")
+@click.option("--fabric-ca", type=click.Path(exists=True, dir_okay=False), help="CA of an https fabric manager")
 @click.option("--driver", default=None, help="DRA driver name (default: from the config)")
 @click.option(
     "--republish/--no-republish",
@@ -65,6 +66,7 @@ def main(
     kubeconfig: str,
     config_path: str,
     fabric_manager: str,
+    fabric_ca: str | None,
     driver: str | None,
     republish: bool,
     deny_list: bool,
@@ -91,7 +93,7 @@ def main(
         nodes = _own_node_only  # its node exists while it runs: it stops with it
     else:
         nodes = NodeLister(lambda: frozenset(n.metadata.name for n in core.list_node().items), SERVE_ALL)
-    fabric = FabricClient(fabric_manager)
+    fabric = FabricClient(fabric_manager, ca_file=fabric_ca)
     stop = stop_event(log, "removing slices and stopping")
     log.info("driver %s, nodes %s, republish=%s deny-list=%s", cfg.driver, cfg.nodes, republish, deny_list)
     try:

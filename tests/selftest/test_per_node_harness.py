@@ -163,3 +163,71 @@ def test_per_node_processes_node_hooks_and_pod_bound_tokens(cluster: Cluster, tm
 
 def _exists(core: Any) -> bool:
     return any(n.metadata.name == NS for n in core.list_namespace().items)
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _slice(node: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"selftest-{node}"},
+        "spec": {"driver": "gpu.fabric.example.com", "nodeName": node, "pool": {"name": node, "resourceSliceCount": 1}},
+    }
+
+
+def test_the_node_driver_policy_lets_a_pod_bound_token_write_only_its_nodes_slices(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """fake-drivers/deploy/node-driver-rbac.yaml (reference-pernode.yaml): RBAC allows any slice; the admission
+    policy narrows it to the node of the pod the token is bound to, and refuses a token bound to no pod."""
+    from kubernetes import client, config
+    from kubernetes.client.exceptions import ApiException
+
+    doc = {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "name": "policy",
+        "version": "1",
+        "driver": "gpu.fabric.example.com",
+        "manifests": [
+            str(REPO / "fixtures/profiles/reference/namespace.yaml"),
+            str(REPO / "fake-drivers/deploy/node-driver-rbac.yaml"),
+        ],
+    }
+    path = tmp_path / "profile.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    impl = Implementation(load_profile(path), cluster.info.kubeconfig, tmp_path / "work", progress=print)
+    impl.start()
+    try:
+        nodes = sorted(n.metadata.name for n in cluster.core.list_node().items)
+        mine, other = nodes[0], nodes[1]
+        bound = impl.resolve(f"{{pod_kubeconfig:dra-fabric-system/reference-node-driver@{mine}}}")
+        plain = impl.resolve("{sa_kubeconfig:dra-fabric-system/reference-node-driver}")
+
+        def create(kubeconfig: str, node: str) -> str:
+            api = client.CustomObjectsApi(config.new_client_from_config(config_file=kubeconfig))
+            body = _slice(node)
+
+            def attempt() -> str:  # the policy's binding takes a moment to be enforced after it is created
+                try:
+                    api.create_cluster_custom_object("resource.k8s.io", "v1", "resourceslices", body)
+                except ApiException as exc:
+                    return f"{exc.status}: {exc.body}"
+                cluster.resource.delete_resource_slice(body["metadata"]["name"])
+                return "created"
+
+            return attempt()
+
+        refused = wait_for(
+            lambda: create(bound, other),
+            lambda said: said != "created",
+            timeout=30,
+            expected=f"the policy to refuse a slice of {other} from a token bound to a pod on {mine}",
+        )
+        assert "may write only the slices of the node its token is bound to" in refused, refused
+        assert create(bound, mine) == "created"
+        assert "may write only" in create(plain, mine), "a token bound to no pod writes no slice"
+    finally:
+        assert impl.stop() == []

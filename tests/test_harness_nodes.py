@@ -145,17 +145,22 @@ def _https_server(tmp_path: Path) -> str:
     return str(script)
 
 
+def _tls_process(tmp_path: Path) -> dict[str, object]:
+    """Process "fabric": the HTTPS server above with the harness's certificate, ready over HTTPS."""
+    return {
+        "name": "fabric",
+        "tls": True,
+        "command": [PY, _https_server(tmp_path), "{port}", "{tls_cert:fabric}", "{tls_key:fabric}"],
+        "ready": {"http": "/healthz"},
+    }
+
+
 def test_tls_process_gets_a_certificate_of_the_run_ca_and_its_clients_the_addresses(tmp_path: Path) -> None:
     client_out = tmp_path / "client.json"
     impl = _impl(
         tmp_path,
         processes=[
-            {
-                "name": "fabric",
-                "tls": True,
-                "command": [PY, _https_server(tmp_path), "{port}", "{tls_cert:fabric}", "{tls_key:fabric}"],
-                "ready": {"http": "/healthz"},
-            },
+            _tls_process(tmp_path),
             {
                 "name": "client",
                 "command": [PY, "-c", RECORD, str(client_out), "{https_url:fabric}", "{hostport:fabric}", "{ca_file}"],
@@ -197,14 +202,7 @@ def test_tls_process_gets_a_certificate_of_the_run_ca_and_its_clients_the_addres
 def test_a_restarted_tls_process_keeps_its_certificate(tmp_path: Path) -> None:
     impl = _impl(
         tmp_path,
-        processes=[
-            {
-                "name": "fabric",
-                "tls": True,
-                "command": [PY, _https_server(tmp_path), "{port}", "{tls_cert:fabric}", "{tls_key:fabric}"],
-                "ready": {"http": "/healthz"},
-            }
-        ],
+        processes=[_tls_process(tmp_path)],
     )
     impl.start()
     try:

@@ -58,21 +58,27 @@ def test_counted_entries_need_the_free_counts_and_the_shape_is_checked() -> None
 
 @pytest.fixture
 def probe() -> Iterator[str]:
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = json.dumps({"attachments": [], "free": [FREE | {"model": "A100"}]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    answer = json.dumps({"attachments": [], "free": [FREE | {"model": "A100"}]}).encode()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _answering(answer))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}/v1/attachments"
     server.shutdown()
+
+
+def _answering(answer: bytes) -> type[http.server.BaseHTTPRequestHandler]:
+    """A handler that answers every GET with `answer` (a probe's JSON)."""
+
+    class Probe(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def log_message(self, *args: object) -> None:
+            """Quiet: the test reads the CLI's output."""
+
+    return Probe
 
 
 def test_profile_check_asks_a_running_probe(probe: str) -> None:

@@ -19,7 +19,7 @@ BIN := $(VENV)/bin
 SUITE_ARGS := --provider $(PROVIDER) --k8s-version $(K8S_VERSION) --profile $(PROFILE) \
 	$(if $(filter existing,$(PROVIDER)),--kubeconfig $(KUBECONFIG))
 
-.PHONY: all conformance test test-full unit drivers selftest suite lint binaries venv bench bench-cluster clusters-down clean
+.PHONY: all conformance conformance-shapes test test-full unit drivers selftest suite lint binaries venv bench bench-cluster clusters-down clean
 .PHONY: validate image kind-config matrix conformance-extra conformance-all conformance-roles chromium html-check soak
 
 all: test
@@ -71,7 +71,7 @@ suite: conformance
 # versions": times per release).
 TEST_EXTRA_RELEASES ?= 1.38.0-beta.0
 test: lint unit html-check validate drivers conformance
-test-full: lint unit html-check validate drivers selftest conformance-all conformance-extra
+test-full: lint unit html-check validate drivers selftest conformance-all conformance-shapes conformance-extra
 
 # The whole suite against each reference profile: one per binding model and fabric-entry kind (README "Binding
 # models"); reports in $(REPORTS)/<profile>/. Every run is tried; the target fails if any did. The stack split into
@@ -82,6 +82,13 @@ REFERENCE_PROFILES ?= fixtures/profiles/reference.yaml fixtures/profiles/referen
 conformance-roles: binaries
 	$(MAKE) --no-print-directory conformance PROFILE=fixtures/profiles/reference-roles.yaml \
 		REPORTS=$(REPORTS)/reference-roles
+# The stack shapes of issue 27 (README "Per-node daemons, pod-bound credentials, HTTPS"): the node driver per node
+# with pod-bound tokens and an admission policy, and the fabric manager on HTTPS with the run's CA.
+SHAPE_PROFILES ?= fixtures/profiles/reference-pernode.yaml fixtures/profiles/reference-https.yaml
+conformance-shapes: binaries
+	rc=0; for p in $(SHAPE_PROFILES); do \
+		$(MAKE) --no-print-directory conformance PROFILE=$$p REPORTS=$(REPORTS)/$$(basename $$p .yaml) || rc=1; \
+	done; exit $$rc
 conformance-all: binaries
 	rc=0; for p in $(REFERENCE_PROFILES); do \
 		$(MAKE) --no-print-directory conformance PROFILE=$$p REPORTS=$(REPORTS)/$$(basename $$p .yaml) || rc=1; \

@@ -22,6 +22,7 @@ from conformance.implementation import endpoints
 from conformance.implementation.harness import Implementation
 from conformance.implementation.nodefollow import WATCH_SECONDS
 from conformance.implementation.profile import API_VERSION, KIND, Scope, load_profile, placeholder_problem
+from conformance.implementation.tls import RunCA
 
 PY = sys.executable
 # writes its argv[2:] as JSON to argv[1], says ready, sleeps
@@ -211,6 +212,32 @@ def test_a_restarted_tls_process_keeps_its_certificate(tmp_path: Path) -> None:
         impl.restart("fabric")  # ready again over HTTPS with the same certificate and CA
         assert time.monotonic() - started < 30
         assert Path(impl.resolve("{tls_cert:fabric}")).read_bytes() == cert
+    finally:
+        assert impl.stop() == []
+
+
+def test_a_process_with_a_certificate_of_the_profiles_own_ca(tmp_path: Path) -> None:
+    """Not tls: true: the profile gives the certificate and its CA (here made by another CA than the run's);
+    ready.caFile has the readiness asked over HTTPS with that CA, the endpoint's caFile does the same for the probe."""
+    own = RunCA(tmp_path / "own-ca")
+    cert, key = own.ensure_serving("fabric")
+    ca = str(own.ensure_ca())
+    impl = _impl(
+        tmp_path,
+        processes=[
+            {
+                "name": "fabric",
+                "command": [PY, _https_server(tmp_path), "{port}", str(cert), str(key)],
+                "ready": {"http": "/healthz", "caFile": ca},
+            }
+        ],
+        fabricProbe={"url": "{https_url:fabric}/v1/attachments", "caFile": ca},
+    )
+    impl.start()
+    try:
+        with endpoints.urlopen(impl.resolve("{https_url:fabric}/v1/attachments"), timeout=5) as response:
+            assert json.load(response)["path"] == "/v1/attachments"
+        assert not impl.ca.ca_file.exists(), "no run CA made for a profile that brings its own"
     finally:
         assert impl.stop() == []
 

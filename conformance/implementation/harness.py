@@ -473,9 +473,9 @@ class Implementation:
                 )
             )
         if spec.ready and spec.ready.http:
-            scheme = "https" if spec.tls else "http"
-            url = f"{scheme}://127.0.0.1:{run.port}{spec.ready.http}"
-            context = ssl.create_default_context(cafile=str(self.ca.ensure_ca())) if spec.tls else None
+            ca = str(self.ca.ensure_ca()) if spec.tls else spec.ready.ca_file and self.resolve(spec.ready.ca_file)
+            url = f"{'https' if ca else 'http'}://127.0.0.1:{run.port}{spec.ready.http}"
+            context = ssl.create_default_context(cafile=ca) if ca else None
             self._wait(
                 run,
                 lambda: urllib.request.urlopen(url, timeout=5, context=context).status,

@@ -104,10 +104,12 @@ class _Strict(BaseModel):
 
 
 class Readiness(_Strict):
-    """How the harness knows a process is ready: an HTTP path answering 2xx, or a line in its output."""
+    """How the harness knows a process is ready: an HTTP path answering 2xx, or a line in its output. caFile: the
+    process serves HTTPS with a certificate of this CA (the profile's own; a process with tls: true uses the run's)."""
 
     http: str | None = None
     log: str | None = None
+    ca_file: Annotated[str | None, Field(alias="caFile")] = None
     timeout_s: Annotated[float, Field(alias="timeoutSeconds", gt=0, le=600)] = 30.0
 
     @model_validator(mode="after")
@@ -116,6 +118,8 @@ class Readiness(_Strict):
             raise ValueError("give exactly one of 'http' (a path, needs a port) or 'log' (a regular expression)")
         if self.log is not None:
             re.compile(self.log)
+        if self.ca_file is not None and self.http is None:
+            raise ValueError("caFile is for ready.http over HTTPS")
         return self
 
 
@@ -174,6 +178,8 @@ class Process(_Strict):
             raise ValueError("ready.http needs a port: {port} in the command (or portFile: true)")
         if self.tls and not self.has_port:
             raise ValueError("tls: true needs a port: {port} in the command (or portFile: true)")
+        if self.tls and self.ready and self.ready.ca_file:
+            raise ValueError("tls: true serves a certificate of the run CA; ready.caFile is for a certificate of yours")
         return self
 
 

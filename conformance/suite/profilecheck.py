@@ -108,6 +108,8 @@ def _check_files(loaded: LoadedProfile, result: CheckResult) -> None:
         if "{" not in exe and not (Path(exe).is_file() or shutil.which(exe)):
             result.warnings.append(f"{where}: {exe!r} is neither a file nor on PATH here")
         result.errors += _placeholder_errors(proc.kubeconfig, f"{where}.kubeconfig", proc, prof, n, proc.per_node)
+        if proc.ready and proc.ready.ca_file:
+            result.errors += _placeholder_errors(proc.ready.ca_file, f"{where}.ready.caFile", proc, prof, n)
     everyone = len(prof.processes)
     for name, endpoint in (("fabricProbe", prof.fabric_probe), ("faultInjector", prof.fault_injector)):
         if endpoint is None:

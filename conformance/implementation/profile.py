@@ -242,7 +242,9 @@ class Role(_Strict):
 
 
 ACCOUNT_PATTERN = r"^[a-z0-9-]+/[a-z0-9.-]+$"  # NAMESPACE/NAME of a ServiceAccount
-_SA_PLACEHOLDER = re.compile(r"\{sa_kubeconfig:([a-z0-9-]+/[a-z0-9.-]+)\}")
+# {sa_kubeconfig:NS/NAME}, {pod_kubeconfig:NS/NAME} or {pod_kubeconfig:NS/NAME@NODE} (NODE may be {node}): the
+# account a process runs as
+_SA_PLACEHOLDER = re.compile(r"\{(?:sa|pod)_kubeconfig:([a-z0-9-]+/[a-z0-9.-]+)(?:@[^}]*\}?)?\}")
 
 
 class Controller(_Strict):

@@ -127,6 +127,39 @@ def test_per_node_processes_and_node_hooks_follow_the_nodes(tmp_path: Path) -> N
     assert impl.running == []
 
 
+def test_a_node_that_leaves_during_its_setup_is_no_fault_one_that_stays_is(tmp_path: Path) -> None:
+    """A plugin that fails to start for a node deleted meanwhile (IMP-16 deletes the node it added) is no problem of
+    the run; one that fails for a node still there is reported at the end."""
+    script = (
+        "import sys, time\n"
+        "if sys.argv[1] != 'node-a':\n    time.sleep(0.5)\n    sys.exit(1)\n"
+        "print('ready', flush=True)\ntime.sleep(120)\n"
+    )
+    nodes = StandInNodes({"node-a"})
+    impl = _impl(
+        tmp_path,
+        nodes,
+        processes=[
+            {"name": "plugin", "perNode": True, "command": [PY, "-c", script, "{node}"], "ready": {"log": "ready"}}
+        ],
+    )
+    said: list[str] = []
+    impl.progress = said.append
+    impl.start()
+    try:
+        nodes.push("ADDED", "node-gone")
+        nodes.names.discard("node-gone")  # deleted while its plugin starts
+        wait_for(lambda: list(said), lambda seen: any("left during" in m for m in seen), timeout=15, expected="noticed")
+        nodes.push("DELETED", "node-gone")
+        nodes.push("ADDED", "node-stays")
+        wait_for(lambda: list(said), lambda seen: any("setup failed" in m for m in seen), timeout=15, expected="said")
+        assert [r.name for r in impl.running] == ["plugin@node-a", "plugin@node-stays"]
+    finally:
+        problems = impl.stop()
+    assert len(problems) == 2, problems  # the failed setup, and the instance that had exited before the end
+    assert "node node-stays joined, its per-node setup failed" in problems[0], problems
+
+
 def _https_server(tmp_path: Path) -> str:
     """An HTTPS server on argv[1] with the certificate and key argv[2], argv[3]: /healthz and a probe document."""
     script = tmp_path / "serve.py"

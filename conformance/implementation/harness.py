@@ -384,8 +384,26 @@ class Implementation:
                     if spec.per_node:
                         self._start(spec, node)
             except (ImplementationFailed, ProfileError, ApiException) as exc:
-                self._node_problems.append(f"node {node} joined, its per-node setup failed: {exc}")
-                self.progress(self._node_problems[-1])
+                if self._still_there(node):
+                    self._node_problems.append(f"node {node} joined, its per-node setup failed: {exc}")
+                    self.progress(self._node_problems[-1])
+                    return
+                # The node left while its setup ran (IMP-16 deletes the node it added): a plugin that cannot start
+                # for a node that is gone is no fault. Its instances go now; the follower reports the departure next.
+                self.progress(f"node {node} left during its per-node setup ({str(exc).splitlines()[0]})")
+                gone = [run for run in self.running if run.node == node]
+                self.running = [run for run in self.running if run.node != node]
+                for run in gone:
+                    _signal_group(run.proc, signal.SIGKILL)
+                    run.proc.wait()
+
+    def _still_there(self, node: str) -> bool:
+        """Whether `node` is still a node of the cluster (asked now; on doubt, yes: the failure is then reported)."""
+        assert self.nodes is not None
+        try:
+            return node in self.nodes.list()[0]
+        except (ApiException, OSError):
+            return True
 
     def _node_gone(self, node: str) -> None:
         """A node left: its perNode processes stop (as a DaemonSet's pods go with their node), its holder pods go."""

@@ -57,8 +57,11 @@ class Publisher:
         and the slices of a node that was deleted are removed, as the kubelet's owner reference has the garbage
         collector do for a real plugin: a device published for a node that is gone is offered where no pod can run."""
         current = self.own_slices()
-        deny = self.fabric_pool_uuids() if self.policy.republish and self.policy.deny_list else set()
         served = [n for n in self.config.nodes if existing is None or n in existing]
+        # The fabric pool is read only when a served node has a hot-plugged device to check against it: one read of
+        # the (large) fabric slices per poll and node would cost a per-node plugin on every node for nothing.
+        hot = any(dev.node in served for dev in attached)
+        deny = self.fabric_pool_uuids() if self.policy.republish and self.policy.deny_list and hot else set()
         writes = 0
         for node in served:
             devices = desired_devices(self.config, node, attached, deny, self.policy)

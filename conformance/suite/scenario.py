@@ -112,6 +112,18 @@ def profile_gap(sc: Scenario, profile: Profile) -> str | None:
     return None
 
 
+def profile_needs(sc: Scenario) -> list[str]:
+    """What an implementation scenario needs from a profile, in words (the requirement reference, docs/): the same
+    fields profile_gap reads, so what the reference says skips a scenario is what skips it."""
+    needs = [f"the capability `{c}`" for c in sc.capabilities]
+    needs += ["a `fabricProbe`"] if sc.probe else []
+    needs += ["a `faultInjector`"] if sc.faults else []
+    needs += ["a restartable role (`roles` or `controller.process`)"] if "process" in sc.controller else []
+    account = "a ServiceAccount (`serviceAccounts`, `controller.serviceAccount`, or `{sa_kubeconfig:...}` of a process)"
+    needs += [account] if "serviceAccount" in sc.controller else []
+    return needs
+
+
 @dataclass(frozen=True)
 class ScenarioFailed:
     """What a test receives instead of the observation when its scenario failed; the plugin raises `error` when

@@ -27,6 +27,7 @@ def _r(id_: str, area: str, level: str, title: str, section: str) -> Requirement
 
 
 _API, _SCH, _IMP = "Design Details / API", "Design Details / Scheduler", "Design Details / Composable controller"
+_NODE = "KEP-4381 (DRA) / kubelet plugin: NodePrepareResources, NodeUnprepareResources, CDI"
 REQUIREMENTS: tuple[Requirement, ...] = (
     _r("BASE-1", "baseline", "MUST", "a node-local device without conditions is allocated, bound, Running", _SCH),
     _r("API-1", "api", "MUST", "bindsToNode and binding/failure conditions round-trip", _API),
@@ -96,6 +97,11 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "a node deleted while a device is attached to it: detached and offered again",
         _IMP,
     ),
+    # The node-local half, on nodes with a real kubelet (kind): kwok nodes run none, so elsewhere these are skipped,
+    # which is why they are SHOULD (a MUST skipped would make every kwok run partial).
+    _r("NODE-1", "implementation", "SHOULD", "the pod's container starts with the CDI device prepared for it", _NODE),
+    _r("NODE-2", "implementation", "SHOULD", "NodePrepareResources on the allocated node, not before binding", _NODE),
+    _r("NODE-3", "implementation", "SHOULD", "after the release, NodeUnprepareResources before the detach", _NODE),
     _r("SCALE-1", "scale", "SHOULD", "many pods waiting in PreBind all bind, none lost", "Test Plan / e2e"),
 )
 CATALOGUE: dict[str, Requirement] = {r.id: r for r in REQUIREMENTS}

@@ -96,6 +96,7 @@ def build_images(
             if image_label(REFERENCE_IMAGE, HASH_LABEL) == wanted:
                 done.images[REFERENCE_IMAGE] = "cached"
             else:
+                _remove([REFERENCE_IMAGE])  # the stale one would be left dangling
                 build_reference(REFERENCE_IMAGE, HASH_LABEL, workdir, progress)
                 done.images[REFERENCE_IMAGE] = "built"
             done.seconds["reference"] = round(time.monotonic() - step, 1)
@@ -124,7 +125,8 @@ def _node(version: KubeVersion, workdir: Path, done: Built, progress: Progress) 
     done.seconds["base"] = round(time.monotonic() - step, 1)
     step = time.monotonic()
     tag = node_image_tag(version)
-    node_hash = digest(base_hash, Path(__file__), KINDNET_STAND_IN, *binaries.paths(), *binaries.node.values())
+    # The recipe is nodeimage.py's (in base_hash); this module only orchestrates.
+    node_hash = digest(base_hash, KINDNET_STAND_IN, *binaries.paths(), *binaries.node.values())
     if image_label(tag, HASH_LABEL) == node_hash:
         done.images[tag] = "cached"
     else:

@@ -10,6 +10,7 @@ fixtures/profiles/reference-kind.yaml); its fabric probe is reached through a No
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import subprocess
@@ -226,4 +227,7 @@ class KindProvider:
         cluster.delete()
         shutil.rmtree(kind_workdir(cluster.name), ignore_errors=True)
         shutil.rmtree(cluster.path, ignore_errors=True)  # pytest-kind's .pytest-kind/<name> in the working dir
+        for parent in (kind_workdir(cluster.name).parent, Path(cluster.path).parent):
+            with contextlib.suppress(OSError):  # only when empty: another cluster's folder may be there
+                parent.rmdir()
         self.progress(f"kind cluster {cluster.name} deleted")

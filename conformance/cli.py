@@ -167,6 +167,40 @@ def kind_config(
     click.echo(f"wrote {out} and {scheduler_config}")
 
 
+@main.group("kind")
+def kind_group() -> None:
+    """kind images built here, with no container registry."""
+
+
+@kind_group.command("image")
+@version_option
+@click.option(
+    "--node",
+    type=click.Choice(["auto", "build", "skip"]),
+    default="auto",
+    show_default=True,
+    help="the kind node image: auto builds it only where kind's own kindest/node cannot be had (no registry)",
+)
+@click.option(
+    "--reference/--no-reference", default=True, show_default=True, help="the reference implementation's image"
+)
+def kind_image(version: KubeVersion, node: str, reference: bool) -> None:
+    """Build the kind node image of a release and the reference image (cached by inputs; a Docker engine is
+    started for the build where none runs, and stopped after)."""
+    from conformance.cluster.kind.images import build_images
+
+    def progress(message: str) -> None:
+        click.echo(message, err=True)
+
+    try:
+        built = build_images(version, node=node, reference=reference, progress=progress)
+    except (BuildError, RuntimeError) as exc:
+        raise click.ClickException(str(exc)) from None
+    for image, state in built.images.items():
+        click.echo(f"{image}: {state}")
+    click.echo("seconds: " + ", ".join(f"{k} {v:g}" for k, v in built.seconds.items()))
+
+
 @main.command("validate-kind-config")
 @click.argument("configs", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option(

@@ -19,8 +19,8 @@ BIN := $(VENV)/bin
 SUITE_ARGS := --provider $(PROVIDER) --k8s-version $(K8S_VERSION) --profile $(PROFILE) \
 	$(if $(filter existing,$(PROVIDER)),--kubeconfig $(KUBECONFIG))
 
-.PHONY: all conformance test test-full unit drivers selftest suite lint binaries venv bench bench-cluster clusters-down clean
-.PHONY: validate image kind-config matrix conformance-extra conformance-all conformance-roles chromium html-check soak
+.PHONY: all conformance conformance-shapes test test-full unit drivers selftest suite lint binaries venv bench bench-cluster clusters-down clean
+.PHONY: validate image kind-image kind-config conformance-kind matrix conformance-extra conformance-all conformance-roles chromium html-check soak
 .PHONY: docs
 
 all: test
@@ -72,7 +72,11 @@ suite: conformance
 # versions").
 TEST_EXTRA_RELEASES ?= 1.38.0-beta.0
 test: lint unit docs html-check validate drivers conformance
-test-full: lint unit docs html-check validate drivers selftest conformance-all conformance-extra
+test-full: lint unit docs html-check validate drivers kind-image selftest conformance-all conformance-shapes conformance-extra conformance-kind
+
+# The whole suite on kind (one release, the reference profile), after `kind-image`; reports in $(REPORTS)/kind.
+conformance-kind: kind-image
+	$(MAKE) --no-print-directory conformance PROVIDER=kind REPORTS=$(REPORTS)/kind
 
 # The whole suite against each reference profile: one per binding model and fabric-entry kind (docs/certify.md,
 # "Worked examples"); reports in $(REPORTS)/<profile>/. Every run is tried; the target fails if any did. The stack
@@ -83,6 +87,13 @@ REFERENCE_PROFILES ?= fixtures/profiles/reference.yaml fixtures/profiles/referen
 conformance-roles: binaries
 	$(MAKE) --no-print-directory conformance PROFILE=fixtures/profiles/reference-roles.yaml \
 		REPORTS=$(REPORTS)/reference-roles
+# The stack shapes of issue 27 (docs/certify.md "Per-node daemons, pod-bound credentials, HTTPS"): the node driver per node
+# with pod-bound tokens and an admission policy, and the fabric manager on HTTPS with the run's CA.
+SHAPE_PROFILES ?= fixtures/profiles/reference-pernode.yaml fixtures/profiles/reference-https.yaml
+conformance-shapes: binaries
+	rc=0; for p in $(SHAPE_PROFILES); do \
+		$(MAKE) --no-print-directory conformance PROFILE=$$p REPORTS=$(REPORTS)/$$(basename $$p .yaml) || rc=1; \
+	done; exit $$rc
 conformance-all: binaries
 	rc=0; for p in $(REFERENCE_PROFILES); do \
 		$(MAKE) --no-print-directory conformance PROFILE=$$p REPORTS=$(REPORTS)/$$(basename $$p .yaml) || rc=1; \
@@ -158,11 +169,18 @@ clean:
 IMAGE ?= dra-fake-drivers:0.1.0
 K8S_RELEASES ?= 1.34 1.35 1.36 1.37 1.38
 
-# The reference image, built from fake-drivers/ (needs a Docker engine; the kind provider loads it).
+# The reference image, built from fake-drivers/Dockerfile (needs a Docker engine and a registry for its bases).
 image:
 	docker build -t $(IMAGE) fake-drivers
 
-conformance: $(if $(filter kind,$(PROVIDER)),image)
+# With no registry (README "On kind"): the kind node image of K8S_VERSION (only where kind's own kindest/node cannot
+# be pulled) and the reference image, from Debian packages and the Go module proxy; cached by inputs. Starts a
+# dockerd for the build where none runs (and stops it). Builds run at nice 15 (KIND_IMAGE_NICE).
+KIND_IMAGE_NICE ?= 15
+kind-image: binaries
+	nice -n $(KIND_IMAGE_NICE) $(BIN)/dra-conformance kind image --k8s-version $(K8S_VERSION)
+
+conformance: $(if $(filter kind,$(PROVIDER)),kind-image)
 
 # kind-config.yaml (and the scheduler config it mounts) for K8S_VERSION, from conformance/versions.py.
 kind-config: venv

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -12,6 +13,9 @@ from conformance.cluster.toolchain.build import ensure_binaries
 from conformance.cluster.toolchain.gobuild import BuildError
 from conformance.cluster.versions import DEFAULT_VERSION, KubeVersion, UnsupportedVersion, parse_version
 from conformance.report.verdict import EXIT_PARTIAL
+
+if TYPE_CHECKING:
+    from conformance.implementation.profile import Profile
 
 
 def _version(ctx: click.Context, param: click.Parameter, value: str) -> KubeVersion:
@@ -163,6 +167,40 @@ def kind_config(
     click.echo(f"wrote {out} and {scheduler_config}")
 
 
+@main.group("kind")
+def kind_group() -> None:
+    """kind images built here, with no container registry."""
+
+
+@kind_group.command("image")
+@version_option
+@click.option(
+    "--node",
+    type=click.Choice(["auto", "build", "skip"]),
+    default="auto",
+    show_default=True,
+    help="the kind node image: auto builds it only where kind's own kindest/node cannot be had (no registry)",
+)
+@click.option(
+    "--reference/--no-reference", default=True, show_default=True, help="the reference implementation's image"
+)
+def kind_image(version: KubeVersion, node: str, reference: bool) -> None:
+    """Build the kind node image of a release and the reference image (cached by inputs; a Docker engine is
+    started for the build where none runs, and stopped after)."""
+    from conformance.cluster.kind.images import build_images
+
+    def progress(message: str) -> None:
+        click.echo(message, err=True)
+
+    try:
+        built = build_images(version, node=node, reference=reference, progress=progress)
+    except (BuildError, RuntimeError) as exc:
+        raise click.ClickException(str(exc)) from None
+    for image, state in built.images.items():
+        click.echo(f"{image}: {state}")
+    click.echo("seconds: " + ", ".join(f"{k} {v:g}" for k, v in built.seconds.items()))
+
+
 @main.command("validate-kind-config")
 @click.argument("configs", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option(
@@ -293,11 +331,12 @@ def profile() -> None:
     "--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="file to write (default: stdout)"
 )
 @click.option("--force", is_flag=True, help="overwrite --out if it exists")
-def profile_init(out: Path | None, force: bool) -> None:
+@click.option("--full", is_flag=True, help="every field of the schema, commented (hooks, roles, perNode, tls...)")
+def profile_init(out: Path | None, force: bool, full: bool) -> None:
     """A commented starting profile, valid as it is; edit it, then `profile check` it."""
-    from conformance.implementation.profile import TEMPLATE_FILE
+    from conformance.implementation.profile import FULL_TEMPLATE_FILE, TEMPLATE_FILE
 
-    text = TEMPLATE_FILE.read_text()
+    text = (FULL_TEMPLATE_FILE if full else TEMPLATE_FILE).read_text()
     if out is None:
         click.echo(text, nl=False)
         return
@@ -317,9 +356,38 @@ def profile_schema() -> None:
     click.echo(json.dumps(json_schema(), indent=2))
 
 
+def _probe_check(prof: Profile, url: str, ca_file: str | None, kubeconfig: Path | None) -> list[str]:
+    """The probe's answer against the profile (and the cluster's pools): errors; notes are printed."""
+    from kubernetes import client, config
+
+    from conformance.suite.probecheck import probe_problems, read_probe
+
+    try:
+        body = read_probe(url, ca_file)
+    except (OSError, ValueError) as exc:
+        return [f"--probe-url {url}: no answer: {exc}"]
+    slices = None
+    if kubeconfig is not None:
+        api = config.new_client_from_config(config_file=str(kubeconfig))
+        objects = client.CustomObjectsApi(api)
+        slices = objects.list_cluster_custom_object("resource.k8s.io", "v1", "resourceslices")["items"]
+    errors, notes = probe_problems(prof, body, slices)
+    for note in notes:
+        click.echo(f"  probe: {note}")
+    return [f"probe {url}: {e}" for e in errors]
+
+
 @profile.command("check")
 @click.argument("file", type=click.Path(path_type=Path))
-def profile_check(file: Path) -> None:
+@click.option("--probe-url", default=None, help="a running fabric probe: check its answer (and the model rule)")
+@click.option("--probe-ca-file", default=None, type=click.Path(exists=True, dir_okay=False), help="its CA (https)")
+@click.option(
+    "--kubeconfig",
+    default=None,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="with --probe-url: a cluster where the stack publishes, to compare the pools' modelAttribute values",
+)
+def profile_check(file: Path, probe_url: str | None, probe_ca_file: str | None, kubeconfig: Path | None) -> None:
     """Validate FILE, check its placeholders and files, and say what each requirement will do with it.
 
     Exit status: 0 usable, 1 problems found (listed), 2 bad usage.
@@ -332,6 +400,8 @@ def profile_check(file: Path) -> None:
     except ProfileError as exc:
         raise click.ClickException(str(exc)) from None
     result = check(loaded)
+    if probe_url:
+        result.errors += _probe_check(loaded.profile, probe_url, probe_ca_file, kubeconfig)
     prof = loaded.profile
     click.echo(f"profile {prof.name} {prof.version} ({loaded.path})")
     click.echo(f"  driver {prof.driver}, {prof.binding_model}, fabric entries {prof.fabric_entries}")

@@ -47,14 +47,21 @@ def test_gates_and_runtime_config_follow_the_release(minor: tuple[int, int]) -> 
     assert "enable_cdi = true" in config["containerdConfigPatches"][0]
 
 
-def test_scheduler_timeout_is_mounted_only_where_the_release_has_it() -> None:
-    assert "extraMounts" not in _config("1.34")["nodes"][0], "1.34 has a fixed 600 s timeout: no scheduler config"
-    plane = _config("1.35")["nodes"][0]
+@pytest.mark.parametrize("version", ["1.34", "1.35", "1.37"])
+def test_scheduler_config_is_mounted_with_its_kubeconfig_and_raised_client_rates(version: str) -> None:
+    """Every release: the config replaces kubeadm's --kubeconfig flag, so it must name scheduler.conf itself."""
+    plane = _config(version)["nodes"][0]
     mount = {"hostPath": "/s.yaml", "containerPath": SCHEDULER_CONFIG_IN_NODE, "readOnly": True}
     assert plane["extraMounts"] == [mount]
     patch = yaml.safe_load(plane["kubeadmConfigPatches"][0])
     assert patch["scheduler"]["extraArgs"] == {"config": SCHEDULER_CONFIG_IN_NODE}
+    assert patch["controllerManager"]["extraArgs"] == {"kube-api-qps": "500", "kube-api-burst": "1000"}
     assert "apiVersion" not in patch, "kind converts only apiVersion-less map extraArgs for kubeadm v1beta4"
+    connection = yaml.safe_load(scheduler_file(parse_version(version), 7))["clientConnection"]
+    assert connection == {"kubeconfig": "/etc/kubernetes/scheduler.conf", "qps": 500, "burst": 1000}
+
+
+def test_scheduler_timeout_is_set_only_where_the_release_has_it() -> None:
     timeout = yaml.safe_load(scheduler_file(parse_version("1.37"), 7))
     assert timeout["profiles"][0]["pluginConfig"][0]["args"]["bindingTimeout"] == "7s"
     assert "pluginConfig" not in yaml.safe_load(scheduler_file(parse_version("1.34"), 7))["profiles"][0]
@@ -63,7 +70,8 @@ def test_scheduler_timeout_is_mounted_only_where_the_release_has_it() -> None:
 def test_gate_off_drops_the_timeout_because_the_scheduler_would_refuse_it() -> None:
     config = _config("1.37", gate_overrides={"DRADeviceBindingConditions": False})
     assert config["featureGates"]["DRADeviceBindingConditions"] is False
-    assert "extraMounts" not in config["nodes"][0]
+    off = {"DRADeviceBindingConditions": False}
+    assert "pluginConfig" not in yaml.safe_load(scheduler_file(parse_version("1.37"), 7, off))["profiles"][0]
 
 
 def test_workers_are_labelled_round_robin_and_the_probe_port_is_on_loopback() -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from conformance.cluster.kind.config import CLUSTER_NAME
+from conformance.cluster.kind.engine import START_ENV
 from conformance.cluster.providers import ClusterSpec, ProviderNotReady, make_provider
 from conformance.cluster.providers.kind import REFERENCE_IMAGE, KindProvider
 
@@ -26,6 +27,12 @@ def _stand_in(folder: Path, script: str) -> str:
     docker.write_text("#!/bin/sh\n" + script)
     docker.chmod(0o755)
     return str(folder)
+
+
+@pytest.fixture(autouse=True)
+def no_dockerd_started(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These refusals are of a machine where the suite may not start an engine itself (engine.START_ENV)."""
+    monkeypatch.setenv(START_ENV, "never")
 
 
 @pytest.fixture
@@ -55,7 +62,7 @@ def test_missing_reference_image_says_how_to_build_it(
     # Stand-in docker: an engine that answers `info` and has no images.
     script = 'case "$1" in info) echo 28.0.0 ;; *) echo "Error: No such image: $3" >&2; exit 1 ;; esac\n'
     monkeypatch.setenv("PATH", _stand_in(path_without_docker, script) + os.pathsep + os.environ["PATH"])
-    with pytest.raises(ProviderNotReady, match=rf"\['{REFERENCE_IMAGE}'\].*make image"):
+    with pytest.raises(ProviderNotReady, match=rf"\['{REFERENCE_IMAGE}'\].*make kind-image"):
         KindProvider(progress=lambda _m: None).start(ClusterSpec())
 
 

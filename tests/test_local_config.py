@@ -92,7 +92,9 @@ def test_single_instance_components_run_without_leader_election(tmp_path: Path) 
 def test_scheduler_and_controller_manager_clients_are_not_held_to_their_default_rate(tmp_path: Path) -> None:
     """At 50/s (scheduler) and 20/s (controller manager) the clients, not binding conditions, set SCALE-1's pace."""
     assert scheduler_config(7, local=True)["clientConnection"] == {"qps": 500, "burst": 1000}
-    assert "clientConnection" not in scheduler_config(7)  # kind keeps kubeadm's default
+    assert scheduler_config(7)["clientConnection"] == {"qps": 500, "burst": 1000}  # kind's too
+    kind = scheduler_config(7, kubeconfig="/etc/kubernetes/scheduler.conf")["clientConnection"]
+    assert kind == {"kubeconfig": "/etc/kubernetes/scheduler.conf", "qps": 500, "burst": 1000}
     patches = _extra_args(tmp_path)
     rates = [a for a in patches["kube-controller-manager"] if a["key"].startswith("kube-api-")]
     assert rates == [{"key": "kube-api-qps", "value": "500"}, {"key": "kube-api-burst", "value": "1000"}]

@@ -74,14 +74,12 @@ def test_check_finds_placeholders_files_and_names(tmp_path: Path) -> None:
             {"name": "ctl", "command": ["x", "{url:fm}", "{nope}"]},
             {"name": "fm", "command": ["y", "--port-file", "{port_file}"], "portFile": True},
         ],
-        failureConditions={"unqualified": "failure"},
     )
     errors = check(load_profile(path)).errors
     text = "\n".join(errors)
     assert "missing.yaml" in text
     assert "{url:fm} needs an earlier process 'fm'" in text
     assert "{nope}: unknown placeholder" in text
-    assert "'unqualified' is not a qualified name" in text
     result = CliRunner().invoke(main, ["profile", "check", str(path)])
     assert result.exit_code == 1 and "problem(s)" in result.output
 
@@ -97,3 +95,28 @@ def test_plan_says_why_a_requirement_is_skipped(tmp_path: Path) -> None:
     assert cluster_only["IMP-2"].action == "skip" and "no implementation profile" in cluster_only["IMP-2"].reason
     assert cluster_only["SCH-1"].action == "run"
     assert "controller.serviceAccount" in skipped["IMP-9"]
+
+
+def _schema_keys(node: object) -> set[str]:
+    """Every property name of the profile's JSON Schema, at any depth."""
+    found: set[str] = set()
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "properties" and isinstance(value, dict):
+                found |= set(value)
+            found |= _schema_keys(value)
+    elif isinstance(node, list):
+        for item in node:
+            found |= _schema_keys(item)
+    return found
+
+
+def test_init_full_writes_every_field_of_the_schema(tmp_path: Path) -> None:
+    out = tmp_path / "full.yaml"
+    assert CliRunner().invoke(main, ["profile", "init", "--full", "--out", str(out)]).exit_code == 0
+    text = out.read_text()
+    missing = sorted(key for key in _schema_keys(json_schema()) if f"{key}:" not in text)
+    assert missing == [], f"profile init --full lacks {missing}"
+    loaded = load_profile(out)
+    assert loaded.profile.hooks.node == [] and any(p.per_node for p in loaded.profile.processes)
+    assert check(loaded).errors == []

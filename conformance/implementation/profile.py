@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -17,12 +18,16 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from conformance.cluster.versions import PREBIND_POLL_S
+from conformance.implementation.names import qualified_name_problems
 
 _PROCESS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # {key} or {key:arg} in commands, env, manifests and endpoint URLs (see Process for the keys)
-PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([A-Za-z0-9_./-]+))?\}")
+PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([A-Za-z0-9_./@-]+))?\}")
 # The placeholders without an argument whose value is the same for the whole run.
-PLAIN_PLACEHOLDERS = frozenset({"kubeconfig", "workdir", "bin", "profile_dir"})
+PLAIN_PLACEHOLDERS = frozenset({"kubeconfig", "workdir", "bin", "profile_dir", "ca_file"})
+# {KEY:NAME} of a process with a port: the forms of its address
+ADDRESS_PLACEHOLDERS = frozenset({"url", "https_url", "hostport"})
+NODE = "{node}"  # in a per-node process or a node hook: the node it runs for (filled before the others)
 # Every placeholder, in the form a profile writes it, and what it stands for: the profile reference (docs/) is
 # generated from this, and placeholder_problem refuses a key that is not here, so a new one cannot go undocumented.
 PLACEHOLDERS: dict[str, str] = {
@@ -31,12 +36,21 @@ PLACEHOLDERS: dict[str, str] = {
     "{bin}": "the folder of the running Python's console scripts (the reference's commands are there)",
     "{profile_dir}": "the folder of the profile file",
     "{port}": "a free port the harness picks once per run for this process: the same after a restart, so the "
-    "{url:NAME} others hold stays right (a process's command or env only)",
+    "{url:NAME} others hold stays right (a process's command or env only; per instance for a perNode process)",
     "{port_file}": "this process's port file: with portFile: true it writes the port it bound there (a restart may "
     "change it)",
     "{url:NAME}": "http://127.0.0.1:PORT of an earlier process NAME with {port} or portFile",
+    "{https_url:NAME}": "https://127.0.0.1:PORT of the same (an endpoint there trusts the run CA when NAME has tls)",
+    "{hostport:NAME}": "127.0.0.1:PORT of the same",
+    "{tls_cert:NAME}": "the serving certificate (127.0.0.1, localhost) the harness made for process NAME (tls: true)",
+    "{tls_key:NAME}": "its key (0600)",
+    "{ca_file}": "the CA of the run that signed those certificates",
     "{sa_kubeconfig:NAMESPACE/NAME}": "a kubeconfig with a bound token of that ServiceAccount (e.g. one the "
     "profile's manifests create): the process runs with its own RBAC, never as cluster admin",
+    "{pod_kubeconfig:NAMESPACE/NAME@NODE}": "the same, the token bound to a pod the harness places on NODE: the API "
+    "server reports the node (authentication.kubernetes.io/node-name) to admission policies; per node, @NODE may be "
+    "left out",
+    "{node}": "in a perNode process or a node hook: the node's name (filled first: {pod_kubeconfig:ns/sa@{node}})",
     "{env:NAME}": "a variable of the suite's environment; unset is an error",
 }
 _PLACEHOLDER_KEYS = frozenset(PLACEHOLDER.fullmatch(form)[1] for form in PLACEHOLDERS)  # type: ignore[index]
@@ -46,15 +60,33 @@ def uses_placeholder(texts: list[str], key: str) -> bool:
     return any(m[1] == key and m[2] is None for text in texts for m in PLACEHOLDER.finditer(text))
 
 
-def placeholder_problem(key: str, arg: str | None, process: Process | None, ported: set[str] | None) -> str | None:
+@dataclass(frozen=True)
+class Scope:
+    """Where a profile string stands, for placeholder_problem. `process`: the process whose command or env holds it
+    (None: a manifest, hook, endpoint or restart command); `ported`: the processes with a port that start before this
+    string is used (None: not known here; the harness checks that when it fills the address); `tls`: the processes
+    with tls: true (None: not known); `per_node`: a per-node process or a node hook ({node} is known);
+    `per_node_processes`: the processes with perNode: true (their address exists only per node)."""
+
+    process: Process | None = None
+    ported: frozenset[str] | None = None
+    tls: frozenset[str] | None = None
+    per_node: bool = False
+    per_node_processes: frozenset[str] = frozenset()
+
+
+def placeholder_problem(key: str, arg: str | None, scope: Scope) -> str | None:
     """Why {key} / {key:arg} cannot be used where it stands, or None: the one definition of the placeholders, used
-    by the harness (filling them) and by `profile check` (before a run). `process`: the process whose command or
-    env holds it (None: a manifest, hook, endpoint or restart command); `ported`: the processes with a port that
-    start before this string is used (None: not known here; the harness checks that when it fills {url:NAME})."""
+    by the harness (filling them) and by `profile check` (before a run)."""
     if key not in _PLACEHOLDER_KEYS:
         return "unknown placeholder (each one is described in PLACEHOLDERS, conformance/implementation/profile.py)"
+    process = scope.process
     if key in PLAIN_PLACEHOLDERS:
         return None if arg is None else f"{{{key}}} takes no argument"
+    if key == "node":
+        if arg is not None:
+            return "{node} takes no argument"
+        return None if scope.per_node else "{node} only in a perNode process or a node hook"
     if key in ("port_file", "port"):
         if arg is not None:
             return f"{{{key}}} takes no argument"
@@ -63,15 +95,32 @@ def placeholder_problem(key: str, arg: str | None, process: Process | None, port
         if key == "port_file" and not process.port_file:
             return "{port_file} only in a process with portFile: true"
         return None
-    if key == "url" and arg:
+    if key in ADDRESS_PLACEHOLDERS and arg:
+        ported = scope.ported
         if ported is not None and arg not in ported:
-            return f"{{url:{arg}}} needs an earlier process {arg!r} with a port ({{port}} or portFile: true)"
+            return f"{{{key}:{arg}}} needs an earlier process {arg!r} with a port ({{port}} or portFile: true)"
+        if arg in scope.per_node_processes and not scope.per_node:
+            return f"{{{key}:{arg}}}: {arg!r} runs per node; only a perNode process or node hook reaches it"
         return None
-    if key == "sa_kubeconfig" and arg and arg.count("/") == 1:
+    if key in ("tls_cert", "tls_key") and arg:
+        if scope.tls is not None and arg not in scope.tls:
+            return f"{{{key}:{arg}}} needs a process {arg!r} with tls: true"
         return None
+    if key == "sa_kubeconfig" and arg:
+        return None if _SA.fullmatch(arg) else "{sa_kubeconfig:NAMESPACE/SERVICEACCOUNT}"
+    if key == "pod_kubeconfig" and arg:
+        if _POD_BOUND.fullmatch(arg):
+            return None
+        if _SA.fullmatch(arg):
+            return None if scope.per_node else f"{{pod_kubeconfig:{arg}}} names no node: add @NODE (or use it per node)"
+        return "{pod_kubeconfig:NAMESPACE/SERVICEACCOUNT@NODE} (@NODE may be left out per node)"
     if key == "env" and arg:
         return None  # whether it is set is known only where it is filled
     return "unknown placeholder"
+
+
+_SA = re.compile(r"[^/@]+/[^/@]+")  # NAMESPACE/NAME (the API server judges the names themselves)
+_POD_BOUND = re.compile(r"[^/@]+/[^/@]+@[^/@]+")
 
 
 class ProfileError(ValueError):
@@ -83,10 +132,19 @@ class _Strict(BaseModel):
 
 
 class Readiness(_Strict):
-    """How the harness knows a process is ready: an HTTP path answering 2xx, or a line in its output."""
+    """How the harness knows a process is ready: an HTTP path answering 2xx, or a line in its output. caFile: the
+    process serves HTTPS with a certificate of this CA (the profile's own; a process with tls: true uses the run's)."""
 
     http: str | None = Field(None, description="a path on the process's port that answers 2xx once it is ready")
     log: str | None = Field(None, description="a regular expression matched against each line of its output")
+    ca_file: Annotated[
+        str | None,
+        Field(
+            alias="caFile",
+            description="the process serves HTTPS with a certificate of this CA (yours): ready.http "
+            "is asked over HTTPS",
+        ),
+    ] = None
     timeout_s: Annotated[
         float, Field(alias="timeoutSeconds", gt=0, le=600, description="not ready within this: the run stops")
     ] = 30.0
@@ -97,12 +155,17 @@ class Readiness(_Strict):
             raise ValueError("give exactly one of 'http' (a path, needs a port) or 'log' (a regular expression)")
         if self.log is not None:
             re.compile(self.log)
+        if self.ca_file is not None and self.http is None:
+            raise ValueError("caFile is for ready.http over HTTPS")
         return self
 
 
 class Process(_Strict):
     """One process of the implementation, started in profile order and stopped in reverse order. Placeholders in
-    command and env: PLACEHOLDERS (placeholder_problem says where each may stand)."""
+    command and env: PLACEHOLDERS (placeholder_problem says where each may stand).
+
+    perNode: one instance per node of the cluster (nodes that join during the run included), started when its node
+    appears, stopped when it goes; {node} names it, {port} is per instance, logs are NAME@NODE.log."""
 
     name: str = Field(description="unique, lowercase alphanumerics and '-'; {url:NAME} and roles refer to it")
     command: list[str] = Field(min_length=1, description="the command and its arguments (placeholders allowed)")
@@ -116,6 +179,13 @@ class Process(_Strict):
     )
     home: bool = Field(
         False, description="a private $HOME whose .kube/config is that kubeconfig, for processes that read only it"
+    )
+    per_node: Annotated[
+        bool,
+        Field(alias="perNode", description="one instance per node, nodes that join during the run included ({node})"),
+    ] = False
+    tls: bool = Field(
+        False, description="serve HTTPS with a certificate of the run CA ({tls_cert:NAME}, {tls_key:NAME}, {ca_file})"
     )
 
     @field_validator("name")
@@ -138,6 +208,10 @@ class Process(_Strict):
     def _http_needs_port(self) -> Process:
         if self.ready and self.ready.http and not self.has_port:
             raise ValueError("ready.http needs a port: {port} in the command (or portFile: true)")
+        if self.tls and not self.has_port:
+            raise ValueError("tls: true needs a port: {port} in the command (or portFile: true)")
+        if self.tls and self.ready and self.ready.ca_file:
+            raise ValueError("tls: true serves a certificate of the run CA; ready.caFile is for a certificate of yours")
         return self
 
 
@@ -156,8 +230,11 @@ class Endpoint(_Strict):
     @field_validator("url")
     @classmethod
     def _scheme(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://", "{url:", "{env:")):
-            raise ValueError(f"url {value!r} must start with http://, https://, {{url:PROCESS}} or {{env:NAME}}")
+        if not value.startswith(("http://", "https://", "{url:", "{https_url:", "{env:")):
+            raise ValueError(
+                f"url {value!r} must start with http://, https://, {{url:PROCESS}}, {{https_url:PROCESS}} "
+                "or {env:NAME}"
+            )
         return value
 
 
@@ -174,10 +251,16 @@ class Hook(_Strict):
 
 class Hooks(_Strict):
     """setup: after the cluster is up and the manifests are applied, before the processes start (e.g. node fields
-    the stack needs); teardown: after the processes stopped, before the manifests are deleted."""
+    the stack needs); node: for every node, {node} its name — the nodes there at the start (after setup, before the
+    processes) and every node that joins during the run (before that node's perNode processes start); teardown:
+    after the processes stopped, before the manifests are deleted."""
 
     setup: list[Hook] = Field(
         default_factory=list, description="run after the manifests, before the processes; a failure stops the run"
+    )
+    node: list[Hook] = Field(
+        default_factory=list,
+        description="run for every node ({node}): those there at the start and every node that joins during the run",
     )
     teardown: list[Hook] = Field(
         default_factory=list, description="run after the processes stopped, before the manifests are deleted"
@@ -206,7 +289,9 @@ class Role(_Strict):
 
 
 ACCOUNT_PATTERN = r"^[a-z0-9-]+/[a-z0-9.-]+$"  # NAMESPACE/NAME of a ServiceAccount
-_SA_PLACEHOLDER = re.compile(r"\{sa_kubeconfig:([a-z0-9-]+/[a-z0-9.-]+)\}")
+# {sa_kubeconfig:NS/NAME}, {pod_kubeconfig:NS/NAME} or {pod_kubeconfig:NS/NAME@NODE} (NODE may be {node}): the
+# account a process runs as
+_SA_PLACEHOLDER = re.compile(r"\{(?:sa|pod)_kubeconfig:([a-z0-9-]+/[a-z0-9.-]+)(?:@[^}]*\}?)?\}")
 
 
 class Controller(_Strict):
@@ -310,6 +395,7 @@ KIND = "ImplementationProfile"
 DEFAULT_BINDING_TIMEOUT_S = 20
 SCHEMA_FILE = Path(__file__).with_name("profile.schema.json")
 TEMPLATE_FILE = Path(__file__).with_name("profile-template.yaml")  # `dra-conformance profile init`
+FULL_TEMPLATE_FILE = Path(__file__).with_name("profile-template-full.yaml")  # `profile init --full`: every field
 
 
 class Published(_Strict):
@@ -431,6 +517,12 @@ class Profile(_Strict):
 
     @model_validator(mode="after")
     def _model_is_consistent(self) -> Profile:
+        for condition in self.failure_conditions:
+            problems = qualified_name_problems(condition)
+            if problems:
+                raise ValueError(
+                    f"failureConditions: {condition!r} is not a condition type the API accepts: {'; '.join(problems)}"
+                )
         if self.binding_model == "reschedule-to-local" and "reschedule" not in self.failure_conditions.values():
             raise ValueError(
                 "bindingModel reschedule-to-local needs failureConditions to name the condition that means "

@@ -15,6 +15,7 @@ implementation as one the suite does not start (fixtures/profiles/reference-exte
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -39,7 +40,7 @@ class Interrupted(BaseException):
 
 
 def url_variable(process: str) -> str:
-    return process.upper().replace("-", "_") + "_URL"
+    return re.sub(r"[^A-Z0-9]", "_", process.upper()) + "_URL"  # NAME@NODE of a perNode process too
 
 
 def pid_file(state: Path, process: str) -> Path:
@@ -67,18 +68,18 @@ class Supervisor:
         values = {STATE_VARIABLE: str(self.state.resolve())}
         for run in self.impl.running:
             if run.port is not None:
-                values[url_variable(run.spec.name)] = f"http://127.0.0.1:{run.port}"
+                values[url_variable(run.name)] = f"http{'s' if run.spec.tls else ''}://127.0.0.1:{run.port}"
         return values
 
     def write_state(self) -> None:
         for run in self.impl.running:
-            _write(pid_file(self.state, run.spec.name), f"{run.proc.pid}\n")
+            _write(pid_file(self.state, run.name), f"{run.proc.pid}\n")
         _write(self.state / ENV_FILE, "".join(f"{k}={v}\n" for k, v in self.env().items()))
 
     def clear_state(self) -> None:
         (self.state / ENV_FILE).unlink(missing_ok=True)
-        for spec in self.impl.loaded.profile.processes:
-            pid_file(self.state, spec.name).unlink(missing_ok=True)
+        for path in self.state.glob(pid_file(self.state, "*").name):
+            path.unlink(missing_ok=True)
 
     def run(self) -> list[str]:
         """Start, supervise until SIGINT/SIGTERM, stop; what went wrong on the way down."""
@@ -117,9 +118,9 @@ class Supervisor:
     def _check_once(self) -> None:
         """Start again every process that exited (after its back-off); a process whose port changed takes the
         processes after it along, since their commands hold its URL."""
-        names = [r.spec.name for r in self.impl.running]
+        names = [r.name for r in self.impl.running]
         for name in names:
-            run = next((r for r in self.impl.running if r.spec.name == name), None)
+            run = next((r for r in self.impl.running if r.name == name), None)
             if run is None or run.proc.poll() is None or time.monotonic() < self.not_before.get(name, 0.0):
                 continue
             self.say(f"{name} exited with {run.proc.returncode}; last lines:\n{run.tail(10)}")
@@ -133,7 +134,7 @@ class Supervisor:
                 self.say(f"{name} did not come back ({exc}); next try in {delay:g}s")
                 continue
             self.failures.pop(name, None)
-            restarted = next(r for r in self.impl.running if r.spec.name == name)
+            restarted = next(r for r in self.impl.running if r.name == name)
             self.say(f"{name} is back (pid {restarted.proc.pid})")
             if port is not None and restarted.port != port:
                 later = names[names.index(name) + 1 :]

@@ -55,6 +55,7 @@ def _r(id_: str, area: str, level: str, title: str, section: str) -> Requirement
 
 
 _API, _SCH, _IMP = "Design Details / API", "Design Details / Scheduler", "Design Details / Composable controller"
+_NODE = "KEP-4381 (DRA) / kubelet plugin: NodePrepareResources, NodeUnprepareResources, CDI"
 REQUIREMENTS: tuple[Requirement, ...] = (
     _r("BASE-1", "baseline", "MUST", "a node-local device without conditions is allocated, bound, Running", _SCH),
     _r("API-1", "api", "MUST", "bindsToNode and binding/failure conditions round-trip", _API),
@@ -124,6 +125,11 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "a node deleted while a device is attached to it: detached and offered again",
         _IMP,
     ),
+    # The node-local half, on nodes with a real kubelet (kind): kwok nodes run none, so elsewhere these are skipped,
+    # which is why they are SHOULD (a MUST skipped would make every kwok run partial).
+    _r("NODE-1", "implementation", "SHOULD", "the pod's container starts with the CDI device prepared for it", _NODE),
+    _r("NODE-2", "implementation", "SHOULD", "NodePrepareResources on the allocated node, not before binding", _NODE),
+    _r("NODE-3", "implementation", "SHOULD", "after the release, NodeUnprepareResources before the detach", _NODE),
     _r("SCALE-1", "scale", "SHOULD", "many pods waiting in PreBind all bind, none lost", "Test Plan / e2e"),
 )
 CATALOGUE: dict[str, Requirement] = {r.id: r for r in REQUIREMENTS}
@@ -137,6 +143,7 @@ _COUNTED_LET_GO = (
 _FIXED_TIMEOUT = "a release whose binding timeout is fixed (1.34: 600 s) cannot be waited out: skipped with that reason"
 _NO_NODE = "no schedulable Ready node without NoSchedule taints (or none told apart by hostname): skipped, said so"
 
+_NODE_SKIPS = "where nodes run no kubelet (kwok) or the node's insides cannot be read (any provider but kind)"
 DOCS: dict[str, Doc] = {
     "BASE-1": Doc(
         "a pod with a claim for a suite-owned node-local device that has no binding conditions: allocated, bound "
@@ -383,6 +390,24 @@ DOCS: dict[str, Doc] = {
         skips="outside the local provider without the capability `nodeLifecycle`; when the probe names no spare "
         "machine of a fabric (`free[].nodes`); when the control plane does not release the claim within its bound "
         "(not judgeable)",
+    ),
+    "NODE-1": Doc(
+        "kubelet-path: a pod pinned to a node without node-local devices gets a leased fabric device and binds; on "
+        "a node with a real kubelet its container must start, and crictl on the node must show CDI devices for it "
+        "that resolve in a CDI spec on that node, with every environment edit of those devices in the container",
+        skips=_NODE_SKIPS,
+    ),
+    "NODE-2": Doc(
+        "kubelet-path: the CDI spec files that resolve the container's devices and were not on the node before the "
+        "pod (the ones written for this claim) must be newer than the pod's PodScheduled transition: prepared on the "
+        "allocated node, not before the binding",
+        skips=_NODE_SKIPS + "; when the devices resolve only in specs that were there before the pod (static specs)",
+    ),
+    "NODE-3": Doc(
+        "kubelet-path: the pod is deleted gracefully (the kubelet unprepares before the pod object goes); the node's "
+        "CDI specs are read after each fabric probe answer: the claim's specs must go, and no probe answer may show "
+        "the device no longer attached to the node while a spec read after it is still there",
+        skips=_NODE_SKIPS + "; when the devices resolve only in specs that were there before the pod (static specs)",
     ),
     "SCALE-1": Doc(
         "scale: `--scale-pods` pods (default 16; the KEP's 1000 with `--scale-pods 1000`) with fabric devices wait in "

@@ -21,7 +21,15 @@ from types import ModuleType
 
 import yaml
 
-from conformance.implementation.profile import PLACEHOLDER, LoadedProfile, Process, Profile, placeholder_problem
+from conformance.implementation.profile import (
+    NODE,
+    PLACEHOLDER,
+    LoadedProfile,
+    Process,
+    Profile,
+    Scope,
+    placeholder_problem,
+)
 from conformance.report.catalogue import REQUIREMENTS
 from conformance.suite.scenario import REGISTRY, profile_gap
 
@@ -44,13 +52,22 @@ class CheckResult:
     plan: list[PlanRow] = field(default_factory=list)
 
 
-def _placeholder_errors(text: str, where: str, process: Process | None, profile: Profile, before: int) -> list[str]:
-    """Problems of the placeholders in one profile string; `before`: how many processes start before this one."""
+def _placeholder_errors(
+    text: str, where: str, process: Process | None, profile: Profile, before: int, per_node: bool = False
+) -> list[str]:
+    """Problems of the placeholders in one profile string; `before`: how many processes start before this one;
+    `per_node`: the string is used per node (a perNode process, a node hook)."""
     errors: list[str] = []
-    ported = {p.name for p in profile.processes[:before] if p.has_port}
-    for match in PLACEHOLDER.finditer(text):
+    scope = Scope(
+        process=process,
+        ported=frozenset(p.name for p in profile.processes[:before] if p.has_port),
+        tls=frozenset(p.name for p in profile.processes if p.tls),
+        per_node=per_node,
+        per_node_processes=frozenset(p.name for p in profile.processes if p.per_node),
+    )
+    for match in PLACEHOLDER.finditer(text.replace(NODE, "node-0") if per_node else text):
         key, arg = match[1], match[2]
-        problem = placeholder_problem(key, arg, process, ported)
+        problem = placeholder_problem(key, arg, scope)
         if problem:
             errors.append(f"{where}: {match[0]}: {problem}")
         elif key == "env" and arg not in os.environ:
@@ -84,13 +101,15 @@ def _check_files(loaded: LoadedProfile, result: CheckResult) -> None:
     for n, proc in enumerate(prof.processes):
         where = f"processes.{n} ({proc.name})"
         for j, arg in enumerate(proc.command):
-            result.errors += _placeholder_errors(arg, f"{where}.command.{j}", proc, prof, n)
+            result.errors += _placeholder_errors(arg, f"{where}.command.{j}", proc, prof, n, proc.per_node)
         for key, value in proc.env.items():
-            result.errors += _placeholder_errors(value, f"{where}.env.{key}", proc, prof, n)
+            result.errors += _placeholder_errors(value, f"{where}.env.{key}", proc, prof, n, proc.per_node)
         exe = _resolve_static(proc.command[0], loaded)
         if "{" not in exe and not (Path(exe).is_file() or shutil.which(exe)):
             result.warnings.append(f"{where}: {exe!r} is neither a file nor on PATH here")
-        result.errors += _placeholder_errors(proc.kubeconfig, f"{where}.kubeconfig", proc, prof, n)
+        result.errors += _placeholder_errors(proc.kubeconfig, f"{where}.kubeconfig", proc, prof, n, proc.per_node)
+        if proc.ready and proc.ready.ca_file:
+            result.errors += _placeholder_errors(proc.ready.ca_file, f"{where}.ready.caFile", proc, prof, n)
     everyone = len(prof.processes)
     for name, endpoint in (("fabricProbe", prof.fabric_probe), ("faultInjector", prof.fault_injector)):
         if endpoint is None:
@@ -103,21 +122,17 @@ def _check_files(loaded: LoadedProfile, result: CheckResult) -> None:
             result.errors.append(f"{name}.caFile: {ca} is not a file")
         if endpoint.ca_file and endpoint.url.startswith("http://"):
             result.errors.append(f"{name}: caFile is given for a plain http:// URL")
-    hooks = [("hooks.setup", h, 0) for h in prof.hooks.setup] + [("hooks.teardown", h, 0) for h in prof.hooks.teardown]
-    for where, hook, before in hooks:
+    hooks = [("hooks.setup", h, 0, False) for h in prof.hooks.setup]
+    hooks += [("hooks.node", h, 0, True) for h in prof.hooks.node]
+    hooks += [("hooks.teardown", h, 0, False) for h in prof.hooks.teardown]
+    for where, hook, before, per_node in hooks:
         for j, arg in enumerate(hook.command):
-            result.errors += _placeholder_errors(arg, f"{where}.{hook.name}.command.{j}", None, prof, before)
+            result.errors += _placeholder_errors(arg, f"{where}.{hook.name}.command.{j}", None, prof, before, per_node)
         for key, value in hook.env.items():
-            result.errors += _placeholder_errors(value, f"{where}.{hook.name}.env.{key}", None, prof, before)
+            result.errors += _placeholder_errors(value, f"{where}.{hook.name}.env.{key}", None, prof, before, per_node)
     for role in prof.roles:
         for j, arg in enumerate(role.command or []):
             result.errors += _placeholder_errors(arg, f"roles.{role.name}.command.{j}", None, prof, everyone)
-
-
-def _check_names(prof: Profile, result: CheckResult) -> None:
-    for condition in prof.failure_conditions:
-        if "/" not in condition:
-            result.errors.append(f"failureConditions: {condition!r} is not a qualified name (<domain>/<name>)")
 
 
 RUN_WIDE = "run-wide"  # a test judged over the whole run (marker run_wide)
@@ -178,6 +193,5 @@ def plan(prof: Profile | None) -> list[PlanRow]:
 def check(loaded: LoadedProfile) -> CheckResult:
     result = CheckResult()
     _check_files(loaded, result)
-    _check_names(loaded.profile, result)
     result.plan = plan(loaded.profile)
     return result

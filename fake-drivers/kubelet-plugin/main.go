@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -92,6 +93,11 @@ func main() {
 	client, err := kubernetes.NewForConfig(config)
 	if err != nil {
 		klog.Fatalf("client: %v", err)
+	}
+	// The helper listens in <plugins>/<driver>/ but does not create it (the kubelet creates only plugins/).
+	dataDir := filepath.Join(kubeletplugin.KubeletPluginsDir, *driver)
+	if err := os.MkdirAll(dataDir, 0o750); err != nil {
+		klog.Fatalf("create %s: %v", dataDir, err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from conformance.cluster.providers.base import FABRIC_LABEL, NODE_ROLE_LABEL
-from conformance.cluster.providers.local import scheduler_config
+from conformance.cluster.providers.local import CLIENT_RATE, scheduler_config
 from conformance.cluster.versions import KIND_VERSION, KubeVersion
 
 # kind names its node containers (and so the Kubernetes nodes) <cluster>-control-plane, <cluster>-worker,
@@ -22,6 +22,8 @@ DEFAULT_WORKERS = 4
 # NodePort of the fabric manager's Service, published on the host's loopback through the control-plane node.
 FABRIC_NODE_PORT = 30790
 SCHEDULER_CONFIG_IN_NODE = "/etc/kubernetes/dra-conformance/scheduler-config.yaml"
+# The kubeconfig kubeadm writes for kube-scheduler (and passes as --kubeconfig, which a config file overrides).
+SCHEDULER_KUBECONFIG_IN_NODE = "/etc/kubernetes/scheduler.conf"
 # containerd 2 (kind's node images for 1.34+) reads the v2 path too; CDI is how the kubelet plugin's devices
 # reach the container.
 CDI_PATCH = '[plugins."io.containerd.grpc.v1.cri"]\n  enable_cdi = true\n'
@@ -64,7 +66,7 @@ def kind_config(
     """The kind Cluster for `version`: gates, runtime-config, scheduler bindingTimeout, CDI, labelled workers.
 
     scheduler_config_path is where the caller puts scheduler_file()'s content on the host (kind resolves a
-    relative path against its working directory); it is mounted only where the release lets the timeout be set.
+    relative path against its working directory).
     """
     if workers < 2:
         raise KindConfigError(f"need at least 2 workers (two fabrics), got {workers}")
@@ -82,11 +84,12 @@ def kind_config(
             {"containerPort": FABRIC_NODE_PORT, "hostPort": FABRIC_NODE_PORT, "listenAddress": "127.0.0.1"}
         ],
     }
-    if _timeout_configurable(version, gates):
-        control_plane["extraMounts"] = [
-            {"hostPath": scheduler_config_path, "containerPath": SCHEDULER_CONFIG_IN_NODE, "readOnly": True}
-        ]
-        control_plane["kubeadmConfigPatches"] = [yaml.safe_dump(_scheduler_patch(), sort_keys=False)]
+    # Mounted on every release: besides bindingTimeout (1.35+) it raises the client rate, which kube-scheduler
+    # reads only from a config file.
+    control_plane["extraMounts"] = [
+        {"hostPath": scheduler_config_path, "containerPath": SCHEDULER_CONFIG_IN_NODE, "readOnly": True}
+    ]
+    control_plane["kubeadmConfigPatches"] = [yaml.safe_dump(_control_plane_patch(), sort_keys=False)]
     config: dict[str, Any] = {
         "kind": "Cluster",
         "apiVersion": "kind.x-k8s.io/v1alpha4",
@@ -104,10 +107,11 @@ def kind_config(
 
 
 def scheduler_file(version: KubeVersion, binding_timeout_s: int, gates: dict[str, bool] | None = None) -> str:
-    """The KubeSchedulerConfiguration the kind control plane mounts (the local provider's, same timeout rule)."""
+    """The KubeSchedulerConfiguration the kind control plane mounts (the local provider's, same timeout rule and
+    client rate), with the kubeconfig kubeadm wrote for the scheduler."""
     gates = {name: True for name in version.release.gates} | (gates or {})
     timeout = binding_timeout_s if _timeout_configurable(version, gates) else None
-    return yaml.safe_dump(scheduler_config(timeout), sort_keys=False)
+    return yaml.safe_dump(scheduler_config(timeout, kubeconfig=SCHEDULER_KUBECONFIG_IN_NODE), sort_keys=False)
 
 
 def _timeout_configurable(version: KubeVersion, gates: dict[str, bool]) -> bool:
@@ -115,10 +119,14 @@ def _timeout_configurable(version: KubeVersion, gates: dict[str, bool]) -> bool:
     return version.release.binding_timeout_configurable and gates.get("DRADeviceBindingConditions", True)
 
 
-def _scheduler_patch() -> dict[str, Any]:
+def _control_plane_patch() -> dict[str, Any]:
     # No apiVersion: kind then merges map-style extraArgs into kubeadm v1beta3 (<1.36) and v1beta4 (list) alike.
+    # kube-controller-manager's client rate by flag (kubeadm's default 20/s held SCALE-1 near 12.7 pods/s).
     return {
         "kind": "ClusterConfiguration",
+        "controllerManager": {
+            "extraArgs": {"kube-api-qps": str(CLIENT_RATE["qps"]), "kube-api-burst": str(CLIENT_RATE["burst"])}
+        },
         "scheduler": {
             "extraArgs": {"config": SCHEDULER_CONFIG_IN_NODE},
             "extraVolumes": [

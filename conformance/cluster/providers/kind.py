@@ -10,6 +10,7 @@ fixtures/profiles/reference-kind.yaml); its fabric probe is reached through a No
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import subprocess
@@ -25,7 +26,9 @@ from pytest_kind import KindCluster
 
 from conformance.cluster.client import Cluster
 from conformance.cluster.kind.config import CLUSTER_NAME, KindConfigError, write_kind_files
-from conformance.cluster.kind.tools import docker_problem, missing_images
+from conformance.cluster.kind.engine import Engine, EngineError, ensure_engine
+from conformance.cluster.kind.images import REFERENCE_IMAGE, local_node_image
+from conformance.cluster.kind.tools import missing_images
 from conformance.cluster.nodes import wait_nodes_ready
 from conformance.cluster.providers.base import FABRIC_LABEL, ClusterInfo, ClusterSpec, NodeSpec, ProviderNotReady
 from conformance.cluster.providers.existing import mark_test_cluster
@@ -35,8 +38,6 @@ from conformance.cluster.toolchain.kindbin import ensure_kind
 from conformance.cluster.versions import parse_server_version
 
 READY_TIMEOUT_S = 300.0
-# The reference implementation's image (fake-drivers/Dockerfile, `make image`), loaded into every node.
-REFERENCE_IMAGE = "dra-fake-drivers:0.1.0"
 # pytest-kind's default --cluster-name; the suite's own name is used instead (the manifests name its nodes).
 PYTEST_KIND_DEFAULT_NAME = "pytest-kind"
 
@@ -71,6 +72,7 @@ class KindProvider:
         self.load_images = load_images
         self.progress = progress
         self.cluster: KindCluster | None = None
+        self.engine: Engine | None = None
         self.keep = False
         self.timings: dict[str, float] = {}
 
@@ -89,17 +91,26 @@ class KindProvider:
         )
 
     def start(self, spec: ClusterSpec) -> ClusterInfo:
-        if problem := docker_problem():
+        started = time.monotonic()
+        try:
+            # The running Docker; else a dockerd started for this run (stopped by stop()).
+            self.engine = ensure_engine(self.progress)
+        except EngineError as exc:
             raise ProviderNotReady(
-                f"--provider kind needs a Docker engine: {problem}. Start Docker, or use --provider local "
+                f"--provider kind needs a Docker engine: {exc}. Start Docker, or use --provider local "
                 "(no Docker needed) or --provider existing --kubeconfig PATH"
-            )
+            ) from None
+        atexit.register(self.stop)
         if missing := missing_images(list(self.load_images)):
+            self.stop()
             raise ProviderNotReady(
                 f"images to load into the kind nodes are not in the local Docker engine: {missing}; "
-                "build the reference image with `make image` (or set DRA_CONFORMANCE_KIND_IMAGES)"
+                "build them with `make kind-image` (or set DRA_CONFORMANCE_KIND_IMAGES)"
             )
-        started = time.monotonic()
+        # The node image `dra-conformance kind image` built here (no registry), else kind's own for the release.
+        image = self.image or local_node_image(spec.version)
+        if image:
+            self.progress(f"kind node image: {image}")
         kind = Path(self.kind_bin) if self.kind_bin else ensure_kind(progress=self.progress)
         kubectl = Path(self.kubectl_bin) if self.kubectl_bin else self._kubectl(spec)
         # The profile's processes (kubectl logs of the in-cluster components) find this kubectl first on PATH.
@@ -114,14 +125,14 @@ class KindProvider:
                 spec.binding_timeout_s,
                 workers=len(spec.nodes),
                 gate_overrides=spec.feature_gates,
-                image=self.image,
+                image=image,
             )
         except KindConfigError as exc:
+            self.stop()
             raise ProviderNotReady(str(exc)) from None
         kubeconfig = Path(self.kubeconfig) if self.kubeconfig else workdir / "kubeconfig"
         self.cluster = KindCluster(self.cluster_name, kubeconfig, kind_path=kind, kubectl_path=kubectl)
         self.keep = spec.keep
-        atexit.register(self.stop)
         self.progress(f"creating (or reusing) kind cluster {self.cluster_name} from {config}")
         try:
             self._export_kubeconfig(kind, kubeconfig)
@@ -191,6 +202,19 @@ class KindProvider:
         )
 
     def stop(self) -> None:
+        try:
+            self._delete_cluster()
+        finally:
+            engine, self.engine = self.engine, None
+            if engine is not None and engine.started_here and self.keep:
+                assert engine.process is not None
+                self.progress(
+                    f"leaving the dockerd this run started running for the kept cluster: pid {engine.process.pid}"
+                )
+            elif engine is not None:
+                engine.stop()  # only a dockerd this run started
+
+    def _delete_cluster(self) -> None:
         if self.cluster is None:
             return
         cluster, self.cluster = self.cluster, None
@@ -203,4 +227,7 @@ class KindProvider:
         cluster.delete()
         shutil.rmtree(kind_workdir(cluster.name), ignore_errors=True)
         shutil.rmtree(cluster.path, ignore_errors=True)  # pytest-kind's .pytest-kind/<name> in the working dir
+        for parent in (kind_workdir(cluster.name).parent, Path(cluster.path).parent):
+            with contextlib.suppress(OSError):  # only when empty: another cluster's folder may be there
+                parent.rmdir()
         self.progress(f"kind cluster {cluster.name} deleted")

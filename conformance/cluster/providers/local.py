@@ -75,9 +75,11 @@ def _print(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def scheduler_config(binding_timeout_s: int | None, *, local: bool = False) -> dict:
-    """A KubeSchedulerConfiguration; bindingTimeout only where the release has it (1.35+). The local cluster runs
-    one scheduler: no leader election, and the client rate of CLIENT_RATE (kind keeps kubeadm's defaults)."""
+def scheduler_config(binding_timeout_s: int | None, *, local: bool = False, kubeconfig: str | None = None) -> dict:
+    """A KubeSchedulerConfiguration; bindingTimeout only where the release has it (1.35+). Client rate CLIENT_RATE
+    everywhere. The local cluster runs one scheduler: no leader election. `kubeconfig` is where the scheduler finds
+    its credentials: a config file replaces the --kubeconfig flag (kubeadm's), so without it kube-scheduler exits
+    "no configuration has been provided" (kind: /etc/kubernetes/scheduler.conf)."""
     profile: dict = {"schedulerName": "default-scheduler"}
     if binding_timeout_s is not None:
         profile["pluginConfig"] = [
@@ -92,7 +94,8 @@ def scheduler_config(binding_timeout_s: int | None, *, local: bool = False) -> d
         ]
     config: dict = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
     if local:
-        config |= {"leaderElection": NO_LEADER_ELECTION, "clientConnection": dict(CLIENT_RATE)}
+        config["leaderElection"] = NO_LEADER_ELECTION
+    config["clientConnection"] = ({"kubeconfig": kubeconfig} if kubeconfig else {}) | CLIENT_RATE
     return {**config, "profiles": [profile]}
 
 

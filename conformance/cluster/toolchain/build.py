@@ -132,7 +132,10 @@ def _download(module: str, version: str, workdir: Path, progress: Progress) -> d
     )[0]
 
 
-def _build_kubernetes(version: KubeVersion, target: ComponentDir, progress: Progress) -> list[str]:
+def _build_kubernetes(
+    version: KubeVersion, target: ComponentDir, progress: Progress, commands: list[str] = KUBE_COMMANDS
+) -> list[str]:
+    """`commands` of k8s.io/kubernetes (cmd/<name>) at `version`, stamped like a release build, into `target`."""
     info = _download("k8s.io/kubernetes", version.tag, target.src, progress)
     upstream = parse_gomod(Path(info["GoMod"]).read_text())
     replaces = staging_replacements(upstream, version.staging_tag)
@@ -155,7 +158,7 @@ def _build_kubernetes(version: KubeVersion, target: ComponentDir, progress: Prog
         name="kubernetes",
         module="k8s.io/kubernetes",
         version=version.tag,
-        targets={name: f"k8s.io/kubernetes/cmd/{name}" for name in KUBE_COMMANDS},
+        targets={name: f"k8s.io/kubernetes/cmd/{name}" for name in commands},
         replaces=replaces,
         go=upstream.go,
         godebug=upstream.godebug,

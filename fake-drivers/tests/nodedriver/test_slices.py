@@ -6,7 +6,7 @@ import pytest
 
 from fake_drivers.dra import identity
 from fake_drivers.nodedriver.config import build_config
-from fake_drivers.nodedriver.slices import AttachedDevice, Policy, desired_devices
+from fake_drivers.nodedriver.slices import AttachedDevice, Policy, desired_devices, node_template
 from fake_drivers.validation import ConfigError
 
 CONFIG = build_config({"nodes": {"node-0": {"local": [{"model": "fake-gpu", "count": 2}]}, "node-1": {}}})
@@ -70,3 +70,14 @@ def test_deny_list_hides_devices_the_fabric_pool_still_offers() -> None:
 def test_bad_config_names_the_field(raw: dict, field: str) -> None:
     with pytest.raises(ConfigError, match=field):
         build_config(raw)
+
+
+def test_a_per_node_plugins_slices_are_owned_by_its_node() -> None:
+    """--node mode: the slices name the Node as their owner (the garbage collector removes them with it, as a kubelet
+    plugin's are); the all-nodes driver's are not owned (it removes a deleted node's slices itself)."""
+    owned = node_template("gpu.example.com", "node-3", "uid-3")
+    assert owned["metadata"]["ownerReferences"] == [
+        {"apiVersion": "v1", "kind": "Node", "name": "node-3", "uid": "uid-3", "controller": True}
+    ]
+    assert owned["spec"]["nodeName"] == "node-3"
+    assert "ownerReferences" not in node_template("gpu.example.com", "node-3")["metadata"]

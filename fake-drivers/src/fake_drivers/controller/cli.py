@@ -57,6 +57,7 @@ def broken_options(command: Callable[..., None]) -> Callable[..., None]:
     help="Credentials of the controller's ServiceAccount (not an admin's).",
 )
 @click.option("--fabric-manager", required=True, help="Base URL of the fabric manager, e.g. http://127.0.0.1:8790.")
+@click.option("--fabric-ca", type=click.Path(exists=True, dir_okay=False), help="CA of an https fabric manager.")
 @click.option("--driver", default=DEFAULT_DRIVER, show_default=True, help="DRA driver name of the fabric devices.")
 @click.option(
     "--mode",
@@ -159,6 +160,7 @@ def broken_options(command: Callable[..., None]) -> Callable[..., None]:
 def main(
     kubeconfig: str,
     fabric_manager: str,
+    fabric_ca: str | None,
     driver: str,
     mode: str,
     fabric_entries: str,
@@ -220,7 +222,7 @@ def main(
             tmp.replace(metrics_port_file)
     taint_version = served_version(client(), TAINTS)
     kube = Kube(client(), settings, taint_version)
-    fabric = FabricClient(fabric_manager, connections=attach_workers + 2)  # + the reconciler's reads
+    fabric = FabricClient(fabric_manager, connections=attach_workers + 2, ca_file=fabric_ca)  # + the reconciler's reads
     reconciler = Reconciler(settings, kube, fabric, metrics, poll_s=poll, workers=attach_workers, role=own_role)
     own = kube.own_selector()
     reconciler.caches = Caches(

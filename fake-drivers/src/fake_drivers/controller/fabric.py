@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 from dataclasses import dataclass
 
 import httpx
@@ -32,12 +33,19 @@ REASONS = {"node_not_on_fabric": "NodeNotOnFabric", "unknown_node": "UnknownNode
 
 class FabricClient:
     def __init__(
-        self, url: str, *, timeout: float = 5.0, operation_timeout: float = 60.0, connections: int = 100
+        self,
+        url: str,
+        *,
+        timeout: float = 5.0,
+        operation_timeout: float = 60.0,
+        connections: int = 100,
+        ca_file: str | None = None,
     ) -> None:
         # One connection per worker: an operation holds its connection for the whole attach time, so fewer
         # connections than workers would queue attaches in the connection pool (and time out there).
         limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
-        self._http = httpx.Client(base_url=url, timeout=timeout, limits=limits)
+        verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=ca_file) if ca_file else True
+        self._http = httpx.Client(base_url=url, timeout=timeout, limits=limits, verify=verify)
         self._operation_timeout = operation_timeout
 
     def devices(self) -> list[FabricDevice]:

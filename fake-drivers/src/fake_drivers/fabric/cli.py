@@ -41,6 +41,8 @@ DEFAULT_PORT = 8790
     show_default=True,
 )
 @click.option("--access-log/--no-access-log", default=True, show_default=True)
+@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False), help="Serve HTTPS with this certificate.")
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False), help="The key of --tls-cert.")
 @click.version_option(package_name="dra-fake-drivers")
 def main(
     config_path: Path,
@@ -52,9 +54,13 @@ def main(
     detach_seconds: float | None,
     log_level: str,
     access_log: bool,
+    tls_cert: str | None,
+    tls_key: str | None,
 ) -> None:
     """Fake PCIe/CXL fabric manager: attach/detach fabric devices to nodes, with persistent state and faults."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if bool(tls_cert) != bool(tls_key):
+        raise click.UsageError("give --tls-cert and --tls-key together")
     try:
         config = load_config(config_path)
         database = db or (str(config.database) if config.database else None)
@@ -72,6 +78,8 @@ def main(
         log_level=log_level,
         access_log=access_log,
         announce=True,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
     )
     click.echo(
         f"fake fabric manager: {len(config.devices)} devices on {len(config.fabrics)} fabrics, "

@@ -47,7 +47,8 @@ class FabricServer(uvicorn.Server):
             os.replace(tmp, self.port_file)
         if self.announce:
             # One stable stdout line a harness can parse, whatever the log settings.
-            print(f"fake-fabric-manager listening on http://{self.config.host}:{self.port}", flush=True)
+            scheme = "https" if self.config.ssl_certfile else "http"
+            print(f"fake-fabric-manager listening on {scheme}://{self.config.host}:{self.port}", flush=True)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         # uvicorn waits for open requests before the app's lifespan shutdown; a hung attach would block it forever.
@@ -66,9 +67,14 @@ def build_server(
     access_log: bool = True,
     configure_logging: bool = True,
     announce: bool = False,
+    tls_cert: str | Path | None = None,
+    tls_key: str | Path | None = None,
 ) -> FabricServer:
+    """`tls_cert`/`tls_key`: serve HTTPS with this certificate (e.g. one of the harness's run CA)."""
     config = uvicorn.Config(
         create_app(manager),
+        ssl_certfile=str(tls_cert) if tls_cert else None,
+        ssl_keyfile=str(tls_key) if tls_key else None,
         host=host,
         port=port,
         log_level=log_level,

@@ -1,7 +1,10 @@
-"""`fake-node-driver`: one process publishing the node-local slices of every configured node.
+"""`fake-node-driver`: one process publishing the node-local slices of every configured node, or (`--node`) of one.
 
-kwok nodes have no kubelet, so no per-node plugin can run there; one process serves all nodes of the local
-cluster. It polls the fabric manager (hot-plug) and rewrites a node's slice only when its content changes.
+kwok nodes have no kubelet, so no per-node plugin runs there: by default one process serves all nodes of the local
+cluster. With --node NAME it is that node's plugin, as a DaemonSet pod would be (one process per node, the harness's
+perNode): its slices only, owned by the Node (removed with it by the garbage collector), under a credential that
+may be bound to a pod on that node. It polls the fabric manager (hot-plug) and rewrites a node's slice only when its
+content changes.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ log = logging.getLogger("fake-node-driver")
     help="nodes and their local devices (YAML)",
 )
 @click.option("--fabric-manager", required=True, help="base URL of the fabric manager, e.g. http://127.0.0.1:8790")
+@click.option("--fabric-ca", type=click.Path(exists=True, dir_okay=False), help="CA of an https fabric manager")
 @click.option("--driver", default=None, help="DRA driver name (default: from the config)")
 @click.option(
     "--republish/--no-republish",
@@ -50,6 +54,7 @@ log = logging.getLogger("fake-node-driver")
     show_default=True,
     help="do not advertise a hot-plugged device while the fabric pool still offers it",
 )
+@click.option("--node", default=None, help="serve this node only (a per-node plugin; not configured: no local devices)")
 @click.option(
     "--interval",
     type=click.FloatRange(min=0.05),
@@ -61,9 +66,11 @@ def main(
     kubeconfig: str,
     config_path: str,
     fabric_manager: str,
+    fabric_ca: str | None,
     driver: str | None,
     republish: bool,
     deny_list: bool,
+    node: str | None,
     interval: float,
 ) -> None:
     """Publish per-node ResourceSlices with local devices and hot-plugged fabric devices."""
@@ -74,19 +81,41 @@ def main(
         raise click.ClickException(str(exc)) from None
     if driver:
         cfg = type(cfg)(driver=driver, local=cfg.local)
+    if node:
+        cfg = type(cfg)(driver=cfg.driver, local={node: cfg.local.get(node, ())})
     api_client = config.new_client_from_config(config_file=kubeconfig)
     api = client.CustomObjectsApi(api_client)
     publisher = Publisher(api, cfg, Policy(republish=republish, deny_list=deny_list))
     core = client.CoreV1Api(api_client)
-    nodes = NodeLister(lambda: frozenset(n.metadata.name for n in core.list_node().items), SERVE_ALL)
-    fabric = FabricClient(fabric_manager)
+    nodes: Callable[[], frozenset[str] | None]
+    if node:
+        publisher.node, publisher.node_uid = node, core.read_node(node).metadata.uid
+        nodes = _own_node_only  # its node exists while it runs: it stops with it
+    else:
+        nodes = NodeLister(lambda: frozenset(n.metadata.name for n in core.list_node().items), SERVE_ALL)
+    fabric = FabricClient(fabric_manager, ca_file=fabric_ca)
     stop = stop_event(log, "removing slices and stopping")
     log.info("driver %s, nodes %s, republish=%s deny-list=%s", cfg.driver, cfg.nodes, republish, deny_list)
     try:
         run(publisher, fabric, stop, interval, nodes)
     finally:
-        publisher.remove_all()
+        try:
+            publisher.remove_all()
+        except ApiException as exc:
+            if not node:
+                raise
+            # its node is gone (and its credential with it): the garbage collector removes the owned slices
+            log.warning(
+                "cannot remove the slices of node %s (%s %s): left to their owner, the Node",
+                node,
+                exc.status,
+                exc.reason,
+            )
         fabric.close()
+
+
+def _own_node_only() -> frozenset[str] | None:
+    return None  # every configured node (its one node) is served
 
 
 def run(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ssl
+
 import httpx
 
 from .slices import AttachedDevice
@@ -12,8 +14,9 @@ class FabricUnavailable(RuntimeError):
 
 
 class FabricClient:
-    def __init__(self, url: str, timeout: float = 5.0) -> None:
-        self._http = httpx.Client(base_url=url, timeout=timeout)
+    def __init__(self, url: str, timeout: float = 5.0, ca_file: str | None = None) -> None:
+        verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=ca_file) if ca_file else True
+        self._http = httpx.Client(base_url=url, timeout=timeout, verify=verify)
 
     def attached(self) -> list[AttachedDevice]:
         """Devices whose attach has completed. An attach in progress is not hot-plugged yet."""

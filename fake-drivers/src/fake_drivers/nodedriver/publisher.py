@@ -24,13 +24,17 @@ class Publisher:
     config: NodeDriverConfig
     policy: Policy
     published: dict[str, list[str]] = field(default_factory=dict)  # node -> device names, for the log
+    # Per-node mode (--node): the one node served and its Node's uid (the slices' owner); None: every node.
+    node: str | None = None
+    node_uid: str | None = None
 
     def _list(self, **selectors: str) -> list[dict[str, Any]]:
         return self.api.list_cluster_custom_object(RESOURCE_GROUP, RESOURCE_VERSION, PLURAL, **selectors)["items"]
 
     def own_slices(self) -> dict[str, list[dict[str, Any]]]:
         """This driver's node slices (a pool may span several), by node name."""
-        items = self._list(label_selector=f"{MANAGED_BY}={MANAGER}", field_selector=f"spec.driver={self.config.driver}")
+        fields = f"spec.driver={self.config.driver}" + (f",spec.nodeName={self.node}" if self.node else "")
+        items = self._list(label_selector=f"{MANAGED_BY}={MANAGER}", field_selector=fields)
         by_node: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for item in items:
             by_node[item["spec"]["nodeName"]].append(item)
@@ -53,12 +57,15 @@ class Publisher:
         and the slices of a node that was deleted are removed, as the kubelet's owner reference has the garbage
         collector do for a real plugin: a device published for a node that is gone is offered where no pod can run."""
         current = self.own_slices()
-        deny = self.fabric_pool_uuids() if self.policy.republish and self.policy.deny_list else set()
         served = [n for n in self.config.nodes if existing is None or n in existing]
+        # The fabric pool is read only when a served node has a hot-plugged device to check against it: one read of
+        # the (large) fabric slices per poll and node would cost a per-node plugin on every node for nothing.
+        hot = any(dev.node in served for dev in attached)
+        deny = self.fabric_pool_uuids() if self.policy.republish and self.policy.deny_list and hot else set()
         writes = 0
         for node in served:
             devices = desired_devices(self.config, node, attached, deny, self.policy)
-            template = node_template(self.config.driver, node)
+            template = node_template(self.config.driver, node, self.node_uid)
             generation = write_pool(self.api, current.get(node, []), template, devices, devices_of)
             if generation is None:
                 continue

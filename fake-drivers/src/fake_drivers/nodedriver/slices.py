@@ -44,12 +44,18 @@ def desired_devices(
     return sorted(devices, key=lambda d: d["name"])
 
 
-def node_template(driver: str, node: str) -> dict[str, Any]:
-    """What every slice of a node's pool shares: pool = node name, nodeName = node."""
+def node_template(driver: str, node: str, node_uid: str | None = None) -> dict[str, Any]:
+    """What every slice of a node's pool shares: pool = node name, nodeName = node; with the Node's uid, owned by it
+    (as a kubelet plugin's slices are: the garbage collector removes them with the Node)."""
+    metadata: dict[str, Any] = {"name": slice_name(driver, node), "labels": {MANAGED_BY: MANAGER, NODE_LABEL: node}}
+    if node_uid:
+        metadata["ownerReferences"] = [
+            {"apiVersion": "v1", "kind": "Node", "name": node, "uid": node_uid, "controller": True}
+        ]
     return {
         "apiVersion": f"{RESOURCE_GROUP}/{RESOURCE_VERSION}",
         "kind": "ResourceSlice",
-        "metadata": {"name": slice_name(driver, node), "labels": {MANAGED_BY: MANAGER, NODE_LABEL: node}},
+        "metadata": metadata,
         "spec": {"driver": driver, "nodeName": node, "pool": {"name": node}},
     }
 

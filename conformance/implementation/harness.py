@@ -38,6 +38,7 @@ from conformance.implementation.profile import (
 from conformance.implementation.serviceaccount import service_account_kubeconfig
 
 STOP_TIMEOUT_S = 15.0
+_LOUD = re.compile(r"error|warn|exception|traceback|fail|abort|panic", re.IGNORECASE)
 INTERRUPTED_STOP_TIMEOUT_S = 3.0  # an interrupted run ends in seconds: a process gets this long to exit cleanly
 T = TypeVar("T")
 
@@ -193,6 +194,27 @@ class Implementation:
                 if exc.status != 404:
                     problems.append(f"cannot delete {resource.kind} {name}: {exc.status} {exc.reason}")
         return problems
+
+    def log_marks(self) -> dict[str, int]:
+        """Where each running process's log ends now (bytes), to quote what it writes from here on (log_since)."""
+        return {r.spec.name: r.log.stat().st_size if r.log.exists() else 0 for r in self.running}
+
+    def log_since(self, marks: dict[str, int], lines: int = 10) -> dict[str, list[str]]:
+        """Per process, the lines its log got since `marks` (a restarted process's new log from its start): the
+        last `lines` of them, and before those the last `lines` that say error, warning, exception or traceback."""
+        out: dict[str, list[str]] = {}
+        for r in self.running:
+            if not r.log.exists():
+                continue
+            with r.log.open("rb") as f:
+                size = r.log.stat().st_size
+                f.seek(marks.get(r.spec.name, 0) if marks.get(r.spec.name, 0) <= size else 0)
+                new = f.read().decode(errors="replace").splitlines()
+            loud = [i for i, line in enumerate(new) if _LOUD.search(line)][-lines:]
+            picked = sorted({*loud, *range(max(0, len(new) - lines), len(new))})  # in the order written
+            if picked:
+                out[r.spec.name] = [new[i] for i in picked]
+        return out
 
     def _port_file(self, name: str) -> Path:
         return self.workdir / f"{name}.port"

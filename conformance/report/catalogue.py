@@ -96,6 +96,13 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "a node deleted while a device is attached to it: detached and offered again",
         _IMP,
     ),
+    _r(
+        "IMP-17",
+        "implementation",
+        "MUST",
+        "other drivers' ResourceClaims, ResourceSlices and DeviceClasses are ignored, never written",
+        f"{_IMP} / Roles",
+    ),
     _r("SCALE-1", "scale", "SHOULD", "many pods waiting in PreBind all bind, none lost", "Test Plan / e2e"),
 )
 CATALOGUE: dict[str, Requirement] = {r.id: r for r in REQUIREMENTS}

@@ -159,7 +159,7 @@ def plan(prof: Profile | None) -> list[PlanRow]:
         cluster = [s.name for s in covering if not s.implementation]
         runs, skips = [], []
         for sc in (s for s in covering if s.implementation):
-            gap = NO_PROFILE if prof is None else profile_gap(sc, prof)
+            gap = NO_PROFILE if prof is None else profile_gap(sc, prof, req.id)
             (skips.append(f"{sc.name}: {gap}") if gap else runs.append(sc.name))
         if cluster or (not covering and "cluster" in direct.get(req.id, ())):
             what = ", ".join(cluster) or (

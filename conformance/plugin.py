@@ -47,7 +47,15 @@ from conformance.report.outcomes import (
     write_conformance_report,
 )
 from conformance.report.reasons import headline, report_reason
-from conformance.report.verdict import EXIT_PARTIAL, NOT_CERTIFIED, Verdict, exit_status, overall, verdicts
+from conformance.report.verdict import (
+    EXIT_PARTIAL,
+    IMPLEMENTATION_AREAS,
+    NOT_CERTIFIED,
+    Verdict,
+    exit_status,
+    overall,
+    verdicts,
+)
 from conformance.suite.others import OtherDrivers, other_drivers
 from conformance.suite.scenario import (
     REGISTRY,
@@ -798,13 +806,17 @@ class RequirementReporter:
         by_module: dict[str, list[str]] = {}
         for sc in REGISTRY.values():
             by_module.setdefault(sc.module, []).append(sc.name)
-        for entry in summary.values():
+        for rid, entry in summary.items():
             names = [n for t in entry.get("tests", []) for n in by_module.get(self.module_of.get(t, ""), [])]
             names = [n for n in dict.fromkeys(names) if n in evidence.timelines]
             links = [p for n in names for p in [*evidence.timeline_paths(n), evidence.failures.get(n)] if p]
             links += [evidence.failures[t] for t in entry.get("tests", []) if t in evidence.failures]
             if links:
                 entry["evidence"] = list(dict.fromkeys([*entry.get("evidence", []), *links]))
+            if entry["outcome"] == "failed" and CATALOGUE[rid].area in IMPLEMENTATION_AREAS:
+                # the implementation's own logs of the run, next to the failure that quotes them
+                logs = evidence.logs.get("implementation", [])
+                entry["evidence"] = list(dict.fromkeys([*entry.get("evidence", []), *logs]))
             if entry["outcome"] == "failed":
                 for name in names:
                     moments = evidence.decisive(name)

@@ -200,20 +200,22 @@ class Implementation:
         return {r.spec.name: r.log.stat().st_size if r.log.exists() else 0 for r in self.running}
 
     def log_since(self, marks: dict[str, int], lines: int = 10) -> dict[str, list[str]]:
-        """Per process, the lines its log got since `marks` (a restarted process's new log from its start): the
-        last `lines` of them, and before those the last `lines` that say error, warning, exception or traceback."""
+        """Per process, the last `lines` lines its log got since `marks` (a restarted process's new log from its
+        start), and before them the last `lines` lines of its whole log that say error, warning, exception, failed or
+        abort (a stack often says what went wrong once, before the scenario that suffers from it began)."""
         out: dict[str, list[str]] = {}
         for r in self.running:
             if not r.log.exists():
                 continue
-            with r.log.open("rb") as f:
-                size = r.log.stat().st_size
-                f.seek(marks.get(r.spec.name, 0) if marks.get(r.spec.name, 0) <= size else 0)
-                new = f.read().decode(errors="replace").splitlines()
-            loud = [i for i, line in enumerate(new) if _LOUD.search(line)][-lines:]
-            picked = sorted({*loud, *range(max(0, len(new) - lines), len(new))})  # in the order written
+            data = r.log.read_bytes()
+            mark = marks.get(r.spec.name, 0)
+            first_new = data[: mark if mark <= len(data) else 0].count(b"\n")
+            text = data.decode(errors="replace").splitlines()
+            loud = [i for i, line in enumerate(text) if _LOUD.search(line)][-lines:]
+            tail = range(max(first_new, len(text) - lines), len(text))
+            picked = sorted({*loud, *tail})  # in the order written
             if picked:
-                out[r.spec.name] = [new[i] for i in picked]
+                out[r.spec.name] = [text[i] for i in picked]
         return out
 
     def _port_file(self, name: str) -> Path:

@@ -430,8 +430,8 @@ class Context(ClusterContext):
         if not written:
             return ""
         lines = [
-            "the implementation's log lines written while the scenario ran (whole logs: artefacts/implementation/ "
-            "in the reports folder, linked from the HTML report):"
+            "the implementation's log lines: what it said went wrong, and what it wrote while the scenario ran (whole "
+            "logs: artefacts/implementation/ in the reports folder, linked from the HTML report):"
         ]
         for name, found in written.items():
             lines += [f"  [{name}] {line}" for line in found]

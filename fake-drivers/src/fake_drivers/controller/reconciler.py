@@ -49,7 +49,6 @@ log = logging.getLogger("reference-controller")
 T = TypeVar("T")
 
 
-@dataclass
 class ForeignClaim(RuntimeError):
     """--broken-abort-on-other-driver (selftests only): a claim of another driver aborted the pass, and every pass
     after it, as a real stack's reconcile aborted on a pool it did not know (IMP-17 must catch it)."""
@@ -68,6 +67,7 @@ def foreign_claim(allocated: list[dict[str, Any]], driver: str) -> str:
     return ""
 
 
+@dataclass
 class Caches:
     claims: Cache
     slices: Cache

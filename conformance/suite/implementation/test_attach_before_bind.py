@@ -13,9 +13,12 @@ import pytest
 
 from conformance.cluster.client import Cluster
 from conformance.cluster.manifests import pinned_pod
+from conformance.cluster.providers.base import NodeSpec
 from conformance.implementation.harness import Implementation
 from conformance.implementation.profile import LoadedProfile
+from conformance.observe.reach import explain, pool_reach
 from conformance.observe.slices import device_identity, driver_slices, fabric_slices, model_disagreements
+from conformance.suite.cluster.owned import usable_nodes
 from conformance.suite.implementation.outcome import Outcome, follow
 from conformance.suite.scenario import Context, result_fixture, scenario, skip_for_profile
 
@@ -49,6 +52,11 @@ def test_fabric_devices_are_published_with_binding_fields(
     assert pools, f"no slice of {prof.driver} without nodeName offers devices with binding conditions"
     # Identified entries name their physical device; counted entries name their model (capacity of that model).
     label = prof.identity_attribute if prof.fabric_entries == "identified" else prof.model_attribute
+    # Every fabric pool reaches a Ready schedulable node (what the implementation owes within publishSeconds).
+    nodes = [NodeSpec(n.metadata.name, dict(n.metadata.labels or {})) for n in cluster.core.list_node().items]
+    usable = [n for n in nodes if n.name in set(usable_nodes(cluster))]
+    unreached = sorted(p for p, names in pool_reach(pools, usable).items() if not names)
+    assert not unreached, f"fabric pools {unreached} reach no Ready schedulable node: {explain(pools, usable, set())}"
     for s in pools:
         assert s["spec"].get("nodeSelector") or s["spec"].get("allNodes"), f"{s['metadata']['name']}: no reach"
         for d in s["spec"].get("devices") or []:

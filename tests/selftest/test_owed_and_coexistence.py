@@ -42,6 +42,15 @@ def _requirement(report: dict[str, Any], rid: str) -> dict[str, Any]:
     return found[rid] if isinstance(found, dict) else next(r for r in found if r["id"] == rid)
 
 
+def _run(tmp_path: Path, profile: Path, module: str) -> tuple[int, str, dict[str, str], Path]:
+    """A run of one scenario module with the variant, its reports in tmp_path/reports."""
+    reports = tmp_path / "reports"
+    code, out, outcomes = run_suite(
+        tmp_path / "junit.xml", "--profile", str(profile), "--reports-dir", str(reports), target=f"{IMPL}/{module}"
+    )
+    return code, out, outcomes, reports
+
+
 def _late(tmp_path: Path, after_s: int, publish_s: int) -> Path:
     labeller = (
         "  - name: labeller  # the label the fabric pools select on appears only after some seconds\n"
@@ -64,15 +73,7 @@ def test_a_controller_that_stops_on_another_drivers_claim_fails_imp17(tmp_path: 
     profile = _variant(
         tmp_path, [('"--mode", "keep-in-pool"]', '"--mode", "keep-in-pool", "--broken-abort-on-other-driver"]')]
     )
-    reports = tmp_path / "reports"
-    code, out, outcomes = run_suite(
-        tmp_path / "junit.xml",
-        "--profile",
-        str(profile),
-        "--reports-dir",
-        str(reports),
-        target=f"{IMPL}/test_coexistence.py",
-    )
+    code, out, outcomes, reports = _run(tmp_path, profile, "test_coexistence.py")
     assert code == 1, f"expected a failure (exit 1), got {code}:\n{out[-3000:]}"
     test = "test_the_own_claim_is_attached_and_reported_beside_other_drivers_claims"
     assert outcomes.get(test) == "failure", f"{outcomes}\n{out[-3000:]}"
@@ -88,24 +89,14 @@ def test_a_controller_that_stops_on_another_drivers_claim_fails_imp17(tmp_path: 
 
 def test_reach_that_appears_within_the_promise_is_waited_for(tmp_path: Path) -> None:
     profile = _late(tmp_path, after_s=15, publish_s=60)
-    code, out, outcomes = run_suite(
-        tmp_path / "junit.xml", "--profile", str(profile), target=f"{IMPL}/test_attach_before_bind.py"
-    )
+    code, out, outcomes, _ = _run(tmp_path, profile, "test_attach_before_bind.py")
     assert code == 0, f"expected success, got {code}:\n{out[-3000:]}"
     assert outcomes.get("test_the_pod_binds_where_the_fabric_says_its_device_is_attached") == "passed", outcomes
 
 
 def test_reach_beyond_the_promise_fails_naming_the_pool_and_the_missing_label(tmp_path: Path) -> None:
     profile = _late(tmp_path, after_s=90, publish_s=15)
-    reports = tmp_path / "reports"
-    code, out, outcomes = run_suite(
-        tmp_path / "junit.xml",
-        "--profile",
-        str(profile),
-        "--reports-dir",
-        str(reports),
-        target=f"{IMPL}/test_attach_before_bind.py",
-    )
+    code, out, outcomes, reports = _run(tmp_path, profile, "test_attach_before_bind.py")
     assert code == 1, f"expected a failure (exit 1), got {code}:\n{out[-3000:]}"
     assert outcomes.get("test_the_pod_binds_where_the_fabric_says_its_device_is_attached") == "failure", outcomes
     first = _requirement(_report(reports), "IMP-2")["reason"].splitlines()[0]

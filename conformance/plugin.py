@@ -78,6 +78,7 @@ _EVIDENCE_KEY = pytest.StashKey[Evidence]()
 # settle, scenarios, teardown, reports); in the run report as `phases` and printed in the terminal summary.
 _MARKS_KEY = pytest.StashKey[dict[str, float]]()
 _READY_KEY = pytest.StashKey[float]()  # time.time() when the implementation was ready
+_OTHERS_KEY = pytest.StashKey[OtherDrivers]()  # the other driver live beside the implementation (IMP-17)
 NAMESPACE_READY_S = 30.0
 DEFAULT_PROFILE = Path(__file__).resolve().parent.parent / "fixtures" / "profiles" / "reference.yaml"
 NAMESPACE_GONE_S = 60.0
@@ -344,6 +345,7 @@ def scenarios(
     # (suite/others.py): the implementation publishes and works beside them, as in a real cluster (IMP-17).
     others = other_drivers(Cluster(cluster.info), recorder, run_id, say)
     request.addfinalizer(lambda: _stop_others(others, say))  # runs after this fixture's own teardown below
+    pytestconfig.stash[_OTHERS_KEY] = others
     say(
         f"another driver {others.driver} lives beside the implementation: claims {sorted(others.pods)} in namespace "
         f"{others.namespace}"
@@ -419,6 +421,12 @@ def scenarios(
 def _stop_others(others: OtherDrivers, say: Callable[[str], None]) -> None:
     if left := others.stop():
         say(f"the other driver's objects could not all be deleted: {left}")
+
+
+@pytest.fixture(scope="session")
+def other_driver(scenarios: ScenarioRunner, pytestconfig: pytest.Config) -> OtherDrivers:
+    """The other driver live beside the implementation from its readiness until every scenario has ended."""
+    return pytestconfig.stash[_OTHERS_KEY]
 
 
 @pytest.fixture(scope="session")

@@ -22,12 +22,13 @@ from typing import Any
 
 import pytest
 
+from conformance.cluster.client import Cluster
 from conformance.cluster.manifests import pinned_pod
 from conformance.cluster.versions import PREBIND_POLL_S
 from conformance.observe.views import SCHEDULE_S
 from conformance.suite.implementation.outcome import Outcome, follow
-from conformance.suite.others import STATES
-from conformance.suite.scenario import Context, ImplementationOwes, result_fixture, scenario
+from conformance.suite.others import STATES, OtherDrivers
+from conformance.suite.scenario import Context, ImplementationOwes, ScenarioRunner, result_fixture, scenario
 
 
 @dataclass
@@ -105,4 +106,20 @@ def test_other_drivers_objects_are_never_written(coexist: Coexistence) -> None:
     assert not coexist.writes, (
         f"IMP-17: the implementation wrote objects of another driver ({coexist.driver}): {coexist.writes[0]}\n"
         + "\n".join(coexist.writes[1:])
+    )
+
+
+@pytest.mark.run_wide
+@pytest.mark.requirement("IMP-17")
+def test_other_drivers_objects_were_never_written_all_run_long(
+    scenarios: ScenarioRunner, other_driver: OtherDrivers, cluster: Cluster
+) -> None:
+    """The same evidence once every implementation scenario has ended: the other driver lived through all of them."""
+    scenarios.wait_all()
+    if other_driver.unavailable:
+        pytest.fail(f"IMP-17: the other driver's objects were not live: {other_driver.unavailable}")
+    writes = other_driver.foreign_writes(cluster)
+    assert not writes, (
+        f"IMP-17: while the implementation scenarios ran, the implementation wrote objects of another driver "
+        f"({other_driver.driver}): {writes[0]}\n" + "\n".join(writes[1:])
     )

@@ -77,7 +77,11 @@ def test_a_controller_that_stops_on_another_drivers_claim_fails_imp17(tmp_path: 
     assert code == 1, f"expected a failure (exit 1), got {code}:\n{out[-3000:]}"
     test = "test_the_own_claim_is_attached_and_reported_beside_other_drivers_claims"
     assert outcomes.get(test) == "failure", f"{outcomes}\n{out[-3000:]}"
-    reason = _requirement(_report(reports), "IMP-17")["reason"]
+    entry = _requirement(_report(reports), "IMP-17")
+    reason = entry["reason"]
+    log = "artefacts/implementation/controller.log"
+    assert log in entry.get("evidence", []), f"the failure does not link the implementation's log: {entry}"
+    assert f'href="{log}"' in (reports / "report.html").read_text(), "the HTML report does not link it"
     first = reason.splitlines()[0]
     assert "IMP-17: while claims of driver other-" in first and "did not attach and report its own claim" in first, (
         reason

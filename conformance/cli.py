@@ -348,7 +348,8 @@ def profile_check(file: Path) -> None:
     runs = sum(r.action == "run" for r in result.plan)
     click.echo(
         f"{runs} of {len(result.plan)} requirements will run; a run may still skip one for what only the cluster "
-        "shows (its release, the devices actually published) and says why then"
+        "shows (its release, a node it cannot add) and says why then; what the implementation owes (devices, reach) "
+        "is never skipped: missing after promises.publishSeconds it fails"
     )
     if result.errors:
         raise click.ClickException(f"{len(result.errors)} problem(s) in {file}")

@@ -47,7 +47,7 @@ def test_a_pool_whose_label_no_node_has_is_explained_node_by_node() -> None:
     slices = [_fabric("fabric-0", _selecting("fabric-0")), _local("node-0")]
     said = explain(slices, NODES, local={"node-0"})
     assert said.startswith(f"fabric pool fabric-0 (nodeSelector [{KEY}=fabric-0]) matches none of the 3 Ready")
-    assert f"node-0, node-1 lacks {KEY}=fabric-0 (has no {KEY})" in said
+    assert f"node-0, node-1 lack {KEY}=fabric-0 (has no {KEY})" in said
     assert f"node-2 lacks {KEY}=fabric-0 (has {KEY}=fabric-1)" in said
     assert shortfalls(slices, NODES, {"node-0"}, need_remote=True) == [
         "fabric pool fabric-0 reaches no Ready schedulable node",

@@ -137,7 +137,10 @@ def explain(slices: list[dict[str, Any]], nodes: list[NodeSpec], local: set[str]
             )
         else:
             seen = f"matches none of the {len(nodes)} Ready schedulable nodes"
-        lacking = ", ".join(f"{_names(names, limit)} {why}" for why, names in sorted(missing.items()))
+        lacking = ", ".join(
+            f"{_names(names, limit)} {why if len(names) == 1 else why.replace('lacks ', 'lack ', 1)}"
+            for why, names in sorted(missing.items())
+        )
         parts.append(f"fabric pool {pool} ({', '.join(selectors)}) {seen}" + (f"; {lacking}" if lacking else ""))
     return "; ".join(parts)
 

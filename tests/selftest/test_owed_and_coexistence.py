@@ -105,4 +105,4 @@ def test_reach_beyond_the_promise_fails_naming_the_pool_and_the_missing_label(tm
     assert outcomes.get("test_the_pod_binds_where_the_fabric_says_its_device_is_attached") == "failure", outcomes
     first = _requirement(_report(reports), "IMP-2")["reason"].splitlines()[0]
     assert "within promises.publishSeconds=15" in first, first
-    assert "fabric pool" in first and f"{LATE_LABEL}=fabric-0" in first and "lacks" in first, first
+    assert "fabric pool" in first and f"{LATE_LABEL}=fabric-0" in first and " lack" in first, first

@@ -31,7 +31,7 @@ from conformance.implementation.harness import Implementation, ImplementationFai
 from conformance.implementation.profile import DEFAULT_BINDING_TIMEOUT_S, LoadedProfile, ProfileError, load_profile
 from conformance.observe.devices import DevicePool, read_devices
 from conformance.observe.invariants import InvariantWatcher
-from conformance.observe.publishing import settled_slices
+from conformance.observe.publishing import PublishLog, settled_slices
 from conformance.observe.recorder import Recorder
 from conformance.report.bundle import make_bundle
 from conformance.report.catalogue import CATALOGUE, KEP_URL
@@ -48,7 +48,16 @@ from conformance.report.outcomes import (
     write_conformance_report,
 )
 from conformance.report.reasons import headline, report_reason
-from conformance.report.verdict import EXIT_PARTIAL, NOT_CERTIFIED, Verdict, exit_status, overall, verdicts
+from conformance.report.verdict import (
+    EXIT_PARTIAL,
+    IMPLEMENTATION_AREAS,
+    NOT_CERTIFIED,
+    Verdict,
+    exit_status,
+    overall,
+    verdicts,
+)
+from conformance.suite.others import OtherDrivers, other_drivers
 from conformance.suite.scenario import (
     REGISTRY,
     ClusterContext,
@@ -56,6 +65,7 @@ from conformance.suite.scenario import (
     Scenario,
     ScenarioFailed,
     ScenarioRunner,
+    profile_gap,
     summarize,
 )
 
@@ -68,6 +78,8 @@ _EVIDENCE_KEY = pytest.StashKey[Evidence]()
 # Moments of the run, in seconds from pytest's start (where the wall goes: bring-up, implementation start, device read
 # settle, scenarios, teardown, reports); in the run report as `phases` and printed in the terminal summary.
 _MARKS_KEY = pytest.StashKey[dict[str, float]]()
+_READY_KEY = pytest.StashKey[float]()  # time.time() when the implementation was ready
+_OTHERS_KEY = pytest.StashKey[OtherDrivers]()  # the other driver live beside the implementation (IMP-17)
 NAMESPACE_READY_S = 30.0
 DEFAULT_PROFILE = Path(__file__).resolve().parent.parent / "fixtures" / "profiles" / "reference.yaml"
 NAMESPACE_GONE_S = 60.0
@@ -193,7 +205,19 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> None:
     """A test whose scenario failed fails here, in its call phase, with the scenario's error and evidence."""
     for value in pyfuncitem.funcargs.values():
         if isinstance(value, ScenarioFailed):
+            if reason := _requirement_gap(pyfuncitem):  # skipped for the profile, as `profile check` predicts
+                pytest.skip(reason)
             raise value.error
+
+
+def _requirement_gap(item: pytest.Function) -> str | None:
+    """Why the profile cannot have this test's requirement judged (Scenario.probe_for), or None."""
+    marker, loaded = item.get_closest_marker("requirement"), item.config.stash.get(_PROFILE_KEY, None)
+    if marker is None or loaded is None:
+        return None
+    module = getattr(item.module, "__name__", "")
+    scenarios = [sc for sc in REGISTRY.values() if sc.module == module and marker.args[0] in sc.probe_for]
+    return next((gap for sc in scenarios if (gap := profile_gap(sc, loaded.profile, marker.args[0]))), None)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -291,6 +315,7 @@ def implementation(
         evidence.gather_logs(workdir, "implementation", "implementation process logs")
         pytest.exit(f"cannot start the implementation of profile {profile.profile.name!r}: {exc}", returncode=3)
     _mark(pytestconfig, "implementationReady")
+    pytestconfig.stash[_READY_KEY] = time.time()  # promises.publishSeconds counts from here
     if profile.profile.fabric_probe is not None:
         recorder.probe(impl.resolve(profile.profile.fabric_probe.url))
     yield impl
@@ -311,19 +336,35 @@ def scenarios(
     recorder: Recorder,
     run_id: str,
     pytestconfig: pytest.Config,
+    request: pytest.FixtureRequest,
 ) -> Iterator[ScenarioRunner]:
     """Every selected scenario, started side by side once the implementation is up; tests read their results."""
     prof = profile.profile
     say = _progress(pytestconfig)
+    selected = [sc for sc in pytestconfig.stash.get(_SELECTED_KEY, []) if sc.implementation]
+    # Another driver's class, slice and claims in every binding state, live from now until every scenario has ended
+    # (suite/others.py): the implementation publishes and works beside them, as in a real cluster (IMP-17).
+    others = other_drivers(Cluster(cluster.info), recorder, run_id, say)
+    request.addfinalizer(lambda: _stop_others(others, say))  # runs after this fixture's own teardown below
+    pytestconfig.stash[_OTHERS_KEY] = others
+    say(
+        f"another driver {others.driver} lives beside the implementation: claims {sorted(others.pods)} in namespace "
+        f"{others.namespace}"
+        if not others.unavailable
+        else f"no other driver beside the implementation: {others.unavailable}"
+    )
     # The watcher first: devices are read with the nodes' labels as they are now (an implementation may label nodes
-    # when it starts), and once the implementation has finished publishing (observe/publishing.py): a half-written
-    # pool read here would make scenarios skip for want of devices that were still on their way.
+    # when it starts), and once the implementation has published what it owes, up to its promise
+    # (observe/publishing.py): a half-written pool read here would make scenarios fail for want of devices that were
+    # still on their way. Past the promise the run goes on; scenarios that need what is missing fail with the cause.
     watcher = InvariantWatcher(recorder, prof.driver, prof.identity_attribute).start()
-    try:
-        slices = settled_slices(cluster, prof)
-    except AssertionError as exc:
-        watcher.stop()
-        pytest.exit(f"the implementation of profile {prof.name!r} did not finish publishing: {exc}", returncode=3)
+    publish = PublishLog(pytestconfig.stash.get(_READY_KEY, time.time()), prof.promises.publish_s)
+    slices = settled_slices(cluster, prof, publish, watcher.live_nodes, any(sc.remote for sc in selected))
+    if publish.owed:
+        say(
+            f"the implementation still owes, {publish.rel(time.time())} after its readiness (promises.publishSeconds="
+            f"{prof.promises.publish_s:g}): {'; '.join(publish.owed)}; scenarios that need it fail"
+        )
     pool = DevicePool(
         prof.driver,
         prof.identity_attribute,
@@ -360,11 +401,13 @@ def scenarios(
                 record=recorder,
                 options=options,
                 invariants=watcher,
+                publish=publish,
+                others=others,
+                log_marks=implementation.log_marks(),
             )
         )
 
-    selected = [evidence.guard(sc) for sc in pytestconfig.stash.get(_SELECTED_KEY, []) if sc.implementation]
-    runner = ScenarioRunner(selected, context, watcher, say, concurrency=prof.fabric_concurrency)
+    runner = ScenarioRunner([evidence.guard(sc) for sc in selected], context, watcher, say, prof.fabric_concurrency)
     pytestconfig.stash[_RUNNER_KEY] = runner
     runner.start()
     try:
@@ -374,6 +417,17 @@ def scenarios(
             runner.join()
         finally:
             watcher.stop()
+
+
+def _stop_others(others: OtherDrivers, say: Callable[[str], None]) -> None:
+    if left := others.stop():
+        say(f"the other driver's objects could not all be deleted: {left}")
+
+
+@pytest.fixture(scope="session")
+def other_driver(scenarios: ScenarioRunner, pytestconfig: pytest.Config) -> OtherDrivers:
+    """The other driver live beside the implementation from its readiness until every scenario has ended."""
+    return pytestconfig.stash[_OTHERS_KEY]
 
 
 @pytest.fixture(scope="session")
@@ -763,13 +817,17 @@ class RequirementReporter:
         by_module: dict[str, list[str]] = {}
         for sc in REGISTRY.values():
             by_module.setdefault(sc.module, []).append(sc.name)
-        for entry in summary.values():
+        for rid, entry in summary.items():
             names = [n for t in entry.get("tests", []) for n in by_module.get(self.module_of.get(t, ""), [])]
             names = [n for n in dict.fromkeys(names) if n in evidence.timelines]
             links = [p for n in names for p in [*evidence.timeline_paths(n), evidence.failures.get(n)] if p]
             links += [evidence.failures[t] for t in entry.get("tests", []) if t in evidence.failures]
             if links:
                 entry["evidence"] = list(dict.fromkeys([*entry.get("evidence", []), *links]))
+            if entry["outcome"] == "failed" and CATALOGUE[rid].area in IMPLEMENTATION_AREAS:
+                # the implementation's own logs of the run, next to the failure that quotes them
+                logs = evidence.logs.get("implementation", [])
+                entry["evidence"] = list(dict.fromkeys([*entry.get("evidence", []), *logs]))
             if entry["outcome"] == "failed":
                 for name in names:
                     moments = evidence.decisive(name)

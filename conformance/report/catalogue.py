@@ -130,6 +130,13 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     _r("NODE-1", "implementation", "SHOULD", "the pod's container starts with the CDI device prepared for it", _NODE),
     _r("NODE-2", "implementation", "SHOULD", "NodePrepareResources on the allocated node, not before binding", _NODE),
     _r("NODE-3", "implementation", "SHOULD", "after the release, NodeUnprepareResources before the detach", _NODE),
+    _r(
+        "IMP-17",
+        "implementation",
+        "MUST",
+        "other drivers' ResourceClaims, ResourceSlices and DeviceClasses are ignored, never written",
+        f"{_IMP} / Roles",
+    ),
     _r("SCALE-1", "scale", "SHOULD", "many pods waiting in PreBind all bind, none lost", "Test Plan / e2e"),
 )
 CATALOGUE: dict[str, Requirement] = {r.id: r for r in REQUIREMENTS}
@@ -397,6 +404,20 @@ DOCS: dict[str, Doc] = {
         "CDI specs are read after each fabric probe answer: the claim's specs must go, and no probe answer may show "
         "the device no longer attached to the node while a spec read after it is still there",
         skips=_NODE_SKIPS + "; when the devices resolve only in specs that were there before the pod (static specs)",
+    ),
+    "IMP-17": Doc(
+        "coexistence: from the implementation's readiness until every implementation scenario has ended, a "
+        "suite-owned other driver keeps a DeviceClass, a ResourceSlice and claims with binding conditions that are "
+        "pending, allocated and waiting (timing out and allocated again), and failed; while all these states have "
+        "been seen, an attach-before-bind of the implementation's own device must bind; and none of the other "
+        "driver's objects may be written by anyone but the suite and the control plane (the slice and class keep "
+        "their resourceVersion, the claims' status.devices hold only what the suite wrote, no other field manager), "
+        "checked again once every implementation scenario has ended",
+        models={
+            "keep-in-pool": "its own pod binds on the fabric allocation while the other claims live",
+            "reschedule-to-local": "its own pod binds on the node-local copy while the other claims live",
+            "counted": "its own pod binds on capacity of a node the scenario has to itself",
+        },
     ),
     "SCALE-1": Doc(
         "scale: `--scale-pods` pods (default 16; the KEP's 1000 with `--scale-pods 1000`) with fabric devices wait in "

@@ -4,7 +4,7 @@ Three parts: the schema (load_profile), the placeholders and files the profile r
 the values a run fills in — ports, kubeconfigs — do not exist yet, their form is checked), and the plan: for each
 requirement of the catalogue, whether its scenarios run or are skipped with this profile, and why. The plan uses the
 runner's own skip rule (conformance.suite.scenario.profile_gap), so it predicts what a run skips for the profile;
-a run may still skip a scenario for what only the cluster shows (its release, the devices actually published), and
+a run may still skip a scenario for what only the cluster shows (its release, a node it cannot add), and
 says why then.
 """
 
@@ -174,7 +174,7 @@ def plan(prof: Profile | None) -> list[PlanRow]:
         cluster = [s.name for s in covering if not s.implementation]
         runs, skips = [], []
         for sc in (s for s in covering if s.implementation):
-            gap = NO_PROFILE if prof is None else profile_gap(sc, prof)
+            gap = NO_PROFILE if prof is None else profile_gap(sc, prof, req.id)
             (skips.append(f"{sc.name}: {gap}") if gap else runs.append(sc.name))
         if cluster or (not covering and "cluster" in direct.get(req.id, ())):
             what = ", ".join(cluster) or (

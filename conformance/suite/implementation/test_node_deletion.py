@@ -116,6 +116,7 @@ def _released(history: History, since: float) -> float | None:
     "a node is deleted while a fabric device is attached to it: the device is detached and offered again",
     ("IMP-16",),
     probe=True,
+    remote=False,  # a node of its own
 )
 def node_deleted(ctx: Context) -> NodeGone:
     provider = ctx.cluster.info.provider

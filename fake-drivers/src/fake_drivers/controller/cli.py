@@ -35,6 +35,8 @@ BROKEN_FLAGS = {
     "--broken-detach-all-on-restart": "IMP-10: at start, every attached device is detached, also those in use",
     "--broken-report-on-fabric-error": "IMP-15: an attach the fabric answered with an error is reported attached",
     "--broken-keep-on-deleted-node": "IMP-16: a device left on a deleted node is never detached",
+    "--broken-abort-on-other-driver": "IMP-17: once it meets an allocated claim of another driver with binding "
+    "conditions, every reconcile pass aborts (CoHDI's scaler on a pool it did not know)",
 }
 
 

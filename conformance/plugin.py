@@ -48,6 +48,7 @@ from conformance.report.outcomes import (
 )
 from conformance.report.reasons import headline, report_reason
 from conformance.report.verdict import EXIT_PARTIAL, NOT_CERTIFIED, Verdict, exit_status, overall, verdicts
+from conformance.suite.declared import settings_report
 from conformance.suite.scenario import (
     REGISTRY,
     ClusterContext,
@@ -710,6 +711,8 @@ class RequirementReporter:
                 "bindingTimeoutSeconds": info.binding_timeout_s,
                 "bringUpSeconds": round(timings.get("bring_up_s", 0.0), 2),
             }
+            if _CLUSTER_RUNNER_KEY in self.config.stash:
+                run["cluster"]["settings"] = settings_report(info, self.config.stash[_CLUSTER_RUNNER_KEY])
         runners = [self.config.stash[k] for k in (_CLUSTER_RUNNER_KEY, _RUNNER_KEY) if k in self.config.stash]
         if runners:
             timings = {name: t for r in runners for name, t in r.timings.items()}

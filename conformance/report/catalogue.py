@@ -29,6 +29,13 @@ def _r(id_: str, area: str, level: str, title: str, section: str) -> Requirement
 _API, _SCH, _IMP = "Design Details / API", "Design Details / Scheduler", "Design Details / Composable controller"
 REQUIREMENTS: tuple[Requirement, ...] = (
     _r("BASE-1", "baseline", "MUST", "a node-local device without conditions is allocated, bound, Running", _SCH),
+    _r(
+        "BASE-2",
+        "baseline",
+        "MUST",
+        "the cluster runs the feature gates and binding timeout it declares",
+        "Feature gates and releases; Design Details / Scheduler",
+    ),
     _r("API-1", "api", "MUST", "bindsToNode and binding/failure conditions round-trip", _API),
     _r("API-2", "api", "MUST", "at most 4 binding and 4 failure conditions", _API),
     _r("API-3", "api", "MUST", "binding and failure conditions are set together", _API),

@@ -1,0 +1,82 @@
+"""BASE-2 (gates): the running kube-apiserver and kube-scheduler run the feature gates the cluster declares.
+
+What a cluster declares: the gates the suite passed (local, kind), or, on an existing cluster where it passed none,
+the gates every scenario relies on (conformance.cluster.settings.RELIED_GATES) on. What it runs: the gauge
+`kubernetes_feature_enabled` each component serves on /metrics (conformance/cluster/running.py). A component whose
+gates cannot be read at all (a managed cluster's scheduler) is skipped with the reason; a gate a component does not
+report is one its release no longer has (GA and removed: on).
+The binding timeout half of BASE-2 is judged where it is measured: test_binding_timeout.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from conformance.cluster.running import ComponentReading, read_apiserver, read_scheduler
+from conformance.cluster.settings import declared_gates
+from conformance.suite.scenario import ClusterContext, result_fixture, scenario
+
+
+@dataclass
+class Running:
+    declared: dict[str, bool]
+    readings: list[ComponentReading] = field(default_factory=list)
+
+
+@scenario(
+    "running-settings",
+    "the feature gates kube-apiserver and kube-scheduler report on /metrics, beside the ones the cluster declares",
+    ("BASE-2",),
+    implementation=False,
+)
+def running_settings(ctx: ClusterContext) -> Running:
+    info = ctx.cluster.info
+    running = Running(declared_gates(info))
+    running.readings.append(read_apiserver(ctx.cluster))
+    if info.scheduler_endpoint:
+        running.readings.append(read_scheduler(info.scheduler_endpoint, info.kubeconfig))
+    else:
+        running.readings.append(
+            ComponentReading(
+                "kube-scheduler",
+                "(none)",
+                error=f"the {info.provider} provider gives no address of kube-scheduler's secure port: its gates "
+                "cannot be read from here (the scheduler's behaviour is still judged by SCH-*)",
+            )
+        )
+    return running
+
+
+running = result_fixture("running", "running-settings")
+
+
+def gate_mismatches(declared: dict[str, bool], reading: ComponentReading) -> list[str]:
+    """`component: Gate declared on, runs off (stage BETA)` for each declared gate the component runs otherwise."""
+    wrong = []
+    for name, want in sorted(declared.items()):
+        gauge = reading.gates.get(name)
+        if gauge is not None and gauge.enabled != want:
+            stage = gauge.stage or "GA"
+            wrong.append(
+                f"{reading.component}: {name} declared {_on(want)}, runs {_on(gauge.enabled)} "
+                f"(kubernetes_feature_enabled{{name={name!r},stage={stage!r}}} = {int(gauge.enabled)} on "
+                f"{reading.source})"
+            )
+    return wrong
+
+
+def _on(value: bool) -> str:
+    return "on" if value else "off"
+
+
+@pytest.mark.requirement("BASE-2")
+@pytest.mark.parametrize("component", ["kube-apiserver", "kube-scheduler"])
+def test_components_run_the_declared_feature_gates(running: Running, component: str) -> None:
+    reading = next(r for r in running.readings if r.component == component)
+    if reading.error:
+        pytest.skip(f"{component}'s feature gates cannot be read: {reading.error}")
+    wrong = gate_mismatches(running.declared, reading)
+    absent = sorted(set(running.declared) - set(reading.gates))
+    assert not wrong, "; ".join(wrong) + (f" (not reported, removed from the release: {absent})" if absent else "")

@@ -1,0 +1,27 @@
+"""The cluster's declared settings beside what was measured of them, for conformance-report.yaml and the HTML page:
+declared, the gates the cluster declares and its binding timeout; measured, each component's gates as it reports
+them (scenario running-settings) and the timeout as the scheduler ran it (scenario binding-timeout). What was not
+read says why, never a value assumed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conformance.cluster.providers.base import ClusterInfo
+from conformance.cluster.settings import declared_gates
+from conformance.suite.scenario import ScenarioRunner
+
+NOT_RUN = "not measured: scenario {name} was not run in this selection or ended in an error (see its requirement)"
+
+
+def settings_report(info: ClusterInfo, runner: ScenarioRunner) -> dict[str, Any]:
+    declared = {"featureGates": declared_gates(info), "bindingTimeoutSeconds": info.binding_timeout_s}
+    measured: dict[str, Any] = {}
+    running = runner.finished("running-settings")
+    if running is None:
+        measured["featureGates"] = NOT_RUN.format(name="running-settings")
+    else:
+        measured |= {r.component: r.as_report() for r in running.readings}
+    timeout = runner.finished("binding-timeout")
+    measured["bindingTimeout"] = timeout.as_report() if timeout else NOT_RUN.format(name="binding-timeout")
+    return {"declared": declared, "measured": measured}

@@ -1,0 +1,121 @@
+"""Reading the running components' settings (/metrics feature gauges, /configz) and the windows BASE-2 and SCH-6 judge
+a measured binding timeout in. The metrics text is the exposition format kube-apiserver 1.37.2 serves (excerpt)."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.cluster.providers.base import ClusterInfo
+from conformance.cluster.running import ComponentReading, FeatureGauge, configz_binding_timeout, parse_duration
+from conformance.cluster.running import parse_feature_gauges as parse
+from conformance.cluster.settings import clear_window, declared_gates, event_window
+from conformance.observe.views import Allocation
+from conformance.suite.cluster.test_binding_timeout import Timeout
+from conformance.suite.cluster.test_running_settings import gate_mismatches
+
+METRICS = """\
+# HELP apiserver_request_total [STABLE] Counter of apiserver requests
+apiserver_request_total{code="200",verb="GET"} 12
+# HELP kubernetes_feature_enabled [BETA] This metric records the data about the stage and enablement of a k8s feature.
+# TYPE kubernetes_feature_enabled gauge
+kubernetes_feature_enabled{name="DRADeviceBindingConditions",stage="BETA"} 1
+kubernetes_feature_enabled{name="DRAResourceClaimDeviceStatus",stage=""} 1
+kubernetes_feature_enabled{name="DRAResourcePoolStatus",stage="ALPHA"} 0
+kubernetes_feature_enabled{stage="BETA"} 1
+"""
+
+
+def test_feature_gauges_are_read_with_stage_and_value() -> None:
+    gates = parse(METRICS)
+    assert gates == {
+        "DRADeviceBindingConditions": FeatureGauge("DRADeviceBindingConditions", "BETA", True),
+        "DRAResourceClaimDeviceStatus": FeatureGauge("DRAResourceClaimDeviceStatus", "", True),
+        "DRAResourcePoolStatus": FeatureGauge("DRAResourcePoolStatus", "ALPHA", False),
+    }
+
+
+def test_metrics_without_the_gauge_give_nothing() -> None:
+    assert parse('apiserver_request_total{code="200"} 1\n') == {}
+
+
+def test_durations_as_configurations_serialize_them() -> None:
+    assert parse_duration("20s") == 20
+    assert parse_duration("1m30s") == 90
+    assert parse_duration("1.5s") == 1.5
+    with pytest.raises(ValueError):
+        parse_duration("20")
+
+
+def test_configz_binding_timeout_of_the_default_profile() -> None:
+    configz = {
+        "componentconfig": {
+            "profiles": [
+                {"schedulerName": "other", "pluginConfig": [{"name": "DynamicResources", "args": {}}]},
+                {
+                    "schedulerName": "default-scheduler",
+                    "pluginConfig": [
+                        {"name": "NodeResourcesFit", "args": {}},
+                        {"name": "DynamicResources", "args": {"bindingTimeout": "45s"}},
+                    ],
+                },
+            ]
+        }
+    }
+    assert configz_binding_timeout(configz) == 45
+    assert configz_binding_timeout({"componentconfig": {"profiles": [{"schedulerName": "default-scheduler"}]}}) is None
+
+
+def _info(gates: dict[str, bool]) -> ClusterInfo:
+    return ClusterInfo("c", "local", None, "1.37.2", gates, 20, True, [])  # type: ignore[arg-type]
+
+
+def test_declared_gates_are_the_relied_ones_then_the_passed_ones() -> None:
+    declared = declared_gates(_info({"DRADeviceBindingConditions": False, "DRADeviceTaints": True}))
+    assert declared["DRADeviceBindingConditions"] is False  # a run that turns it off declares it off
+    assert declared["DRAResourceClaimDeviceStatus"] is True
+    assert declared["DRADeviceTaints"] is True
+
+
+def test_a_gate_off_in_one_component_is_named_with_the_component() -> None:
+    reading = ComponentReading("kube-scheduler", "https://127.0.0.1:1/metrics", gates=parse(METRICS))
+    reading.gates["DRADeviceBindingConditions"] = FeatureGauge("DRADeviceBindingConditions", "BETA", False)
+    wrong = gate_mismatches(declared_gates(_info({})), reading)
+    assert len(wrong) == 1
+    assert wrong[0].startswith("kube-scheduler: DRADeviceBindingConditions declared on, runs off")
+    # A gate the release no longer has (DynamicResourceAllocation is not in the excerpt) is not a mismatch.
+    assert not gate_mismatches({"DynamicResourceAllocation": True}, reading)
+
+
+def test_windows_around_a_declared_timeout() -> None:
+    event = event_window(20)
+    assert (event.low, event.high) == (20, 23)  # + 1 s truncation + 2 s slack
+    clear = clear_window(20)
+    assert (clear.low, clear.high) == (19, 32)  # - 1 s truncation; + 5 s poll + 1 s backoff + 1 s flush + 5 s slack
+    assert clear.holds(21.1) and not clear.holds(35.2) and not clear.holds(18.0)
+    assert "PreBind poll" in clear.describe()
+    assert clear.miss(18.0).startswith("sooner than 19 s") and clear.miss(35.2).startswith("later than 32 s")
+
+
+def _timeout(event_time: str | None, cleared_after: float | None) -> Timeout:
+    allocation = Allocation(1, 1000.0, {"allocationTimestamp": "2026-12-05T03:50:01Z", "devices": {"results": []}})
+    if cleared_after is not None:
+        allocation.cleared_revision, allocation.cleared_at = 2, 1000.0 + cleared_after
+    run = Timeout("node-0", 20.0, allocations=[allocation])
+    if event_time:
+        message = "running PreBind plugin: device binding timeout"
+        run.events = [{"type": "Warning", "reason": "FailedScheduling", "message": message, "eventTime": event_time}]
+    return run
+
+
+def test_the_timeout_is_measured_from_the_event_when_there_is_one() -> None:
+    seconds, window, how = _timeout("2026-12-05T03:50:21.883000Z", 21.1).measured()  # type: ignore[misc]
+    assert seconds == pytest.approx(20.883) and window == event_window(20) and "eventTime" in how
+    seconds, window, how = _timeout("2026-12-05T03:50:41.200000Z", 42.0).measured()  # type: ignore[misc]
+    assert not window.holds(seconds)  # a scheduler running 40 s where 20 s is declared
+
+
+def test_without_the_event_the_clearing_measures_it() -> None:
+    seconds, window, how = _timeout(None, 21.1).measured()  # type: ignore[misc]
+    assert seconds == pytest.approx(21.1) and window == clear_window(20) and "cleared" in how
+    assert _timeout(None, None).measured() is None
+    assert "unmeasured" in _timeout(None, None).as_report()

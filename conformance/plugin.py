@@ -48,7 +48,7 @@ from conformance.report.outcomes import (
 )
 from conformance.report.reasons import headline, report_reason
 from conformance.report.verdict import EXIT_PARTIAL, NOT_CERTIFIED, Verdict, exit_status, overall, verdicts
-from conformance.suite.declared import settings_report
+from conformance.suite.declared import settings_report, settings_summary
 from conformance.suite.scenario import (
     REGISTRY,
     ClusterContext,
@@ -102,7 +102,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=int,
         default=None,
         help="scheduler bindingTimeout in seconds, where the release lets it be set (default: from the profile's "
-        "promised attach, at least 20; on an existing cluster: what it is configured with, 20 if not given)",
+        "promised attach, at least 20); on an existing cluster it declares the one configured there (default 20): "
+        "SCH-6 and BASE-2 measure it",
     )
     group.addoption(
         "--feature-gates",
@@ -409,7 +410,7 @@ def cluster_scenarios(
 
 def _binding_timeout(config: pytest.Config) -> int:
     """--binding-timeout, or what the profile's promises need (Profile.binding_timeout_s) on a cluster the suite
-    starts; an existing cluster's cannot be read, so there it is what the user states."""
+    starts; an existing cluster's cannot be set, so there it is what the user declares (SCH-6 and BASE-2 measure it)."""
     given = config.getoption("--binding-timeout")
     if given is not None:
         return int(given)
@@ -489,6 +490,9 @@ def _cluster_summary(terminalreporter: Any, config: pytest.Config) -> None:
     terminalreporter.section("KEP-5007 cluster")
     terminalreporter.write_line(f"provider {info.provider}, Kubernetes {info.version}, {len(info.nodes)} nodes")
     terminalreporter.write_line(f"feature gates set: {gates}; binding timeout {timeout}")
+    if _CLUSTER_RUNNER_KEY in config.stash:
+        measured = settings_report(info, config.stash[_CLUSTER_RUNNER_KEY])["measured"]
+        terminalreporter.write_line(f"measured (BASE-2): {settings_summary(measured)}")
     if "bring_up_s" in timings:
         terminalreporter.write_line(f"bring-up {timings['bring_up_s']:.1f}s")
     if marks := config.stash.get(_MARKS_KEY, {}):

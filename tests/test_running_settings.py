@@ -119,3 +119,32 @@ def test_without_the_event_the_clearing_measures_it() -> None:
     assert seconds == pytest.approx(21.1) and window == clear_window(20) and "cleared" in how
     assert _timeout(None, None).measured() is None
     assert "unmeasured" in _timeout(None, None).as_report()
+
+
+class _Runner:
+    """Stands in for the ScenarioRunner: the observations of the scenarios that ended (a unit-test fake)."""
+
+    def __init__(self, **results: object) -> None:
+        self.results = {name.replace("_", "-"): r for name, r in results.items()}
+
+    def finished(self, name: str) -> object | None:
+        return self.results.get(name)
+
+
+def test_the_report_puts_declared_beside_measured_and_says_what_was_not_read() -> None:
+    from conformance.suite.cluster.test_running_settings import Running
+    from conformance.suite.declared import settings_report, settings_summary
+
+    info = _info({"DRADeviceBindingConditions": True})
+    apiserver = ComponentReading("kube-apiserver", "/metrics through the API", gates=parse(METRICS))
+    scheduler = ComponentReading("kube-scheduler", "(none)", error="no address")
+    running = Running(declared_gates(info), [apiserver, scheduler])
+    report = settings_report(info, _Runner(running_settings=running, binding_timeout=_timeout(None, 21.1)))  # type: ignore[arg-type]
+    assert report["declared"] == {"featureGates": declared_gates(info), "bindingTimeoutSeconds": 20}
+    measured = report["measured"]
+    assert measured["kube-apiserver"]["featureGates"]["DRAResourcePoolStatus"] is False
+    assert measured["kube-scheduler"] == {"source": "(none)", "unreadable": "no address"}
+    assert measured["bindingTimeout"] == {"declaredSeconds": 20.0, "clearedAfterSeconds": 21.1}
+    assert "kube-scheduler unread: no address" in settings_summary(measured)
+    nothing = settings_report(info, _Runner())["measured"]  # type: ignore[arg-type]
+    assert "not measured" in nothing["bindingTimeout"] and "not measured" in nothing["featureGates"]

@@ -25,3 +25,19 @@ def settings_report(info: ClusterInfo, runner: ScenarioRunner) -> dict[str, Any]
     timeout = runner.finished("binding-timeout")
     measured["bindingTimeout"] = timeout.as_report() if timeout else NOT_RUN.format(name="binding-timeout")
     return {"declared": declared, "measured": measured}
+
+
+def settings_summary(measured: dict[str, Any]) -> str:
+    """One line for the terminal: the timeout as measured, and which components' gates were read."""
+    timeout = measured.get("bindingTimeout")
+    if isinstance(timeout, dict):
+        parts = [f"{k} {v}" for k, v in timeout.items() if k != "declaredSeconds"]
+        line = "binding timeout: " + ", ".join(parts)
+    else:
+        line = f"binding timeout {timeout}"
+    gates = [
+        f"{c} {'unread: ' + v['unreadable'] if 'unreadable' in v else 'read from ' + v['source']}"
+        for c, v in measured.items()
+        if isinstance(v, dict) and c != "bindingTimeout"
+    ]
+    return "; ".join([line, *gates]) if gates else f"{line}; gates {measured.get('featureGates', 'not read')}"

@@ -69,6 +69,11 @@ class Timeout:
             out["timeoutEventAfterSeconds"] = round(delay, 3)
         if (delay := self.clear_delay_s) is not None:
             out["clearedAfterSeconds"] = round(delay, 3)
+            # The clearing as the record saw it, less allocationTimestamp: two clocks (the suite's, the scheduler's),
+            # one on a local cluster; shown, not judged.
+            first = self.allocations[0]
+            if (stamp := first.allocation.get("allocationTimestamp")) and first.cleared_at:
+                out["clearedAfterAllocationTimestampSeconds"] = round(first.cleared_at - _time(stamp), 3)
         if not self.allocations or self.allocations[0].cleared_at is None:
             out["unmeasured"] = self.stopped or "the allocation was not cleared"
         return out

@@ -54,7 +54,7 @@ def _settings(report: dict[str, Any]) -> str:
     """The cluster's declared settings beside what each component runs (BASE-2): one row per setting."""
     settings = (report.get("cluster") or {}).get("settings")
     if not settings:
-        return ""
+        return '<h2 id="settings">Declared and measured settings</h2><p>not measured: no cluster scenario ran</p>'
     declared, measured = settings.get("declared") or {}, settings.get("measured") or {}
     components = [c for c, v in measured.items() if isinstance(v, dict) and c != "bindingTimeout"]
     head = "<tr><th>setting</th><th>declared</th>" + "".join(f"<th>{_e(c)}</th>" for c in components) + "</tr>"

@@ -111,6 +111,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="gate values over the suite's own, e.g. DRADeviceBindingConditions=false (local provider)",
     )
     group.addoption(
+        "--scheduler-url",
+        default=None,
+        help="with --provider existing: kube-scheduler's secure port where this machine reaches it (e.g. "
+        "https://10.0.0.1:10259), so BASE-2 reads the gates it runs (/metrics, with the kubeconfig's credentials); "
+        "without it they are reported unread",
+    )
+    group.addoption(
         "--allow-unmarked-cluster",
         action="store_true",
         help="with --provider existing: run even if the cluster lacks the test-cluster marker ConfigMap",

@@ -3,10 +3,20 @@ a measured binding timeout in. The metrics text is the exposition format kube-ap
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import yaml
 
 from conformance.cluster.providers.base import ClusterInfo
-from conformance.cluster.running import ComponentReading, FeatureGauge, configz_binding_timeout, parse_duration
+from conformance.cluster.running import (
+    ComponentClient,
+    ComponentReading,
+    FeatureGauge,
+    configz_binding_timeout,
+    parse_duration,
+    read_scheduler,
+)
 from conformance.cluster.running import parse_feature_gauges as parse
 from conformance.cluster.settings import clear_window, declared_gates, event_window
 from conformance.observe.views import Allocation
@@ -148,3 +158,27 @@ def test_the_report_puts_declared_beside_measured_and_says_what_was_not_read() -
     assert "kube-scheduler unread: no address" in settings_summary(measured)
     nothing = settings_report(info, _Runner())["measured"]  # type: ignore[arg-type]
     assert "not measured" in nothing["bindingTimeout"] and "not measured" in nothing["featureGates"]
+
+
+def _kubeconfig(tmp_path: Path, user: dict[str, str]) -> Path:
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "current-context": "c",
+                "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+                "users": [{"name": "u", "user": user}],
+            }
+        )
+    )
+    return path
+
+
+def test_a_component_is_asked_with_the_kubeconfig_token_or_said_unreadable(tmp_path: Path) -> None:
+    client = ComponentClient(_kubeconfig(tmp_path, {"token": "abc"}))
+    assert client.headers == {"Authorization": "Bearer abc"}
+    client.close()
+    with pytest.raises(ValueError, match="neither a client certificate nor a token"):
+        ComponentClient(_kubeconfig(tmp_path, {"exec": "gke-gcloud-auth-plugin"}))
+    reading = read_scheduler("https://127.0.0.1:1", _kubeconfig(tmp_path, {}))
+    assert reading.error.startswith("no credentials to present") and reading.as_report()["unreadable"]

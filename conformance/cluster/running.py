@@ -4,8 +4,8 @@ The suite certifies what a cluster does, not what it was asked to do: the gates 
 values a vendor declares (existing) are compared with what kube-apiserver and kube-scheduler report.
 - Every component built with component-base serves the gauge `kubernetes_feature_enabled{name,stage}` on /metrics
   (1 on, 0 off), one series per gate it knows. kube-apiserver's /metrics is reached through the API with the run's
-  credentials; kube-scheduler's on its own secure port, with the client certificate of an admin kubeconfig (the
-  scheduler authenticates it against the cluster's client CA and authorizes it with a SubjectAccessReview).
+  credentials; kube-scheduler's on its own secure port (local: the suite knows it; existing: --scheduler-url), with
+  the client certificate or token of the run's kubeconfig (delegated authentication and authorization).
 - kube-scheduler's /configz (same port, same authn) serves its KubeSchedulerConfiguration as loaded, with the
   DynamicResources plugin's args: the bindingTimeout it was configured with.
 Neither is the scheduler's behaviour: SCH-6 measures the timeout itself. Where an endpoint cannot be reached (the
@@ -103,8 +103,9 @@ class ComponentReading:
         return out
 
 
-class ClientCert:
-    """The client certificate and CA of a kubeconfig's current context as files, for a component's own port."""
+class ComponentClient:
+    """GETs on a component's own port with the credentials of a kubeconfig's current user: its client certificate
+    (inline or a file) or its bearer token. Exec plugins are not run: such a kubeconfig is said to be unusable."""
 
     def __init__(self, kubeconfig: Path) -> None:
         doc = yaml.safe_load(kubeconfig.read_text())
@@ -113,20 +114,34 @@ class ClientCert:
         if context is None:
             raise ValueError(f"{kubeconfig}: no current context")
         user = next(u["user"] for u in doc["users"] if u["name"] == context["user"])
-        if "client-certificate-data" not in user or "client-key-data" not in user:
-            raise ValueError(f"{kubeconfig}: the user {context['user']!r} has no client certificate")
-        self._dir = tempfile.TemporaryDirectory(prefix="dra-client-cert-")
-        folder = Path(self._dir.name)
-        (folder / "crt").write_bytes(base64.b64decode(user["client-certificate-data"]))
-        (folder / "key").write_bytes(base64.b64decode(user["client-key-data"]))
+        self._dir = tempfile.TemporaryDirectory(prefix="dra-component-client-")
+        self.headers: dict[str, str] = {}
         self.context = ssl.create_default_context()
-        # The component serves a self-signed serving certificate (kwokctl, kubeadm): only the client is verified.
+        # Components serve self-signed serving certificates (kwokctl, kubeadm): only the client is verified.
         self.context.check_hostname = False
         self.context.verify_mode = ssl.CERT_NONE
-        self.context.load_cert_chain(folder / "crt", folder / "key")
+        cert, key = self._pem(user, "client-certificate"), self._pem(user, "client-key")
+        if cert and key:
+            self.context.load_cert_chain(cert, key)
+        elif user.get("token"):
+            self.headers["Authorization"] = f"Bearer {user['token']}"
+        else:
+            self.close()
+            raise ValueError(
+                f"{kubeconfig}: the user {context['user']!r} has neither a client certificate nor a token "
+                "(an exec plugin is not run)"
+            )
+
+    def _pem(self, user: dict[str, Any], key: str) -> Path | None:
+        if data := user.get(f"{key}-data"):
+            path = Path(self._dir.name) / key
+            path.write_bytes(base64.b64decode(data))
+            return path
+        return Path(user[key]) if user.get(key) else None
 
     def get(self, url: str) -> str:
-        with urllib.request.urlopen(url, timeout=READ_TIMEOUT_S, context=self.context) as response:
+        request = urllib.request.Request(url, headers=self.headers)
+        with urllib.request.urlopen(request, timeout=READ_TIMEOUT_S, context=self.context) as response:
             return response.read().decode(errors="replace")
 
     def close(self) -> None:
@@ -137,25 +152,25 @@ def read_scheduler(endpoint: str, kubeconfig: Path) -> ComponentReading:
     """kube-scheduler's gates (/metrics) and bindingTimeout (/configz) on its secure port `endpoint`."""
     reading = ComponentReading("kube-scheduler", f"{endpoint}/metrics")
     try:
-        cert = ClientCert(kubeconfig)
+        client = ComponentClient(kubeconfig)
     except (ValueError, KeyError, StopIteration, OSError, ssl.SSLError) as exc:
-        reading.error = f"no client certificate to present: {exc}"
+        reading.error = f"no credentials to present: {exc}"
         return reading
     try:
         try:
-            reading.gates = parse_feature_gauges(cert.get(f"{endpoint}/metrics"))
+            reading.gates = parse_feature_gauges(client.get(f"{endpoint}/metrics"))
             if not reading.gates:
                 reading.error = "its /metrics has no kubernetes_feature_enabled series"
         except OSError as exc:
             reading.error = f"GET {endpoint}/metrics: {exc}"
         try:
-            reading.binding_timeout_s = configz_binding_timeout(json.loads(cert.get(f"{endpoint}/configz")))
+            reading.binding_timeout_s = configz_binding_timeout(json.loads(client.get(f"{endpoint}/configz")))
             if reading.binding_timeout_s is None:
                 reading.configz_error = "/configz configures no DynamicResources args (the release default applies)"
         except (OSError, ValueError) as exc:
             reading.configz_error = f"GET {endpoint}/configz: {exc}"
     finally:
-        cert.close()
+        client.close()
     return reading
 
 

@@ -42,8 +42,8 @@ def running_settings(ctx: ClusterContext) -> Running:
             ComponentReading(
                 "kube-scheduler",
                 "(none)",
-                error=f"the {info.provider} provider gives no address of kube-scheduler's secure port: its gates "
-                "cannot be read from here (the scheduler's behaviour is still judged by SCH-*)",
+                error=f"the {info.provider} provider gives no address of kube-scheduler's secure port (on an existing "
+                "cluster: --scheduler-url): its gates cannot be read from here (its behaviour is judged by SCH-*)",
             )
         )
     return running

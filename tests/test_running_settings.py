@@ -182,3 +182,24 @@ def test_a_component_is_asked_with_the_kubeconfig_token_or_said_unreadable(tmp_p
         ComponentClient(_kubeconfig(tmp_path, {"exec": "gke-gcloud-auth-plugin"}))
     reading = read_scheduler("https://127.0.0.1:1", _kubeconfig(tmp_path, {}))
     assert reading.error.startswith("no credentials to present") and reading.as_report()["unreadable"]
+
+
+def test_the_html_shows_declared_beside_each_component_and_marks_a_mismatch() -> None:
+    from conformance.report.html import _settings
+
+    report = {
+        "cluster": {
+            "settings": {
+                "declared": {"featureGates": {"DRADeviceBindingConditions": True}, "bindingTimeoutSeconds": 20},
+                "measured": {
+                    "kube-apiserver": {"source": "/metrics", "featureGates": {"DRADeviceBindingConditions": True}},
+                    "kube-scheduler": {"source": "x", "featureGates": {"DRADeviceBindingConditions": False}},
+                    "bindingTimeout": {"declaredSeconds": 20, "timeoutEventAfterSeconds": 35.1},
+                },
+            }
+        }
+    }
+    page = _settings(report)
+    assert '<td class="passed">true</td><td class="failed">false</td>' in page
+    assert "timeoutEventAfterSeconds 35.1" in page
+    assert "not measured" in _settings({"cluster": {}})

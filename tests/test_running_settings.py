@@ -203,3 +203,36 @@ def test_the_html_shows_declared_beside_each_component_and_marks_a_mismatch() ->
     assert '<td class="passed">true</td><td class="failed">false</td>' in page
     assert "timeoutEventAfterSeconds 35.1" in page
     assert "not measured" in _settings({"cluster": {}})
+
+
+class _Request:
+    """Stands in for pytest's request: the binding-timeout observation, or the error of a scenario not run here."""
+
+    def __init__(self, observed: object) -> None:
+        self.observed = observed
+        self.node = type("Node", (), {"user_properties": []})()
+
+    def getfixturevalue(self, name: str) -> object:
+        if isinstance(self.observed, Exception):
+            raise self.observed
+        return self.observed
+
+
+def test_an_unread_scheduler_is_judged_by_its_waiting_or_skipped() -> None:
+    from conformance.suite.cluster.test_running_settings import Running, test_components_run_the_declared_feature_gates
+
+    unread = Running(
+        declared_gates(_info({})),
+        [ComponentReading("kube-scheduler", "(none)", error="no address of its port")],
+    )
+    waited = _timeout(None, 21.1)
+    waited.events = [{"type": "Normal", "reason": "BindingConditionsPending", "message": "waiting", "eventTime": ""}]
+    request = _Request(waited)
+    test_components_run_the_declared_feature_gates(unread, "kube-scheduler", request)  # type: ignore[arg-type]
+    assert request.node.user_properties == [("shown by behaviour", "BindingConditionsPending: waiting")]
+    for nothing in (_timeout(None, 21.1), KeyError("binding-timeout")):
+        with pytest.raises(pytest.skip.Exception, match="no BindingConditionsPending event"):
+            test_components_run_the_declared_feature_gates(unread, "kube-scheduler", _Request(nothing))  # type: ignore[arg-type]
+    unread.declared["DRADeviceTaints"] = True  # not shown by waiting: skipped as unreadable
+    with pytest.raises(pytest.skip.Exception, match="cannot be read: no address"):
+        test_components_run_the_declared_feature_gates(unread, "kube-scheduler", request)  # type: ignore[arg-type]

@@ -177,11 +177,42 @@ class Role(_Strict):
         return self
 
 
+ACCOUNT_PATTERN = r"^[a-z0-9-]+/[a-z0-9.-]+$"  # NAMESPACE/NAME of a ServiceAccount
+_SA_PLACEHOLDER = re.compile(r"\{sa_kubeconfig:([a-z0-9-]+/[a-z0-9.-]+)\}")
+
+
 class Controller(_Strict):
     """The composable controller, for the scenarios that restart it (IMP-8) or check its privileges (IMP-9)."""
 
     process: str | None = Field(default=None, description="the process (of `processes`) the suite may kill and restart")
-    service_account: Annotated[str | None, Field(alias="serviceAccount", pattern=r"^[a-z0-9-]+/[a-z0-9.-]+$")] = None
+    service_account: Annotated[str | None, Field(alias="serviceAccount", pattern=ACCOUNT_PATTERN)] = None
+
+
+class ServiceAccount(_Strict):
+    """A ServiceAccount a part of the stack runs as (IMP-9 judges every one): e.g. each controller of a split stack
+    deployed in the cluster. Processes the suite starts with {sa_kubeconfig:NS/NAME} are judged without being
+    listed here."""
+
+    account: Annotated[str, Field(pattern=ACCOUNT_PATTERN)]  # NAMESPACE/NAME
+    role: str | None = None  # what runs as it (e.g. pool-publisher), shown in the report
+
+
+class Right(_Strict):
+    """A right an account holds beyond the minimum IMP-9 allows (conformance/suite/implementation/rights.py),
+    declared with the reason the stack needs it; the report prints it. `group` "" is the core group; `resource` may
+    name a subresource (pods/eviction). Declaring resource.k8s.io resourceslices writes declares writing other
+    drivers' slices (what RBAC alone grants a pool publisher: it cannot restrict slices by driver)."""
+
+    account: Annotated[str, Field(pattern=ACCOUNT_PATTERN)]
+    verbs: list[str] = Field(min_length=1)
+    group: str = ""
+    resource: Annotated[str, Field(pattern=r"^(\*|[a-z0-9.-]+(/[a-z0-9.-]+)?)$")]
+    namespace: str | None = None  # only in this namespace; None: wherever the account holds it
+    reason: Annotated[str, Field(min_length=10)]
+
+    def text(self) -> str:
+        where = f" in namespace {self.namespace}" if self.namespace else ""
+        return f"{self.account}: {', '.join(self.verbs)} {self.group or 'core'}/{self.resource}{where} ({self.reason})"
 
 
 class Promises(_Strict):
@@ -264,6 +295,10 @@ class Profile(_Strict):
     fabric_concurrency: Annotated[int | None, Field(alias="fabricConcurrency", ge=1)] = None
     # Restartable roles; empty: the one role "controller" = controller.process, if set.
     roles: list[Role] = Field(default_factory=list)
+    # The ServiceAccounts of the stack IMP-9 judges (besides controller.serviceAccount and {sa_kubeconfig:...} of
+    # processes), and the rights beyond the minimum they hold with the reason (see `accounts`).
+    service_accounts: Annotated[list[ServiceAccount], Field(alias="serviceAccounts")] = Field(default_factory=list)
+    rights: list[Right] = Field(default_factory=list)
     promises: Promises = Field(default_factory=Promises)
     capabilities: dict[str, bool] = Field(default_factory=dict)
 
@@ -303,6 +338,31 @@ class Profile(_Strict):
                 raise ValueError(f"roles: {role.name!r} names process {role.process!r}, not one of {names}")
         if len({r.name for r in self.roles}) != len(self.roles):
             raise ValueError(f"role names must be unique: {[r.name for r in self.roles]}")
+        return self
+
+    def accounts(self) -> dict[str, str]:
+        """Every ServiceAccount of the stack IMP-9 judges -> what runs as it: serviceAccounts, controller.serviceAccount
+        and the accounts whose token a process the suite starts is given ({sa_kubeconfig:NS/NAME})."""
+        found: dict[str, list[str]] = {}
+        for entry in self.service_accounts:
+            found.setdefault(entry.account, []).append(entry.role or "")
+        if self.controller.service_account:
+            found.setdefault(self.controller.service_account, []).append("controller")
+        for process in self.processes:
+            for text in [process.kubeconfig, *process.command, *process.env.values()]:
+                for account in _SA_PLACEHOLDER.findall(text):
+                    found.setdefault(account, []).append(f"process {process.name}")
+        return {account: ", ".join(dict.fromkeys(r for r in roles if r)) for account, roles in found.items()}
+
+    @model_validator(mode="after")
+    def _accounts_are_known(self) -> Profile:
+        listed = [a.account for a in self.service_accounts]
+        if len(set(listed)) != len(listed):
+            raise ValueError(f"serviceAccounts: each account once: {listed}")
+        accounts = self.accounts()
+        for right in self.rights:
+            if right.account not in accounts:
+                raise ValueError(f"rights: {right.account!r} is none of the stack's accounts {sorted(accounts)}")
         return self
 
     def restartable(self) -> list[Role]:

@@ -104,8 +104,11 @@ def profile_gap(sc: Scenario, profile: Profile) -> str | None:
         return "the profile declares no faultInjector: failures cannot be caused"
     if "process" in sc.controller and not profile.restartable():
         return "the profile names no restartable role (roles, or controller.process): the suite cannot restart any"
-    if "serviceAccount" in sc.controller and profile.controller.service_account is None:
-        return "the profile names no controller.serviceAccount: the controller's privileges are unknown"
+    if "serviceAccount" in sc.controller and not profile.accounts():
+        return (
+            "the profile names no ServiceAccount (serviceAccounts, controller.serviceAccount, or a process run with "
+            "{sa_kubeconfig:...}): the stack's privileges are unknown"
+        )
     return None
 
 

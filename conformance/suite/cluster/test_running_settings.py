@@ -51,7 +51,7 @@ def running_settings(ctx: ClusterContext) -> Running:
                 "kube-scheduler",
                 "(none)",
                 error=f"the {info.provider} provider gives no address of kube-scheduler's secure port (on an existing "
-                "cluster: --scheduler-url): its gates cannot be read from here (its behaviour is judged by SCH-*)",
+                "cluster: --scheduler-url): its gates cannot be read from here (BASE-2 looks at what it did instead)",
             )
         )
     return running

@@ -57,6 +57,7 @@ from conformance.report.verdict import (
     overall,
     verdicts,
 )
+from conformance.suite.declared import settings_report, settings_summary
 from conformance.suite.others import OtherDrivers, other_drivers
 from conformance.suite.scenario import (
     REGISTRY,
@@ -114,12 +115,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=int,
         default=None,
         help="scheduler bindingTimeout in seconds, where the release lets it be set (default: from the profile's "
-        "promised attach, at least 20; on an existing cluster: what it is configured with, 20 if not given)",
+        "promised attach, at least 20); on an existing cluster it declares the one configured there (default 20): "
+        "SCH-6 and BASE-2 measure it",
     )
     group.addoption(
         "--feature-gates",
         default="",
         help="gate values over the suite's own, e.g. DRADeviceBindingConditions=false (local provider)",
+    )
+    group.addoption(
+        "--scheduler-url",
+        default=None,
+        help="with --provider existing: kube-scheduler's secure port where this machine reaches it (e.g. "
+        "https://10.0.0.1:10259), so BASE-2 reads the gates it runs (/metrics, with the kubeconfig's credentials); "
+        "without it they are reported unread",
     )
     group.addoption(
         "--allow-unmarked-cluster",
@@ -463,7 +472,7 @@ def cluster_scenarios(
 
 def _binding_timeout(config: pytest.Config) -> int:
     """--binding-timeout, or what the profile's promises need (Profile.binding_timeout_s) on a cluster the suite
-    starts; an existing cluster's cannot be read, so there it is what the user states."""
+    starts; an existing cluster's cannot be set, so there it is what the user declares (SCH-6 and BASE-2 measure it)."""
     given = config.getoption("--binding-timeout")
     if given is not None:
         return int(given)
@@ -543,6 +552,9 @@ def _cluster_summary(terminalreporter: Any, config: pytest.Config) -> None:
     terminalreporter.section("KEP-5007 cluster")
     terminalreporter.write_line(f"provider {info.provider}, Kubernetes {info.version}, {len(info.nodes)} nodes")
     terminalreporter.write_line(f"feature gates set: {gates}; binding timeout {timeout}")
+    if _CLUSTER_RUNNER_KEY in config.stash:
+        measured = settings_report(info, config.stash[_CLUSTER_RUNNER_KEY])["measured"]
+        terminalreporter.write_line(f"measured (BASE-2): {settings_summary(measured)}")
     if "bring_up_s" in timings:
         terminalreporter.write_line(f"bring-up {timings['bring_up_s']:.1f}s")
     if marks := config.stash.get(_MARKS_KEY, {}):
@@ -767,6 +779,8 @@ class RequirementReporter:
                 "bindingTimeoutSeconds": info.binding_timeout_s,
                 "bringUpSeconds": round(timings.get("bring_up_s", 0.0), 2),
             }
+            if _CLUSTER_RUNNER_KEY in self.config.stash:
+                run["cluster"]["settings"] = settings_report(info, self.config.stash[_CLUSTER_RUNNER_KEY])
         runners = [self.config.stash[k] for k in (_CLUSTER_RUNNER_KEY, _RUNNER_KEY) if k in self.config.stash]
         if runners:
             timings = {name: t for r in runners for name, t in r.timings.items()}

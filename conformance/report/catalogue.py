@@ -58,6 +58,13 @@ _API, _SCH, _IMP = "Design Details / API", "Design Details / Scheduler", "Design
 _NODE = "KEP-4381 (DRA) / kubelet plugin: NodePrepareResources, NodeUnprepareResources, CDI"
 REQUIREMENTS: tuple[Requirement, ...] = (
     _r("BASE-1", "baseline", "MUST", "a node-local device without conditions is allocated, bound, Running", _SCH),
+    _r(
+        "BASE-2",
+        "baseline",
+        "MUST",
+        "the cluster runs the feature gates and binding timeout it declares",
+        "Feature gates and releases; Design Details / Scheduler",
+    ),
     _r("API-1", "api", "MUST", "bindsToNode and binding/failure conditions round-trip", _API),
     _r("API-2", "api", "MUST", "at most 4 binding and 4 failure conditions", _API),
     _r("API-3", "api", "MUST", "binding and failure conditions are set together", _API),
@@ -157,6 +164,18 @@ DOCS: dict[str, Doc] = {
         "and Running, as before the KEP (the baseline every other scenario builds on)",
         skips=_NO_NODE,
     ),
+    "BASE-2": Doc(
+        "running-settings and binding-timeout: the gates the cluster declares (those every scenario relies on, and "
+        "those the suite passed) must be the ones kube-apiserver (its `/metrics` through the API) and kube-scheduler "
+        "(its secure port: the local provider, or `--scheduler-url` on an existing cluster) report in "
+        "`kubernetes_feature_enabled`; a scheduler that cannot be reached is judged by what it did (its "
+        "`BindingConditionsPending` event, emitted only with both binding-condition gates on). The timeout it runs, "
+        "its `binding timeout` event's `eventTime` less `allocationTimestamp` (both the scheduler's clock), must be "
+        "the declared `bindingTimeout` within [T, T + 3 s] (the timestamp's truncation to the second, one claim "
+        "write); without that event the clearing's window of SCH-6 is used (conformance/cluster/settings.py)",
+        skips="the timeout half on a release whose timeout is fixed (1.34: 600 s); a gate neither read nor shown by "
+        "behaviour (e.g. the taint gates of a kind scheduler on 1.35/1.36), with the reason",
+    ),
     "API-1": Doc(
         "ResourceSlices with `bindsToNode`, `bindingConditions` and `bindingFailureConditions`, and a claim's "
         "allocation result carrying them, are written through the real kube-apiserver and read back unchanged"
@@ -201,7 +220,9 @@ DOCS: dict[str, Doc] = {
         skips=_NO_NODE,
     ),
     "SCH-6": Doc(
-        "binding-timeout: no condition is ever written: the allocation is cleared no sooner than `bindingTimeout`, "
+        "binding-timeout: no condition is ever written: the allocation is cleared within both bounds of the declared "
+        "`bindingTimeout` (no sooner than it less 1 s, the timestamp's truncation; no later than it + one PreBind poll "
+        "+ the pod's first backoff and its flush + 5 s of slack: conformance/cluster/settings.py), "
         "`binding timeout` shows in the pod's events or conditions; the next allocation's condition is set and the "
         "pod binds (recovery)",
         skips=_FIXED_TIMEOUT,

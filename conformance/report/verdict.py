@@ -1,6 +1,6 @@
 """The two verdicts of a run (cluster, implementation), their reasons, and the exit status that tells them.
 
-The cluster (kube-apiserver, kube-scheduler of one release) is certified by BASE-1, API-* and SCH-*; the
+The cluster (kube-apiserver, kube-scheduler of one release) is certified by BASE-*, API-* and SCH-*; the
 implementation by IMP-* and SCALE-1 (design.md, "Two things are certified, separately"). Each verdict is
 `failure` (a requirement failed), `partial` (a MUST was not shown to pass: skipped, only partly run, not covered)
 or `success`; a run without a profile does not certify an implementation at all (`not-certified`).

@@ -510,6 +510,13 @@ class ScenarioRunner:
             raise KeyError(f"scenario {name!r} was not selected in this run (known: {sorted(self._futures)})")
         return self._futures[name].result(timeout=SCENARIO_DEADLINE_S)
 
+    def finished(self, name: str) -> Any | None:
+        """The observation of scenario `name` if it ran and ended without an error, else None (for the reports)."""
+        future = self._futures.get(name)
+        if future is None or not future.done() or future.cancelled() or future.exception() is not None:
+            return None
+        return future.result()
+
     def _run(self, sc: Scenario) -> Any:
         if not sc.implementation:
             return self._run_now(sc)

@@ -61,6 +61,9 @@ class ClusterInfo:
     binding_timeout_configurable: bool
     nodes: list[NodeSpec]
     kubectl: Path | None = None
+    # kube-scheduler's secure port (https://host:port) where the suite can reach it (local), for its /metrics and
+    # /configz (conformance/cluster/running.py); None where it cannot (kind, an existing cluster).
+    scheduler_endpoint: str | None = None
 
 
 class Provider(Protocol):

@@ -109,6 +109,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="gate values over the suite's own, e.g. DRADeviceBindingConditions=false (local provider)",
     )
     group.addoption(
+        "--scheduler-verbosity",
+        type=int,
+        default=None,
+        help="kube-scheduler's --v on the local cluster (its log: <cluster folder>/kwok/clusters/<name>/logs/"
+        "kube-scheduler.log, kept with --keep-cluster); e.g. 5 for the DRA plugin's assume-cache and in-flight steps",
+    )
+    group.addoption(
         "--allow-unmarked-cluster",
         action="store_true",
         help="with --provider existing: run even if the cluster lacks the test-cluster marker ConfigMap",
@@ -136,6 +143,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=int,
         default=16,
         help="pods of the SCALE-1 stress scenario, each with its own fabric device (the KEP test plan says 1000)",
+    )
+    group.addoption(
+        "--double-allocation-rounds",
+        type=int,
+        default=2,
+        help="rounds of binding timeouts the SCH-9 double-allocation scenario watches (a round: each of its 2 "
+        "devices' allocations timed out once; about one bindingTimeout and a PreBind poll per round)",
     )
     group.addoption(
         "--profile",
@@ -181,6 +195,8 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--feature-gates: {exc}") from None
     if (config.getoption("--nodes") or 1) < 1:
         raise pytest.UsageError("--nodes must be at least 1")
+    if config.getoption("--double-allocation-rounds") < 1:
+        raise pytest.UsageError("--double-allocation-rounds must be at least 1")
     if config.getoption("--scale-pods") < 2:
         raise pytest.UsageError("--scale-pods must be at least 2 (pods waiting in PreBind side by side)")
     if (config.getoption("--binding-timeout") or 1) < 1:
@@ -393,6 +409,7 @@ def cluster_scenarios(
                 objects=ObjectTracker(handle, run_id),
                 say=evidence.say_for(sc.name, say),
                 record=recorder,
+                options={"double_allocation_rounds": pytestconfig.getoption("--double-allocation-rounds")},
             )
         )
 
@@ -435,6 +452,7 @@ def cluster(pytestconfig: pytest.Config, run_id: str) -> Iterator[Cluster]:
         binding_timeout_s=_binding_timeout(pytestconfig),
         keep=opt("--keep-cluster"),
         feature_gates=parse_gate_overrides(opt("--feature-gates")),
+        scheduler_verbosity=opt("--scheduler-verbosity"),
     )
     provider = make_provider(
         opt("--provider"),

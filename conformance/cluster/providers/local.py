@@ -108,9 +108,10 @@ def phase_summary(timings: dict[str, float]) -> str:
 GOGC = "400"
 
 
-def component_patches() -> list[dict]:
+def component_patches(scheduler_verbosity: int | None = None) -> list[dict]:
     """Flags kwokctl has no option for: no leader election in kube-controller-manager (one instance), etcd without
-    fsync (a throw-away cluster: the bootstrap writes of kube-apiserver need not wait for the disk), and GOGC."""
+    fsync (a throw-away cluster: the bootstrap writes of kube-apiserver need not wait for the disk), GOGC, and
+    kube-scheduler's verbosity when asked (--scheduler-verbosity)."""
 
     def args(**values: str) -> list[dict]:
         return [{"key": key.replace("_", "-"), "value": value} for key, value in values.items()]
@@ -121,6 +122,8 @@ def component_patches() -> list[dict]:
         ),
         "etcd": args(unsafe_no_fsync="true"),
     }
+    if scheduler_verbosity is not None:
+        extra_args["kube-scheduler"] = args(v=str(scheduler_verbosity))
     return [
         {"name": name, "extraArgs": extra_args.get(name, []), "extraEnvs": [{"name": "GOGC", "value": GOGC}]}
         for name in COMPONENTS
@@ -376,7 +379,7 @@ class LocalProvider:
             "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
             "kind": "KwokctlConfiguration",
             "options": options,
-            "componentsPatches": component_patches(),
+            "componentsPatches": component_patches(spec.scheduler_verbosity),
         }
 
     def _wait_ready(self, info: ClusterInfo, proc: subprocess.Popen[bytes], log: Path) -> None:

@@ -20,6 +20,7 @@ from kubernetes.client.exceptions import ApiException
 
 from conformance.cluster import interrupts
 from conformance.cluster.client import USER_AGENT, Cluster
+from conformance.cluster.defects import ACCEPT_PREFIX, PROPERTY, accepted, catalogue
 from conformance.cluster.gates import parse_gate_overrides
 from conformance.cluster.objects import RUN_LABEL, ObjectTracker
 from conformance.cluster.providers import PROVIDERS, ClusterInfo, ClusterSpec, ProviderNotReady, make_provider
@@ -47,7 +48,17 @@ from conformance.report.outcomes import (
     write_conformance_report,
 )
 from conformance.report.reasons import headline, report_reason
-from conformance.report.verdict import EXIT_PARTIAL, NOT_CERTIFIED, Verdict, exit_status, overall, verdicts
+from conformance.report.verdict import (
+    EXIT_KNOWN_DEFECT,
+    EXIT_PARTIAL,
+    NOT_CERTIFIED,
+    KnownFailures,
+    Verdict,
+    exit_status,
+    known_defects,
+    overall,
+    verdicts,
+)
 from conformance.suite.scenario import (
     REGISTRY,
     ClusterContext,
@@ -128,10 +139,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--accept",
         action="append",
-        choices=["partial"],
         default=[],
-        help=f"exit 0 for a partial result (a MUST skipped or not covered) instead of {EXIT_PARTIAL}: for runs that "
-        "knowingly cover a subset of the suite or a profile that knowingly lacks a capability",
+        help=f"'partial': exit 0 for a partial result (a MUST skipped or not covered) instead of {EXIT_PARTIAL}, for "
+        "runs that knowingly cover a subset of the suite or a profile that knowingly lacks a capability; "
+        f"'{ACCEPT_PREFIX}ID': a requirement failed only by that known upstream defect of the cluster's release "
+        f"(conformance/cluster/known-defects.yaml) does not make the exit status {EXIT_KNOWN_DEFECT}; it still "
+        "reads failed, the verdict stays failure and every report lists it as accepted. Repeatable",
     )
     group.addoption(
         "--download-binaries",
@@ -168,6 +181,13 @@ def _mark(config: pytest.Config, moment: str, seconds: float | None = None) -> N
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    for value in config.getoption("--accept"):
+        if value != "partial" and not value.startswith(ACCEPT_PREFIX):
+            raise pytest.UsageError(f"--accept {value}: expected 'partial' or '{ACCEPT_PREFIX}ID'")
+    try:
+        accepted(config.getoption("--accept"))
+    except ValueError as exc:
+        raise pytest.UsageError(f"--accept: {exc}") from None
     config.pluginmanager.register(RequirementReporter(config), "dra-conformance-requirements")
     config.addinivalue_line("markers", "requirement(id): the catalogue requirement a test checks, e.g. API-2")
     config.addinivalue_line("markers", "run_wide: judged over the whole run's record; runs after every other test")
@@ -619,6 +639,9 @@ class RequirementReporter:
         self.packaging = ""
         self.verdicts: dict[str, Verdict] = {}
         self.result: str | None = None
+        self.other_failures: set[str] = set()  # failed test phases that name no known upstream defect
+        self.known_failures: KnownFailures | None = None
+        self.accepted = accepted(config.getoption("--accept"))
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         """Map each test to its requirement id; an id not in the catalogue is an error, not a silent extra."""
@@ -678,6 +701,9 @@ class RequirementReporter:
                 self.config.stash[_EVIDENCE_KEY].failed(item.nodeid, {namespace})
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        known = dict(report.user_properties).get(PROPERTY) if report.failed else None
+        if report.failed and not known:
+            self.other_failures.add(report.nodeid)
         requirement = self.requirement_of.get(report.nodeid)
         if requirement is None or (report.when != "call" and report.passed) or report.nodeid in self.interrupted:
             return
@@ -686,7 +712,8 @@ class RequirementReporter:
             reason = self.reasons.get((report.nodeid, report.when)) or report_reason(report)
             if report.failed and report.when != "call":
                 reason = f"{report.when}: {reason}"
-        self.outcomes.add(requirement, RunResult(report.nodeid, report.outcome, reason, report.duration))
+        result = RunResult(report.nodeid, report.outcome, reason, report.duration, known_defect=known)
+        self.outcomes.add(requirement, result)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -696,7 +723,10 @@ class RequirementReporter:
         self.summary = summary = self.outcomes.summary(not_certified=NO_PROFILE_REASON if loaded is None else None)
         self.verdicts = verdicts(summary, no_implementation=NO_PROFILE_REASON if loaded is None else None)
         self.result = overall(self.verdicts)
-        session.exitstatus = exit_status(self.result, int(exitstatus), set(self.config.getoption("--accept")))
+        self.known_failures = known = KnownFailures(
+            summary, self.accepted, bool(self.other_failures), NO_PROFILE_REASON if loaded is None else None
+        )
+        session.exitstatus = exit_status(self.result, int(exitstatus), set(self.config.getoption("--accept")), known)
         reports_dir = self.config.getoption("--reports-dir")
         if reports_dir:
             self._write_reports(Path(reports_dir), summary, loaded)
@@ -757,9 +787,9 @@ class RequirementReporter:
             }
         marks = self.config.stash.get(_MARKS_KEY, {})
         run["phases"] = dict(sorted(marks.items(), key=lambda kv: kv[1]))
-        write_conformance_report(out / "conformance-report.yaml", summary, run, self.verdicts)
+        write_conformance_report(out / "conformance-report.yaml", summary, run, self.verdicts, self.known_defects())
         title = f"KEP-5007 conformance: {loaded.profile.name if loaded else 'cluster only'}"
-        write_certification_junit(out / "certification-junit.xml", summary, title)
+        write_certification_junit(out / "certification-junit.xml", summary, title, self.accepted)
         began = time.monotonic()
         try:
             page = render_html(out)
@@ -771,6 +801,24 @@ class RequirementReporter:
                 f"html {page.name} and bundle {bundle.name} ({bundle.stat().st_size / 1e6:.1f} MB, checksums in "
                 f"MANIFEST.sha256) in {time.monotonic() - began:.1f}s"
             )
+
+    def known_defects(self) -> list[dict[str, Any]]:
+        """The known upstream defects this run's failures were, each with the requirements and whether accepted."""
+        out = []
+        for kid, rids in sorted(known_defects(self.summary).items()):
+            d = catalogue()[kid]
+            out.append(
+                {
+                    "id": kid,
+                    "requirements": rids,
+                    "accepted": kid in self.accepted,
+                    "summary": d.summary,
+                    "releases": d.releases,
+                    "measured": d.measured,
+                    "writeup": d.writeup,
+                }
+            )
+        return out
 
     def _attach_evidence(self, summary: dict[str, dict[str, Any]], evidence: Evidence) -> None:
         """Each requirement links the timelines (and failure snapshots) of its scenarios; a failed one also carries
@@ -808,6 +856,12 @@ class RequirementReporter:
             for line in missing:
                 failed = " failed " in f" {line} "
                 write(line, red=failed, yellow=not failed, bold=True)
+        if known := self.known_defects():
+            terminalreporter.section("KEP-5007: KNOWN UPSTREAM DEFECTS (the requirements still fail)", red=True)
+            for d in known:
+                taken = "ACCEPTED (--accept known-defect:" + d["id"] + ")" if d["accepted"] else "not accepted"
+                write(f"{d['id']}: {', '.join(d['requirements'])} failed; {taken}; write-up {d['writeup']}", bold=True)
+                write(f"  {d['summary']}")
         terminalreporter.section("KEP-5007 verdicts")
         for subject, found in self.verdicts.items():
             colour = {"success": "green", "failure": "red"}.get(found.result, "yellow")
@@ -821,7 +875,24 @@ class RequirementReporter:
                 f"interrupted by {stopped_by} after {time.monotonic() - self.started:.0f}s: "
                 "requirements not reached are not-covered"
             )
-        if self.result == "partial":
+        judged = self.result  # what the exit status judges beyond accepted known defects
+        if known and self.known_failures is not None and self.known_failures.only_known():
+            if unaccepted := sorted(self.known_failures.unaccepted()):
+                write(
+                    f"exit status {EXIT_KNOWN_DEFECT}: every failure is a known upstream defect, not accepted: "
+                    f"{', '.join(unaccepted)} (--accept known-defect:ID accepts one explicitly)",
+                    red=True,
+                    bold=True,
+                )
+            else:
+                judged = self.known_failures.rest()
+                write(
+                    f"every failure is an accepted known upstream defect: the exit status judges the rest of the run "
+                    f"({judged})",
+                    red=True,
+                    bold=True,
+                )
+        if judged == "partial":
             if "partial" in status:
                 write("partial result accepted (--accept partial): exit status 0", yellow=True, bold=True)
             else:

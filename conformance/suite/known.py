@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 from conformance.cluster.defects import HOLDER_PAST_TIMEOUT, KnownDefect, known_defect
 from conformance.cluster.providers.base import ClusterInfo
-from conformance.observe.allocations import DoubleAllocation, past_binding_timeout
-from conformance.observe.recorder import Record
+from conformance.observe.allocations import DoubleAllocation, judge, past_binding_timeout
+from conformance.observe.recorder import Record, Recorder
 
 SHOWN = 20  # double allocations listed in a message (all are counted)
 
@@ -55,3 +55,16 @@ def describe(doubles: list[DoubleAllocation], explained: Explained) -> str:
     for d in doubles[:SHOWN]:
         lines.append(f"  {d}" + ("  [not a known defect's symptom]" if mark and d in explained.unexplained else ""))
     return "\n".join(lines)
+
+
+def for_holders(record: Recorder, holders: set[str], info: ClusterInfo) -> str:
+    """What an implementation scenario left unjudged says about the cluster's double allocations among `holders`
+    (claims, namespace/name): the known defect they all are, or that they are none."""
+    records = record.select(("claim",))
+    doubles = [d for d in judge(records).doubles if {d.first.claim, d.second.claim} & holders]
+    if not doubles:
+        return ""
+    explained = explain(doubles, records, info)
+    if explained.defect is not None:
+        return f"{explained.defect.label()}, write-up {explained.defect.writeup}"
+    return "not the symptom of a known upstream defect"

@@ -815,6 +815,7 @@ class RequirementReporter:
                     "summary": d.summary,
                     "releases": d.releases,
                     "measured": d.measured,
+                    "unaffected": d.unaffected,
                     "writeup": d.writeup,
                 }
             )

@@ -33,6 +33,7 @@ class KnownDefect(BaseModel):
     summary: str
     releases: list[str]  # minors ("1.37") or exact versions ("1.38.0-beta.0")
     measured: list[str] = Field(default_factory=list)
+    unaffected: list[str] = Field(default_factory=list)  # the reproducer ran there and did not show it
     writeup: str  # repository path of the write-up
 
     def covers(self, version: str) -> bool:

@@ -26,9 +26,9 @@ from conformance.cluster.defects import PROPERTY
 from conformance.cluster.waits import WaitTimeout
 from conformance.observe.allocations import DoubleAllocation, judge
 from conformance.observe.views import SCHEDULE_S, History
-from conformance.suite.cluster.owned import PREBIND_POLL_S, start
+from conformance.suite.cluster.owned import PREBIND_POLL_S, start_timed
 from conformance.suite.known import Explained, describe, explain
-from conformance.suite.scenario import ClusterContext, result_fixture, scenario, skip_if_binding_timeout_fixed
+from conformance.suite.scenario import ClusterContext, result_fixture, scenario
 
 DEVICES = 2
 PODS = 5
@@ -74,11 +74,9 @@ def timed_out(history: History, timeout_s: float) -> tuple[int, int]:
     implementation=False,
 )
 def double_allocation(ctx: ClusterContext) -> Overlaps:
-    info = ctx.cluster.info
-    skip_if_binding_timeout_fixed(info)
-    driver, nodes = start(ctx)
+    driver, nodes, timeout_s = start_timed(ctx)
     rounds = int(ctx.options.get("double_allocation_rounds", DEFAULT_ROUNDS))
-    run = Overlaps(nodes[0], float(info.binding_timeout_s), rounds)
+    run = Overlaps(nodes[0], timeout_s, rounds)
     driver.fabric_pool([run.node], count=DEVICES)
     template = driver.claim_template()
     for i in range(PODS):
@@ -101,7 +99,7 @@ def double_allocation(ctx: ClusterContext) -> Overlaps:
     records = ctx.record.select(("claim",), namespace=ns)
     run.seconds = time.time() - begun
     run.doubles = judge(records).doubles
-    run.explained = explain(run.doubles, records, info)
+    run.explained = explain(run.doubles, records, ctx.cluster.info)
     for d in run.doubles:
         if not math.isinf(d.revisions):
             ctx.measure("double_allocation_overlap_revisions", d.revisions)

@@ -40,6 +40,7 @@ from conformance.report.evidence import Evidence
 from conformance.report.gather import FILE_LIMIT, TOTAL_LIMIT
 from conformance.report.html import render as render_html
 from conformance.report.outcomes import (
+    NOTE_PROPERTY,
     Outcomes,
     RunResult,
     not_shown,
@@ -712,6 +713,8 @@ class RequirementReporter:
             reason = self.reasons.get((report.nodeid, report.when)) or report_reason(report)
             if report.failed and report.when != "call":
                 reason = f"{report.when}: {reason}"
+        elif report.when == "call":  # a passed check may say what it accepted (e.g. IMP-9's declared rights)
+            reason = "; ".join(str(v) for k, v in report.user_properties if k == NOTE_PROPERTY)
         result = RunResult(report.nodeid, report.outcome, reason, report.duration, known_defect=known)
         self.outcomes.add(requirement, result)
 

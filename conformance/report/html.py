@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from conformance.report.timeline import svg
+from conformance.report.verdict import shown_outcome
 
 PAGE = "report.html"
 _STYLE = """
@@ -47,6 +48,7 @@ def _verdicts(report: dict[str, Any]) -> str:
             + (f"<ul>{reasons}</ul>" if reasons else "")
         )
     out.append(f"<p>Run result: <b>{_e(report.get('result'))}</b></p>")
+    out += _known_defects(report)
     return "\n".join(out)
 
 
@@ -92,6 +94,23 @@ def _settings(report: dict[str, Any]) -> str:
     )
 
 
+def _known_defects(report: dict[str, Any]) -> list[str]:
+    """Known upstream defects the run hit, next to the verdicts: they explain failures, never hide them."""
+    rows = [
+        f'<tr class="failed"><td><b>{_e(d["id"])}</b></td><td>{_e(", ".join(d["requirements"]))} failed</td>'
+        f"<td>{'accepted (--accept known-defect:' + _e(d['id']) + ')' if d['accepted'] else 'not accepted'}</td>"
+        f"<td>{_e(d['summary'])}</td><td>{_e(', '.join(d['releases']))}</td><td>{_e(d['writeup'])}</td></tr>"
+        for d in report.get("knownDefects") or []
+    ]
+    if not rows:
+        return []
+    head = "<tr><th>id</th><th>requirements</th><th>accepted</th><th>defect</th><th>releases</th><th>write-up</th></tr>"
+    return [
+        '<h3 id="known-defects">Known upstream defects (the requirements still fail)</h3>',
+        f"<table>{head}{''.join(rows)}</table>",
+    ]
+
+
 def _identity(report: dict[str, Any]) -> str:
     rows = []
     for key in ("implementation", "cluster"):
@@ -118,7 +137,7 @@ def _requirements(report: dict[str, Any], present: set[str]) -> str:
         )
         rows.append(
             f'<tr id="req-{_e(rid)}"><td><b>{_e(rid)}</b></td><td>{_e(e["level"])}</td><td>{_e(e.get("title"))}</td>'
-            f'<td class="{_e(e["outcome"])}">{_e(e["outcome"])}</td><td>{body}</td><td>{links}</td></tr>'
+            f'<td class="{_e(e["outcome"])}">{_e(shown_outcome(e))}</td><td>{body}</td><td>{links}</td></tr>'
         )
     head = "<tr><th>id</th><th>level</th><th>requirement</th><th>outcome</th><th>reason</th><th>evidence</th></tr>"
     return f'<h2 id="requirements">Requirements</h2><table>{head}{"".join(rows)}</table>'

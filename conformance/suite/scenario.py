@@ -33,6 +33,7 @@ from conformance.observe.reach import explain, label_changes, selector_keys
 from conformance.observe.recorder import Recorder
 from conformance.observe.views import History
 from conformance.suite.exclusive import ExclusiveGate
+from conformance.suite.known import for_holders
 
 if TYPE_CHECKING:
     from conformance.suite.others import OtherDrivers
@@ -580,9 +581,12 @@ class ScenarioRunner:
                 f"scenario {sc.name}: invariants broken while it ran:\n" + "\n".join(f"  {v}" for v in broken) + then
             ) from failure
         if broken:  # the cluster's fault: what the implementation did after it cannot be judged (SCH-9 fails)
+            known = for_holders(ctx.record, {o for v in broken for o in v.objects}, ctx.cluster.info)
             pytest.skip(
                 f"scenario {sc.name}: not judged: kube-scheduler allocated one device to two claims while it ran "
-                "(SCH-9, the cluster's fault, not the implementation's):\n" + "\n".join(f"  {v}" for v in broken) + then
+                f"(SCH-9, the cluster's fault, not the implementation's{'; ' + known if known else ''}):\n"
+                + "\n".join(f"  {v}" for v in broken)
+                + then
             )
 
     def say(self, message: str) -> None:

@@ -129,10 +129,11 @@ def phase_summary(timings: dict[str, float]) -> str:
 GOGC = "400"
 
 
-def component_patches() -> list[dict]:
+def component_patches(scheduler_verbosity: int | None = None) -> list[dict]:
     """Flags kwokctl has no option for: no leader election in kube-controller-manager (one instance), etcd without
-    fsync (a throw-away cluster: the bootstrap writes of kube-apiserver need not wait for the disk), and GOGC; for a
-    selftest, kube-scheduler's own gates (SELFTEST_SCHEDULER_GATES_ENV)."""
+    fsync (a throw-away cluster: the bootstrap writes of kube-apiserver need not wait for the disk), GOGC,
+    kube-scheduler's verbosity when asked (--scheduler-verbosity) and, for a selftest, kube-scheduler's own gates
+    (SELFTEST_SCHEDULER_GATES_ENV)."""
 
     def args(**values: str) -> list[dict]:
         return [{"key": key.replace("_", "-"), "value": value} for key, value in values.items()]
@@ -143,8 +144,13 @@ def component_patches() -> list[dict]:
         ),
         "etcd": args(unsafe_no_fsync="true"),
     }
+    scheduler_args: dict[str, str] = {}
     if scheduler_gates := _selftest_scheduler_gates():
-        extra_args["kube-scheduler"] = args(feature_gates=format_gates(scheduler_gates))
+        scheduler_args["feature_gates"] = format_gates(scheduler_gates)
+    if scheduler_verbosity is not None:
+        scheduler_args["v"] = str(scheduler_verbosity)
+    if scheduler_args:
+        extra_args["kube-scheduler"] = args(**scheduler_args)
     return [
         {"name": name, "extraArgs": extra_args.get(name, []), "extraEnvs": [{"name": "GOGC", "value": GOGC}]}
         for name in COMPONENTS
@@ -402,7 +408,7 @@ class LocalProvider:
             "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
             "kind": "KwokctlConfiguration",
             "options": options,
-            "componentsPatches": component_patches(),
+            "componentsPatches": component_patches(spec.scheduler_verbosity),
         }
 
     def _wait_ready(self, info: ClusterInfo, proc: subprocess.Popen[bytes], log: Path) -> None:

@@ -22,8 +22,8 @@ import pytest
 
 from conformance.cluster.settings import Window, clear_window, event_window
 from conformance.observe.views import SCHEDULE_S, Allocation, Binding
-from conformance.suite.cluster.owned import PREBIND_POLL_S, start
-from conformance.suite.scenario import ClusterContext, result_fixture, scenario, skip_if_binding_timeout_fixed
+from conformance.suite.cluster.owned import PREBIND_POLL_S, start_timed
+from conformance.suite.scenario import ClusterContext, result_fixture, scenario
 
 TIMEOUT_TEXT = "binding timeout"
 
@@ -100,10 +100,8 @@ def _time(text: str) -> float:
     implementation=False,
 )
 def binding_timeout(ctx: ClusterContext) -> Timeout:
-    info = ctx.cluster.info
-    skip_if_binding_timeout_fixed(info)
-    driver, nodes = start(ctx)
-    run = Timeout(nodes[0], float(info.binding_timeout_s))
+    driver, nodes, timeout_s = start_timed(ctx)
+    run = Timeout(nodes[0], timeout_s)
     driver.fabric_pool([run.node])
     driver.pod("app", driver.claim_template(), run.node)
     ns = driver.namespace

@@ -266,6 +266,9 @@ class Profile(_Strict):
     roles: list[Role] = Field(default_factory=list)
     promises: Promises = Field(default_factory=Promises)
     capabilities: dict[str, bool] = Field(default_factory=dict)
+    # multiDeviceClaims: how many devices one claim of the multi-device scenarios asks for (bounded by what the
+    # fabric has reaching one node), split over two requests where the scenario asks for two.
+    devices_per_claim: Annotated[int, Field(alias="devicesPerClaim", ge=2, le=32)] = 4
 
     @model_validator(mode="after")
     def _model_is_consistent(self) -> Profile:

@@ -96,6 +96,27 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "a node deleted while a device is attached to it: detached and offered again",
         _IMP,
     ),
+    _r(
+        "IMP-18",
+        "implementation",
+        "MUST",
+        "claims of several devices and requests: each device attached, reported and let go on its own",
+        _IMP,
+    ),
+    _r(
+        "IMP-19",
+        "implementation",
+        "MUST",
+        "a device moved between nodes: detached from the first before attached to the second, no early condition",
+        _IMP,
+    ),
+    _r(
+        "IMP-20",
+        "implementation",
+        "MUST",
+        "a shared claim: one attach, every pod binds there, attached until the last pod is gone, then let go",
+        _IMP,
+    ),
     _r("SCALE-1", "scale", "SHOULD", "many pods waiting in PreBind all bind, none lost", "Test Plan / e2e"),
 )
 CATALOGUE: dict[str, Requirement] = {r.id: r for r in REQUIREMENTS}

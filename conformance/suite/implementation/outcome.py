@@ -63,14 +63,14 @@ class Outcome:
     def _identity_of_final(self, device: tuple[str, str]) -> str | None:
         return self.identity.get(device)
 
-    def detours(self, *, timeouts: bool = True) -> list[str]:
+    def detours(self, *, timeouts: bool = True, failed: int | None = None) -> list[str]:
         """Allocations cleared on the way to the final one that the happy path does not allow: edited in place,
         cleared by a condition that means failure, and (timeouts=False) cleared by the binding timeout. A timeout is
         tolerated by default: scenarios run side by side with IMP-8's controller restart, which may delay another
         scenario's conditions past the suite's short bindingTimeout; the pod must still end where its device is."""
         out = []
         for a in self.allocations:
-            if a is self.final or a.cleared_revision is None:
+            if a is self.final or a.cleared_revision is None or a.revision == failed:  # `failed`: the scenario's
                 continue
             if a.rewritten:
                 out.append(f"allocation {a.devices} (revision {a.revision}) was edited in place")
@@ -107,17 +107,19 @@ class Outcome:
 
     # --- the requirements -----------------------------------------------------------------------------------
 
-    def binding_problems(self, *, timeouts: bool = True) -> list[str]:
+    def binding_problems(self, *, timeouts: bool = True, failed: int | None = None) -> list[str]:
         """IMP-2 (and the start of IMP-7/IMP-8): bound on the node, with devices the fabric says are attached
-        there, reached by an allowed path."""
+        there, reached by an allowed path (`failed`: the revision of an allocation the scenario made fail)."""
         if self.binding is None or self.final is None:
             return [f"the pod was not bound:\n  {self.describe()}"]
         problems = []
         if self.binding.node != self.node:
             problems.append(f"bound to {self.binding.node}, pinned to {self.node}")
-        for device, ident in zip(self.final.devices, self.final_identities(), strict=True):
+        results = self.final.results
+        for device, ident, result in zip(self.final.devices, self.final_identities(), results, strict=True):
             where = self.local_node.get(device)
-            if self.path == "local" and where != self.binding.node:
+            # Judged per device: a claim of several may end with some node-local copies and some fabric devices.
+            if not result.get("bindingConditions") and where != self.binding.node:
                 problems.append(f"{device} is not a node-local copy on {self.binding.node} (its slice: {where!r})")
             if ident is None:
                 problems.append(f"{device}: no physical identity was ever published for it")
@@ -126,22 +128,29 @@ class Outcome:
             if seen != (self.binding.node, "attached"):
                 said = f"the fabric says {seen}, pod on {self.binding.node}"
                 problems.append(f"{device} ({ident}) at the binding: {said}")
-        problems += self.detours(timeouts=timeouts)
+        problems += self.detours(timeouts=timeouts, failed=failed)
         if self.path == "local":
             problems += self._same_physical_device()
         return problems
 
     def _same_physical_device(self) -> list[str]:
-        """reschedule-to-local: the node-local copy is a copy of the device attached for the fabric allocation."""
+        """reschedule-to-local: every node-local copy the pod ended with is a copy of a device the fabric allocation
+        before it held (attached for this claim); per device, so a claim of several may also end with fabric devices
+        (judged by their own attach) or with a new device in place of one that failed."""
         before = [a for a in self.allocations if a is not self.final and a.cleared_revision is not None]
-        if not before:
+        if not before or self.final is None:
             return []  # an attached copy nobody used was allocated at once: attached there is all that counts
         fabric = {self.identity.get(d) for d in before[-1].devices}
-        final = set(self.final_identities())
+        local = [
+            self.identity.get(d)
+            for d, r in zip(self.final.devices, self.final.results, strict=True)
+            if not r.get("bindingConditions")
+        ]
         if None in fabric:
             return []  # counted entries: the attach is judged by the probe (binding_problems) alone
-        if fabric != final:
-            return [f"the fabric allocation was of {sorted(fabric)}, the node-local copy is of {sorted(final)}"]
+        strays = sorted(str(i) for i in local if i not in fabric)
+        if strays:
+            return [f"the fabric allocation was of {sorted(map(str, fabric))}, the node-local copy is of {strays}"]
         return []
 
 
@@ -165,13 +174,14 @@ def outcome(ctx: Context, history: History, node: str) -> Outcome:
     devices = {d for a in allocations for d in a.devices}
     if ctx.invariants:
         ctx.invariants.published(devices)
+    data = _data_identities(history, ctx.profile.identity_attribute)
     seen = Outcome(
         node=node,
         model=ctx.profile.binding_model,
         binding=binding,
         allocations=allocations,
         final=final,
-        identity={d: ctx.identity(*d) for d in devices},
+        identity={d: ctx.identity(*d) or data.get(d) for d in devices},
         local_node={d: ctx.invariants.node_of(*d) if ctx.invariants else None for d in devices},
         meanings=dict(ctx.profile.failure_conditions),
     )
@@ -182,6 +192,19 @@ def outcome(ctx: Context, history: History, node: str) -> Outcome:
             _identify_count_entries(ctx, seen, ctx.probe)
         seen.early = early_conditions(seen, ctx.probe)
     return seen
+
+
+def _data_identities(history: History, attribute: str) -> dict[tuple[str, str], str]:
+    """(pool, device) -> the physical device a claim's status.devices[].data names for it (a count entry's device,
+    where the stack writes it there): the fallback for entries no slice identifies."""
+    name = attribute.rpartition("/")[2]
+    out: dict[tuple[str, str], str] = {}
+    for e in history.events("claim"):
+        for entry in (e.obj.get("status") or {}).get("devices") or []:
+            value = (entry.get("data") or {}).get(name) or (entry.get("data") or {}).get(attribute)
+            if value:
+                out[(entry["pool"], entry["device"])] = str(value)
+    return out
 
 
 def _identify_count_entries(ctx: Context, seen: Outcome, probe: Recorder) -> None:

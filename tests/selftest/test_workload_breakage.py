@@ -1,0 +1,50 @@
+"""The workload-shape scenarios (IMP-18 multi-device claims, IMP-19 device mobility, IMP-20 shared claims) fail on the
+reference controller broken in the way each one is about (hidden --broken-* flags of
+fake-drivers/src/fake_drivers/controller/cli.py).
+
+Runs the real suite in a subprocess against its own local cluster (needs the cached binaries), with only the
+scenario's module selected.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from selftest.suite_runner import profile_variant, run_suite
+
+IMPL = "conformance/suite/implementation"
+
+
+@pytest.mark.parametrize(
+    ("flag", "module", "test", "says"),
+    [
+        (
+            "--broken-report-all-on-first",
+            "test_multi_device.py",
+            "test_each_device_conditions_follow_its_own_attach",
+            "conditions True before THAT device was attached",
+        ),
+        (
+            "--broken-accept-attached-elsewhere",
+            "test_mobility.py",
+            "test_no_condition_for_the_second_node_before_the_device_is_attached_there",
+            "True while the fabric says",
+        ),
+        (
+            "--broken-detach-shared-early",
+            "test_shared_claim.py",
+            "test_the_device_stays_attached_until_the_last_pod_is_gone",
+            "while 2 pods still used it",
+        ),
+    ],
+)
+def test_each_broken_variant_fails_its_requirement(
+    tmp_path: Path, flag: str, module: str, test: str, says: str
+) -> None:
+    profile = profile_variant(tmp_path, '"--mode", "keep-in-pool"]', f'"--mode", "keep-in-pool", "{flag}"]')
+    code, out, outcomes = run_suite(tmp_path / "junit.xml", "--profile", str(profile), target=f"{IMPL}/{module}")
+    assert code == 1, f"expected a failure (exit 1), got {code}:\n{out[-3000:]}"
+    assert outcomes.get(test) == "failure", f"{test} did not fail with {flag}: {outcomes}\n{out[-3000:]}"
+    assert says in out, out[-4000:]

@@ -50,6 +50,13 @@ class Outcome:
     early: list[str] = field(default_factory=list)  # IMP-3: conditions seen True before the fabric said attached
     judged: int = 0  # IMP-3: conditions compared with the probe (none: nothing was observed)
     unidentified: list[str] = field(default_factory=list)  # copies whose physical device cannot be known
+    # (allocation revision, pool, device) -> the device status.devices[].data names for it in that allocation (a count
+    # entry's device where the stack writes it there; entry names are reused by later allocations, so per allocation)
+    data: dict[tuple[int, str, str], str] = field(default_factory=dict)
+
+    def identity_in(self, allocation: Allocation, device: tuple[str, str]) -> str | None:
+        """The physical device behind `device` in `allocation`: from the slices, else from that allocation's data."""
+        return self.identity.get(device) or self.data.get((allocation.revision, *device))
 
     @property
     def path(self) -> Path:
@@ -61,7 +68,7 @@ class Outcome:
         return [self._identity_of_final(d) for d in self.final.devices] if self.final else []
 
     def _identity_of_final(self, device: tuple[str, str]) -> str | None:
-        return self.identity.get(device)
+        return self.identity_in(self.final, device) if self.final else self.identity.get(device)
 
     def detours(self, *, timeouts: bool = True, failed: int | None = None) -> list[str]:
         """Allocations cleared on the way to the final one that the happy path does not allow: edited in place,
@@ -140,9 +147,9 @@ class Outcome:
         before = [a for a in self.allocations if a is not self.final and a.cleared_revision is not None]
         if not before or self.final is None:
             return []  # an attached copy nobody used was allocated at once: attached there is all that counts
-        fabric = {self.identity.get(d) for d in before[-1].devices}
+        fabric = {self.identity_in(before[-1], d) for d in before[-1].devices}
         local = [
-            self.identity.get(d)
+            self.identity_in(self.final, d)
             for d, r in zip(self.final.devices, self.final.results, strict=True)
             if not r.get("bindingConditions")
         ]
@@ -174,14 +181,14 @@ def outcome(ctx: Context, history: History, node: str) -> Outcome:
     devices = {d for a in allocations for d in a.devices}
     if ctx.invariants:
         ctx.invariants.published(devices)
-    data = _data_identities(history, ctx.profile.identity_attribute)
     seen = Outcome(
         node=node,
         model=ctx.profile.binding_model,
         binding=binding,
         allocations=allocations,
         final=final,
-        identity={d: ctx.identity(*d) or data.get(d) for d in devices},
+        identity={d: ctx.identity(*d) for d in devices},
+        data=_data_identities(history, allocations, ctx.profile.identity_attribute),
         local_node={d: ctx.invariants.node_of(*d) if ctx.invariants else None for d in devices},
         meanings=dict(ctx.profile.failure_conditions),
     )
@@ -194,16 +201,23 @@ def outcome(ctx: Context, history: History, node: str) -> Outcome:
     return seen
 
 
-def _data_identities(history: History, attribute: str) -> dict[tuple[str, str], str]:
-    """(pool, device) -> the physical device a claim's status.devices[].data names for it (a count entry's device,
-    where the stack writes it there): the fallback for entries no slice identifies."""
+def _data_identities(
+    history: History, allocations: list[Allocation], attribute: str
+) -> dict[tuple[int, str, str], str]:
+    """(allocation revision, pool, device) -> the physical device the claim's status.devices[].data names for it while
+    that allocation stood (a count entry's device, where the stack writes it there): the fallback for entries no
+    slice identifies."""
     name = attribute.rpartition("/")[2]
-    out: dict[tuple[str, str], str] = {}
-    for e in history.events("claim"):
-        for entry in (e.obj.get("status") or {}).get("devices") or []:
-            value = (entry.get("data") or {}).get(name) or (entry.get("data") or {}).get(attribute)
-            if value:
-                out[(entry["pool"], entry["device"])] = str(value)
+    out: dict[tuple[int, str, str], str] = {}
+    events = [e for e in history.events("claim") if not e.deleted]
+    for a in allocations:
+        for e in events:
+            if e.revision < a.revision or (a.cleared_revision is not None and e.revision >= a.cleared_revision):
+                continue
+            for entry in (e.obj.get("status") or {}).get("devices") or []:
+                value = (entry.get("data") or {}).get(name) or (entry.get("data") or {}).get(attribute)
+                if value and (entry["pool"], entry["device"]) in a.devices:
+                    out[(a.revision, entry["pool"], entry["device"])] = str(value)
     return out
 
 
@@ -213,7 +227,8 @@ def _identify_count_entries(ctx: Context, seen: Outcome, probe: Recorder) -> Non
     allocation and the binding are the scenario's: with one such device and one entry, that is its identity."""
     if seen.final is None or not any(lease.exclusive for lease in ctx.leases) or not seen.allocations:
         return
-    unknown = [d for d in seen.final.devices if seen.identity.get(d) is None and seen.local_node.get(d) == ""]
+    final = seen.final
+    unknown = [d for d in final.devices if seen.identity_in(final, d) is None and seen.local_node.get(d) == ""]
     before = {i for i, (n, _) in probe.after(seen.allocations[0].at).items() if n == seen.node}
     new = [i for i, s in (seen.at_bind or {}).items() if s == (seen.node, "attached") and i not in before]
     if len(unknown) == 1 and len(new) == 1:
@@ -231,7 +246,7 @@ def early_conditions(seen: Outcome, probe: Recorder) -> list[str]:
             if not r.get("bindingConditions"):
                 continue
             wanted = set(r["bindingConditions"]) | {t for t, m in seen.meanings.items() if m == "reschedule"}
-            ident = seen.identity.get((r["pool"], r["device"]))
+            ident = seen.identity_in(a, (r["pool"], r["device"]))
             candidates = {ident} if ident else final_ids - {None}
             for (pool, device, ctype), (_, at) in a.true_at.items():
                 if (pool, device) != (r["pool"], r["device"]) or ctype not in wanted:

@@ -130,7 +130,6 @@ class FailureRun:
     outcome: Outcome | None = None
     let_go: LetGo | None = None
     released: list[str] = field(default_factory=list)  # devices of the failed allocation the pod did not end with
-    identities: dict[tuple[str, str], str | None] = field(default_factory=dict)
 
 
 @scenario(
@@ -179,10 +178,9 @@ def multi_device_failure(ctx: Context) -> FailureRun:
         cleared = next(a.cleared_at for a in history.allocations() if a.revision == failing.revision) or time.time()
         since = time.monotonic() - max(0.0, time.time() - cleared)
         run.outcome = seen = follow(ctx, history, node)
-    run.identities = dict(seen.identity)
-    run.failed_copy = next((d for d in failing.devices if seen.identity.get(d) == run.failed), None)
+    run.failed_copy = next((d for d in failing.devices if seen.identity_in(failing, d) == run.failed), None)
     # The devices of the failed allocation: the held attaches name them (count entries name none).
-    before = {str(op["device"]) for op in hung} | {seen.identity.get(d) for d in failing.devices} - {None}
+    before = {str(op["device"]) for op in hung} | {seen.identity_in(failing, d) for d in failing.devices} - {None}
     kept = set(seen.final_identities())
     run.released = sorted(i for i in before if i and i not in kept and i != run.failed)
     if run.released:
@@ -270,7 +268,7 @@ def test_one_failed_device_reschedules_the_claim_and_the_pod_binds_without_it(fa
     again = [
         a.devices
         for a in seen.allocations
-        if a.revision > failure.failing.revision and failure.failed in {seen.identity.get(d) for d in a.devices}
+        if a.revision > failure.failing.revision and failure.failed in {seen.identity_in(a, d) for d in a.devices}
     ]
     assert not again, f"the failed device {failure.failed} was allocated again: {again}\n  {seen.describe()}"
 

@@ -103,7 +103,9 @@ def multi_device(ctx: Context) -> MultiRun:
         slow = faults.arm("slow", **target, count=1, delaySeconds=SLOW_S)
         created = time.time()
         ctx.objects.create(pinned_pod("app", "gpus", node), ns)
-        run.outcome = seen = follow(ctx, history, node, timeout=bind_timeout(ctx.profile, SLOW_S))
+        # The attaches may run one after another (fabricConcurrency): N of them, one slowed.
+        extra = SLOW_S + (n - 1) * ctx.profile.promises.attach_s
+        run.outcome = seen = follow(ctx, history, node, timeout=bind_timeout(ctx.profile, extra))
         hits = faults.hits(slow)
         run.slowed = str(hits[0]["device"]) if hits else None
     if run.slowed:
@@ -155,8 +157,9 @@ def multi_device_failure(ctx: Context) -> FailureRun:
         else:
             held = [faults.arm("hang", ident, count=1) for ident in lease.identities]
         ctx.objects.create(pinned_pod("app", "gpus", node), ns)
-        hung = _wait_hung(ctx, faults, n, history)
-        for fault_id in held:  # the spare's fault goes before a reallocation can attach it
+        # A stack that runs fewer fabric operations at once (fabricConcurrency) begins only that many attaches.
+        hung = _wait_hung(ctx, faults, min(n, ctx.profile.fabric_concurrency or n), history)
+        for fault_id in held:  # faults not hit go (the spare's before a reallocation can attach it)
             if not faults.hits(fault_id):
                 faults.disarm(fault_id)
         victim_fault, run.failed = sorted((str(op["fault"]), str(op["device"])) for op in hung)[0]
@@ -177,7 +180,9 @@ def multi_device_failure(ctx: Context) -> FailureRun:
         )
         cleared = next(a.cleared_at for a in history.allocations() if a.revision == failing.revision) or time.time()
         since = time.monotonic() - max(0.0, time.time() - cleared)
-        run.outcome = seen = follow(ctx, history, node)
+        run.outcome = seen = follow(
+            ctx, history, node, timeout=bind_timeout(ctx.profile, n * ctx.profile.promises.attach_s)
+        )
     run.failed_copy = next((d for d in failing.devices if seen.identity_in(failing, d) == run.failed), None)
     # The devices of the failed allocation: the held attaches name them (count entries name none).
     before = {str(op["device"]) for op in hung} | {seen.identity_in(failing, d) for d in failing.devices} - {None}
@@ -190,12 +195,13 @@ def multi_device_failure(ctx: Context) -> FailureRun:
 
 
 def _wait_hung(ctx: Context, faults: FaultInjector, n: int, history: History) -> list[dict[str, object]]:
-    """The N attaches of the claim's first allocation, once all are held by the scenario's faults."""
+    """`n` attaches of the claim's first allocation, once that many are held by the scenario's faults."""
     return wait_for(
         faults.hung,
         lambda ops: len({op["device"] for op in ops}) >= n,
         timeout=SCHEDULE_S + ctx.profile.promises.attach_s,
-        expected=f"{n} attaches of the claim's devices begun (held by the scenario's hang faults)",
+        expected=f"{n} attaches of the claim's devices begun at once (held by the scenario's hang faults; a stack that "
+        "runs fewer fabric operations at once declares fabricConcurrency)",
         describe=lambda ops: f"held: {ops}; {history.describe()}",
         interval=0.2,
         max_interval=0.5,

@@ -110,6 +110,7 @@ def device_mobility(ctx: Context) -> Move:
         ctx.measure("move_seconds", round(second.binding.at - first.binding.at, 3))
         move.device = next((i for i in second.final_identities() if i), used)
         move.path, move.problems = judge_move(probe.samples(first.binding.at), move.device, node_b)
+        ctx.say(f"{ctx.scenario.name}: {_moved(move).splitlines()[0]}")
         released = time.monotonic()
         delete_pod(ctx, ns_b, history_b)
     move.let_go = let_go(ctx, [move.device], lease_b, released, ctx.profile.promises.detach_s)

@@ -57,16 +57,14 @@ def device_mobility(ctx: Context) -> Move:
         pytest.skip(f"no node without node-local {ctx.profile.driver} devices is reached by a fabric pool")
     probe = ctx.probe
     assert probe is not None  # probe=True
-    if ctx.counted:  # capacity on two nodes of one fabric, each the scenario's alone (what is attached there is its)
+    if ctx.counted:  # capacity on a node the scenario has to itself (what is attached there is its); B's comes later
         lease_a = ctx.lease(1, "fabric", nodes, exclusive=True, part="a")
         assert lease_a.counted is not None and lease_a.node is not None
         node_a = lease_a.node
         others = [n for n in nodes if n != node_a and n in lease_a.counted.nodes]
         if not others:
             pytest.skip(f"no second node without node-local devices on the fabric of {node_a}: nothing can move")
-        lease_b = ctx.lease(1, "fabric", others, exclusive=True, part="b")
-        node_b = lease_b.node or others[0]
-        classes = (ctx.device_class(lease_a), ctx.device_class(lease_b))
+        node_b, classes = others[0], (ctx.device_class(lease_a), "")
     else:
         node_a = nodes[0]
         lease_a = lease_b = ctx.lease(1, "fabric", node_a)
@@ -99,6 +97,12 @@ def device_mobility(ctx: Context) -> Move:
             timeout=ctx.profile.promises.detach_s + PROBE_PERIOD_S,
             expected=f"{used} gone from {node_a} after its pod and claim (detachSeconds)",
         )
+        # A goes back before B is leased: holding two nodes of one fabric at once would wait for both to be free.
+        ctx.pool.release(lease_a)
+        ctx.leases.remove(lease_a)
+        lease_b = ctx.lease(1, "fabric", others, exclusive=True, part="b")
+        move.node_b = node_b = lease_b.node or others[0]
+        classes = (classes[0], ctx.device_class(lease_b))
     ns_b = ctx.namespace(f"{ctx.scenario.name}-b")
     ctx.objects.create(claim_template("gpu", classes[1]), ns_b)
     with ctx.history(ns_b) as history_b:

@@ -147,7 +147,9 @@ class Outcome:
         before = [a for a in self.allocations if a is not self.final and a.cleared_revision is not None]
         if not before or self.final is None:
             return []  # an attached copy nobody used was allocated at once: attached there is all that counts
-        fabric = {self.identity_in(before[-1], d) for d in before[-1].devices}
+        # Published identities only: a count entry's device (status data) need not be the copy the scheduler then
+        # picks, any node-local copy of the model on the node will do (e.g. a late attach's, IMP-14).
+        fabric = {self.identity.get(d) for d in before[-1].devices}
         local = [
             self.identity_in(self.final, d)
             for d, r in zip(self.final.devices, self.final.results, strict=True)

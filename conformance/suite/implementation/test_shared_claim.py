@@ -39,7 +39,7 @@ class Shared:
     outcome: Outcome | None = None
     bindings: dict[str, Binding] = field(default_factory=dict)
     device: str | None = None  # the physical device the pods ended with
-    attached: list[str] = field(default_factory=list)  # count-based: devices the fabric attached to its node
+    attached: list[str] = field(default_factory=list)  # count-based: devices that arrived on its node meanwhile
     attaches: int = 0  # how often the device went into the fabric's attaching/attached from free
     at_bindings: dict[str, object] = field(default_factory=dict)  # pod -> the probe's word on the device then
     kept: list[str] = field(default_factory=list)  # probe answers in the window that did not say attached there
@@ -84,8 +84,15 @@ def shared_claim(ctx: Context) -> Shared:
         for pod, b in run.bindings.items():
             run.at_bindings[pod] = probe.after(b.at).get(run.device)
         samples = probe.samples(started)
-        if ctx.counted:  # the node is the scenario's alone: whatever the fabric attached there is the claim's
-            run.attached = sorted({i for s in samples for i, (n, _) in s.states.items() if n == node})
+        if ctx.counted and samples:  # the node is the scenario's alone: what the fabric attaches there is the claim's
+            # Arrivals only: an earlier holder's devices may still be leaving the node when the scenario begins.
+            arrived: set[str] = set()
+            before = {i for i, (n, _) in samples[0].states.items() if n == node}
+            for s in samples[1:]:
+                now = {i for i, (n, _) in s.states.items() if n == node}
+                arrived |= now - before
+                before = now
+            run.attached = sorted(arrived)
         previous = None
         for s in samples:
             state = s.states.get(run.device)

@@ -1,4 +1,4 @@
-# Two commands do everything on a fresh machine (see README.md):
+# Two commands do everything on a fresh machine (see README.md; the guides are the site in docs/, `make docs`):
 #   make conformance   the main job: the suite against the reference profile on the local cluster
 #   make test          the project's own checks and tests, then the suite
 # Both build what is missing first (Python venv, control-plane binaries in ~/.cache/dra-conformance).
@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV ?= .venv
 K8S_VERSION ?= 1.37.2
 PROVIDER ?= local
-# On kind the reference implementation runs in the cluster, from manifests (see README "On kind").
+# On kind the reference implementation runs in the cluster, from manifests (see docs/clusters.md "On kind").
 PROFILE ?= $(if $(filter kind,$(PROVIDER)),fixtures/profiles/reference-kind.yaml,fixtures/profiles/reference.yaml)
 REPORTS ?= reports
 PYTEST_ARGS ?=
@@ -21,6 +21,7 @@ SUITE_ARGS := --provider $(PROVIDER) --k8s-version $(K8S_VERSION) --profile $(PR
 
 .PHONY: all conformance test test-full unit drivers selftest suite lint binaries venv bench bench-cluster clusters-down clean
 .PHONY: validate image kind-config matrix conformance-extra conformance-all conformance-roles chromium html-check soak
+.PHONY: docs
 
 all: test
 
@@ -64,18 +65,18 @@ selftest: binaries
 suite: conformance
 
 # Two tiers (README "Two commands"). `make test` is CI's (.ci/run): what fits in 10 minutes with warm caches: lint,
-# unit tests, the HTML check, validation, the reference implementation's tests and the whole suite against the
+# unit tests, the docs site, the HTML checks, validation, the reference implementation's tests and the whole suite against the
 # reference profile on 1.37.2. `make test-full` is everything: the same, the selftests (the suite against each
 # deliberately broken variant), the suite against every reference profile, and the whole suite on the newest release
-# (binding conditions GA there); about an hour here. 1.34-1.36 run only in `make matrix` (README "Kubernetes
-# versions": times per release).
+# (binding conditions GA there); about an hour here. 1.34-1.36 run only in `make matrix` (docs/releases.md "Kubernetes
+# versions").
 TEST_EXTRA_RELEASES ?= 1.38.0-beta.0
-test: lint unit html-check validate drivers conformance
-test-full: lint unit html-check validate drivers selftest conformance-all conformance-extra
+test: lint unit docs html-check validate drivers conformance
+test-full: lint unit docs html-check validate drivers selftest conformance-all conformance-extra
 
-# The whole suite against each reference profile: one per binding model and fabric-entry kind (README "Binding
-# models"); reports in $(REPORTS)/<profile>/. Every run is tried; the target fails if any did. The stack split into
-# three restartable roles (reference-roles.yaml, keep-in-pool: IMP-8 restarts each role at each step, about 6 min
+# The whole suite against each reference profile: one per binding model and fabric-entry kind (docs/certify.md,
+# "Worked examples"); reports in $(REPORTS)/<profile>/. Every run is tried; the target fails if any did. The stack
+# split into three restartable roles (reference-roles.yaml, keep-in-pool: IMP-8 restarts each role at each step, about 6 min
 # here) is `make conformance-roles`, left out of `make test` for CI's time.
 REFERENCE_PROFILES ?= fixtures/profiles/reference.yaml fixtures/profiles/reference-reschedule.yaml \
 	fixtures/profiles/reference-counted.yaml
@@ -92,7 +93,13 @@ chromium:
 	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
 
 html-check: venv chromium
-	$(BIN)/pytest tests/test_timeline_html_bundle.py -k chromium
+	$(BIN)/pytest tests/test_timeline_html_bundle.py tests/test_docs_site.py -k chromium
+
+# The documentation site (docs/, mkdocs.yml) into site/, offline: the requirement, profile and protocol references are
+# generated from the code by conformance/docs/hook.py; --strict fails on a broken link, a missing page or anchor, and
+# on a requirement or profile field without text. `make html-check` then loads it in chromium (tests/test_docs_site.py).
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 conformance-extra: venv
 	set -e; for v in $(TEST_EXTRA_RELEASES); do \
@@ -147,7 +154,7 @@ clusters-down: venv
 clean:
 	rm -rf $(VENV) $(REPORTS) .pytest_cache .ruff_cache
 
-# -- kind, container image, manifests (README "On kind") ----------------------------------------------------
+# -- kind, container image, manifests (docs/clusters.md "On kind") ----------------------------------------------------
 IMAGE ?= dra-fake-drivers:0.1.0
 K8S_RELEASES ?= 1.34 1.35 1.36 1.37 1.38
 

@@ -285,7 +285,7 @@ def soak_command(folder: Path) -> None:
 
 @main.group()
 def profile() -> None:
-    """Write, validate and explain implementation profiles (README "Certify your stack")."""
+    """Write, validate and explain implementation profiles (docs/certify.md)."""
 
 
 @profile.command("init")
@@ -348,7 +348,8 @@ def profile_check(file: Path) -> None:
     runs = sum(r.action == "run" for r in result.plan)
     click.echo(
         f"{runs} of {len(result.plan)} requirements will run; a run may still skip one for what only the cluster "
-        "shows (its release, the devices actually published) and says why then"
+        "shows (its release, the devices actually published) and says why then; what each one checks, per design: "
+        "the requirement reference (`make docs`, site/reference/requirements.html)"
     )
     if result.errors:
         raise click.ClickException(f"{len(result.errors)} problem(s) in {file}")
@@ -356,7 +357,7 @@ def profile_check(file: Path) -> None:
 
 @main.group()
 def implementation() -> None:
-    """Run a profile's implementation outside the suite (README "Certify an implementation that already runs")."""
+    """Run a profile's implementation outside the suite (docs/certify.md "Already running")."""
 
 
 @implementation.command("up")

@@ -39,6 +39,7 @@ from conformance.report.evidence import Evidence
 from conformance.report.gather import FILE_LIMIT, TOTAL_LIMIT
 from conformance.report.html import render as render_html
 from conformance.report.outcomes import (
+    NOTE_PROPERTY,
     Outcomes,
     RunResult,
     not_shown,
@@ -668,6 +669,8 @@ class RequirementReporter:
             reason = self.reasons.get((report.nodeid, report.when)) or report_reason(report)
             if report.failed and report.when != "call":
                 reason = f"{report.when}: {reason}"
+        elif report.when == "call":  # a passed check may say what it accepted (e.g. IMP-9's declared rights)
+            reason = "; ".join(str(v) for k, v in report.user_properties if k == NOTE_PROPERTY)
         self.outcomes.add(requirement, RunResult(report.nodeid, report.outcome, reason, report.duration))
 
     @pytest.hookimpl(trylast=True)

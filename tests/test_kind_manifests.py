@@ -41,7 +41,13 @@ def test_profile_applies_exactly_the_kind_kustomization() -> None:
 
 def test_every_object_names_its_namespace_and_every_container_the_reference_image() -> None:
     objects = manifest_objects(kustomize_files(KIND_OVERLAY))
-    cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+    cluster_scoped = {
+        "Namespace",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    }
     assert all(o["metadata"].get("namespace") == NAMESPACE for o in objects if o["kind"] not in cluster_scoped)
     assert {c["image"] for c in _containers(objects)} == {REFERENCE_IMAGE}
     commands = {c["command"][0] for c in _containers(objects)}

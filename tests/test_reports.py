@@ -29,6 +29,24 @@ def test_a_requirement_takes_the_worst_outcome_of_its_tests_and_phases() -> None
     assert list(summary) == [r.id for r in REQUIREMENTS]
 
 
+def test_a_passed_tests_note_is_its_requirements_reason() -> None:
+    """A passed check may say what it accepted (IMP-9's declared rights): the report prints it."""
+    outcomes = Outcomes()
+    outcomes.add("IMP-9", RunResult("t1", "passed", "declared rights beyond the minimum: x"))
+    outcomes.add("IMP-9", RunResult("t2", "passed"))
+    outcomes.add("IMP-8", RunResult("t3", "passed", "a note"))
+    outcomes.add("IMP-8", RunResult("t4", "skipped", "no restart command"))
+    summary = outcomes.summary()
+    assert (
+        summary["IMP-9"]["outcome"] == "passed"
+        and summary["IMP-9"]["reason"] == "declared rights beyond the minimum: x"
+    )
+    assert (
+        summary["IMP-8"]["outcome"] == "partial"
+        and summary["IMP-8"]["reason"] == "t4 skipped: no restart command; a note"
+    )
+
+
 def test_verdict() -> None:
     passed = {rid: {"level": r.level, "outcome": "passed"} for rid, r in CATALOGUE.items()}
     assert verdict(passed) == "success"

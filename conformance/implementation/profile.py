@@ -23,6 +23,23 @@ _PROCESS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([A-Za-z0-9_./-]+))?\}")
 # The placeholders without an argument whose value is the same for the whole run.
 PLAIN_PLACEHOLDERS = frozenset({"kubeconfig", "workdir", "bin", "profile_dir"})
+# Every placeholder, in the form a profile writes it, and what it stands for: the profile reference (docs/) is
+# generated from this, and placeholder_problem refuses a key that is not here, so a new one cannot go undocumented.
+PLACEHOLDERS: dict[str, str] = {
+    "{kubeconfig}": "the run's admin kubeconfig (a file)",
+    "{workdir}": "the run's working folder for the implementation",
+    "{bin}": "the folder of the running Python's console scripts (the reference's commands are there)",
+    "{profile_dir}": "the folder of the profile file",
+    "{port}": "a free port the harness picks once per run for this process: the same after a restart, so the "
+    "{url:NAME} others hold stays right (a process's command or env only)",
+    "{port_file}": "this process's port file: with portFile: true it writes the port it bound there (a restart may "
+    "change it)",
+    "{url:NAME}": "http://127.0.0.1:PORT of an earlier process NAME with {port} or portFile",
+    "{sa_kubeconfig:NAMESPACE/NAME}": "a kubeconfig with a bound token of that ServiceAccount (e.g. one the "
+    "profile's manifests create): the process runs with its own RBAC, never as cluster admin",
+    "{env:NAME}": "a variable of the suite's environment; unset is an error",
+}
+_PLACEHOLDER_KEYS = frozenset(PLACEHOLDER.fullmatch(form)[1] for form in PLACEHOLDERS)  # type: ignore[index]
 
 
 def uses_placeholder(texts: list[str], key: str) -> bool:
@@ -34,6 +51,8 @@ def placeholder_problem(key: str, arg: str | None, process: Process | None, port
     by the harness (filling them) and by `profile check` (before a run). `process`: the process whose command or
     env holds it (None: a manifest, hook, endpoint or restart command); `ported`: the processes with a port that
     start before this string is used (None: not known here; the harness checks that when it fills {url:NAME})."""
+    if key not in _PLACEHOLDER_KEYS:
+        return "unknown placeholder (each one is described in PLACEHOLDERS, conformance/implementation/profile.py)"
     if key in PLAIN_PLACEHOLDERS:
         return None if arg is None else f"{{{key}}} takes no argument"
     if key in ("port_file", "port"):
@@ -66,9 +85,11 @@ class _Strict(BaseModel):
 class Readiness(_Strict):
     """How the harness knows a process is ready: an HTTP path answering 2xx, or a line in its output."""
 
-    http: str | None = None
-    log: str | None = None
-    timeout_s: Annotated[float, Field(alias="timeoutSeconds", gt=0, le=600)] = 30.0
+    http: str | None = Field(None, description="a path on the process's port that answers 2xx once it is ready")
+    log: str | None = Field(None, description="a regular expression matched against each line of its output")
+    timeout_s: Annotated[
+        float, Field(alias="timeoutSeconds", gt=0, le=600, description="not ready within this: the run stops")
+    ] = 30.0
 
     @model_validator(mode="after")
     def _one(self) -> Readiness:
@@ -80,27 +101,22 @@ class Readiness(_Strict):
 
 
 class Process(_Strict):
-    """One process of the implementation, started in profile order and stopped in reverse order.
+    """One process of the implementation, started in profile order and stopped in reverse order. Placeholders in
+    command and env: PLACEHOLDERS (placeholder_problem says where each may stand)."""
 
-    Placeholders in command and env (placeholder_problem says where each may stand): {kubeconfig}, {workdir},
-    {bin} (the folder of the running Python's console scripts), {profile_dir}, {port} (a free port the harness
-    picks once per run for this process: the same after a restart, so {url:NAME} held by others stays right),
-    {port_file} (this process's, if portFile: it writes the port it bound there), {url:NAME}
-    (http://127.0.0.1:PORT of an earlier process with {port} or portFile), {sa_kubeconfig:NAMESPACE/NAME} (a
-    kubeconfig with a bound token of
-    that ServiceAccount, e.g. one the profile's manifests create: the process runs with its own RBAC),
-    {env:NAME} (a variable of the suite's environment; unset is an error).
-    """
-
-    name: str
-    command: list[str] = Field(min_length=1)
-    env: dict[str, str] = Field(default_factory=dict)
-    port_file: Annotated[bool, Field(alias="portFile")] = False
-    ready: Readiness | None = None
-    # The kubeconfig the process gets as $KUBECONFIG (placeholders allowed, e.g. {sa_kubeconfig:ns/name}).
-    kubeconfig: str = "{kubeconfig}"
-    # A private $HOME whose .kube/config is that kubeconfig, for processes that read only $HOME/.kube/config.
-    home: bool = False
+    name: str = Field(description="unique, lowercase alphanumerics and '-'; {url:NAME} and roles refer to it")
+    command: list[str] = Field(min_length=1, description="the command and its arguments (placeholders allowed)")
+    env: dict[str, str] = Field(default_factory=dict, description="extra environment variables (placeholders allowed)")
+    port_file: Annotated[
+        bool, Field(alias="portFile", description="the process writes the port it bound to {port_file}")
+    ] = False
+    ready: Readiness | None = Field(None, description="how the harness knows it is ready; none: once started")
+    kubeconfig: str = Field(
+        "{kubeconfig}", description="the kubeconfig it gets as $KUBECONFIG, e.g. {sa_kubeconfig:NAMESPACE/NAME}"
+    )
+    home: bool = Field(
+        False, description="a private $HOME whose .kube/config is that kubeconfig, for processes that read only it"
+    )
 
     @field_validator("name")
     @classmethod
@@ -131,9 +147,11 @@ class Endpoint(_Strict):
     token out of the file), or {env:FABRIC_MANAGER_URL}/v1/attachments for an implementation the suite does not
     start (the variable must hold an http:// or https:// URL)."""
 
-    url: str
-    ca_file: Annotated[str | None, Field(alias="caFile")] = None
-    token: str | None = None
+    url: str = Field(description="http://, https://, {url:PROCESS} or {env:NAME} holding an http(s) URL")
+    ca_file: Annotated[
+        str | None, Field(alias="caFile", description="a CA bundle for an https:// URL signed by its own CA")
+    ] = None
+    token: str | None = Field(None, description="sent as a bearer token; {env:NAME} keeps it out of the file")
 
     @field_validator("url")
     @classmethod
@@ -146,18 +164,24 @@ class Endpoint(_Strict):
 class Hook(_Strict):
     """A one-shot command (same placeholders as a process) run to completion; its output goes to the run's logs."""
 
-    name: str
-    command: list[str] = Field(min_length=1)
-    env: dict[str, str] = Field(default_factory=dict)
-    timeout_s: Annotated[float, Field(alias="timeoutSeconds", gt=0, le=3600)] = 300.0
+    name: str = Field(description="names its log, setup-NAME.log")
+    command: list[str] = Field(min_length=1, description="the command and its arguments (placeholders allowed)")
+    env: dict[str, str] = Field(default_factory=dict, description="extra environment variables (placeholders allowed)")
+    timeout_s: Annotated[
+        float, Field(alias="timeoutSeconds", gt=0, le=3600, description="not finished within this: it failed")
+    ] = 300.0
 
 
 class Hooks(_Strict):
     """setup: after the cluster is up and the manifests are applied, before the processes start (e.g. node fields
     the stack needs); teardown: after the processes stopped, before the manifests are deleted."""
 
-    setup: list[Hook] = Field(default_factory=list)
-    teardown: list[Hook] = Field(default_factory=list)
+    setup: list[Hook] = Field(
+        default_factory=list, description="run after the manifests, before the processes; a failure stops the run"
+    )
+    teardown: list[Hook] = Field(
+        default_factory=list, description="run after the processes stopped, before the manifests are deleted"
+    )
 
 
 class Role(_Strict):
@@ -165,10 +189,14 @@ class Role(_Strict):
     suite started (killed with SIGKILL and started again) or, for an implementation running in the cluster, a
     restart command (e.g. kubectl delete pod -l app=attacher) run to completion."""
 
-    name: str  # e.g. pool-publisher, attacher, condition-writer
-    process: str | None = None
-    command: list[str] | None = None
-    timeout_s: Annotated[float, Field(alias="timeoutSeconds", gt=0, le=600)] = 120.0
+    name: str = Field(description="unique, e.g. pool-publisher, attacher, condition-writer")
+    process: str | None = Field(None, description="a process of `processes`: killed with SIGKILL and started again")
+    command: list[str] | None = Field(
+        None, description="a restart command that returns once the role is back (an implementation in the cluster)"
+    )
+    timeout_s: Annotated[
+        float, Field(alias="timeoutSeconds", gt=0, le=600, description="the restart must be done within this")
+    ] = 120.0
 
     @model_validator(mode="after")
     def _one(self) -> Role:
@@ -177,18 +205,80 @@ class Role(_Strict):
         return self
 
 
+ACCOUNT_PATTERN = r"^[a-z0-9-]+/[a-z0-9.-]+$"  # NAMESPACE/NAME of a ServiceAccount
+_SA_PLACEHOLDER = re.compile(r"\{sa_kubeconfig:([a-z0-9-]+/[a-z0-9.-]+)\}")
+
+
 class Controller(_Strict):
     """The composable controller, for the scenarios that restart it (IMP-8) or check its privileges (IMP-9)."""
 
     process: str | None = Field(default=None, description="the process (of `processes`) the suite may kill and restart")
-    service_account: Annotated[str | None, Field(alias="serviceAccount", pattern=r"^[a-z0-9-]+/[a-z0-9.-]+$")] = None
+    service_account: Annotated[
+        str | None,
+        Field(
+            alias="serviceAccount",
+            pattern=ACCOUNT_PATTERN,
+            description="NAMESPACE/NAME the controller runs as: IMP-9 checks what it may do",
+        ),
+    ] = None
+
+
+class ServiceAccount(_Strict):
+    """A ServiceAccount a part of the stack runs as (IMP-9 judges every one): e.g. each controller of a split stack
+    deployed in the cluster. Processes the suite starts with {sa_kubeconfig:NS/NAME} are judged without being
+    listed here."""
+
+    account: Annotated[str, Field(pattern=ACCOUNT_PATTERN, description="NAMESPACE/NAME of the ServiceAccount")]
+    role: str | None = Field(None, description="what runs as it (e.g. pool-publisher), shown in the report")
+
+
+class Right(_Strict):
+    """A right an account holds beyond the minimum IMP-9 allows (conformance/suite/implementation/rights.py),
+    declared with the reason the stack needs it; the report prints it. `group` "" is the core group; `resource` may
+    name a subresource (pods/eviction). Declaring resource.k8s.io resourceslices writes declares writing other
+    drivers' slices (what RBAC alone grants a pool publisher: it cannot restrict slices by driver)."""
+
+    account: Annotated[
+        str, Field(pattern=ACCOUNT_PATTERN, description="NAMESPACE/NAME of the ServiceAccount that holds it")
+    ]
+    verbs: list[str] = Field(min_length=1, description="the verbs it may use (get, create, patch, ...)")
+    group: str = Field("", description='the API group; "" is the core group')
+    resource: Annotated[
+        str,
+        Field(
+            pattern=r"^(\*|[a-z0-9.-]+(/[a-z0-9.-]+)?)$",
+            description="the resource, or resource/subresource (pods/eviction)",
+        ),
+    ]
+    namespace: str | None = Field(None, description="only in this namespace; none: wherever the account holds it")
+    reason: Annotated[str, Field(min_length=10, description="why the stack needs it: IMP-9 prints it with its result")]
+
+    def text(self) -> str:
+        where = f" in namespace {self.namespace}" if self.namespace else ""
+        return f"{self.account}: {', '.join(self.verbs)} {self.group or 'core'}/{self.resource}{where} ({self.reason})"
 
 
 class Promises(_Strict):
     """Times the implementation promises; scenarios wait this long (plus the scheduler's poll) and no longer."""
 
-    attach_s: Annotated[float, Field(alias="attachSeconds", gt=0, le=3600)] = 30.0
-    detach_s: Annotated[float, Field(alias="detachSeconds", gt=0, le=3600)] = 60.0
+    attach_s: Annotated[
+        float,
+        Field(
+            alias="attachSeconds",
+            gt=0,
+            le=3600,
+            description="an attach completes within this; also sets the bindingTimeout of a cluster the suite starts",
+        ),
+    ] = 30.0
+    detach_s: Annotated[
+        float,
+        Field(
+            alias="detachSeconds",
+            gt=0,
+            le=3600,
+            description="a released device is detached and offered again within this",
+        ),
+    ] = 60.0
 
 
 BindingModel = Literal["keep-in-pool", "reschedule-to-local"]
@@ -206,6 +296,11 @@ FABRIC_ENTRIES: dict[str, str] = {
 }
 
 
+def _choices(intro: str, meanings: dict[str, str]) -> str:
+    """A field's description that lists what each of its values means."""
+    return f"{intro}: " + "; ".join(f"`{value}`: {meaning}" for value, meaning in meanings.items())
+
+
 # The profile schema's version. A profile names it so that a later incompatible schema is refused with a clear
 # message instead of being misread; the JSON Schema of this version is profile.schema.json (next to this module).
 API_VERSION = "dra-conformance.example.com/v1alpha1"
@@ -221,10 +316,18 @@ class Published(_Strict):
     """Readiness on what matters: the state the implementation's slices reach once it has published (besides its
     processes' readiness). The run's device read waits for it; not reached within timeoutSeconds stops the run."""
 
-    fabric_devices: Annotated[int, Field(alias="fabricDevices", ge=0)] = 1  # fabric devices or entries in total
-    per_model: Annotated[dict[str, int], Field(alias="perModel")] = Field(default_factory=dict)  # modelAttribute
-    settle_s: Annotated[float, Field(alias="settleSeconds", gt=0, le=600)] = 2.0  # unchanged this long
-    timeout_s: Annotated[float, Field(alias="timeoutSeconds", gt=0, le=3600)] = 120.0
+    fabric_devices: Annotated[
+        int, Field(alias="fabricDevices", ge=0, description="fabric devices (or counted entries) published in total")
+    ] = 1
+    per_model: Annotated[
+        dict[str, int], Field(alias="perModel", description="entries per value of modelAttribute (counted entries)")
+    ] = Field(default_factory=dict)
+    settle_s: Annotated[
+        float, Field(alias="settleSeconds", gt=0, le=600, description="the slices unchanged this long: published")
+    ] = 2.0
+    timeout_s: Annotated[
+        float, Field(alias="timeoutSeconds", gt=0, le=3600, description="not published within this: the run stops")
+    ] = 120.0
 
     @property
     def declared(self) -> bool:
@@ -232,43 +335,110 @@ class Published(_Strict):
 
 
 class Profile(_Strict):
-    api_version: Annotated[Literal["dra-conformance.example.com/v1alpha1"], Field(alias="apiVersion")]
-    kind: Literal["ImplementationProfile"]
-    name: str
-    version: str
-    url: str | None = None
+    api_version: Annotated[
+        Literal["dra-conformance.example.com/v1alpha1"],
+        Field(alias="apiVersion", description="the profile schema's version"),
+    ]
+    kind: Literal["ImplementationProfile"] = Field(description="always ImplementationProfile")
+    name: str = Field(description="the implementation's name, as the reports show it")
+    version: str = Field(description="the implementation's version, as the reports show it")
+    url: str | None = Field(None, description="where the implementation is described (shown in the reports)")
     driver: str = Field(description="DRA driver name of the fabric devices (and their node-local copies)")
-    # The attribute that names one physical device across pools. With fabricEntries: counted only the node-local
-    # copies (and the fabric probe) carry it.
-    identity_attribute: Annotated[str, Field(alias="identityAttribute")] = "uuid"
-    binding_model: Annotated[BindingModel, Field(alias="bindingModel")] = "keep-in-pool"
-    fabric_entries: Annotated[FabricEntries, Field(alias="fabricEntries")] = "identified"
-    # counted entries: the attribute whose value says which model an entry is capacity of
-    model_attribute: Annotated[str, Field(alias="modelAttribute")] = "model"
-    # What each bindingFailureConditions type MEANS: "reschedule" (reallocate, e.g. onto the node-local copy: part of
-    # the happy path of reschedule-to-local) or "failure" (the attach failed). Types not listed mean "failure".
+    # With fabricEntries: counted only the node-local copies (and the fabric probe) carry the identity.
+    identity_attribute: Annotated[
+        str,
+        Field(
+            alias="identityAttribute",
+            description="the device attribute that names one physical device across pools (fabric entry, "
+            "node-local copy, the fabric probe's `device`)",
+        ),
+    ] = "uuid"
+    binding_model: Annotated[
+        BindingModel,
+        Field(alias="bindingModel", description=_choices("how a claim reaches its node", BINDING_MODELS)),
+    ] = "keep-in-pool"
+    fabric_entries: Annotated[
+        FabricEntries,
+        Field(alias="fabricEntries", description=_choices("what a fabric entry names", FABRIC_ENTRIES)),
+    ] = "identified"
+    model_attribute: Annotated[
+        str,
+        Field(alias="modelAttribute", description="counted entries: the attribute saying which model an entry is of"),
+    ] = "model"
     # Names must be published by the driver's slices (checked at run time).
-    failure_conditions: Annotated[dict[str, ConditionMeaning], Field(alias="failureConditions")] = Field(
-        default_factory=dict
+    failure_conditions: Annotated[
+        dict[str, ConditionMeaning],
+        Field(
+            alias="failureConditions",
+            description="what each bindingFailureConditions type means: `reschedule` (reallocate, e.g. onto the "
+            "node-local copy: the happy path of reschedule-to-local) or `failure` (the attach failed); types not "
+            "listed mean failure",
+        ),
+    ] = Field(default_factory=dict)
+    manifests: list[str] = Field(
+        default_factory=list,
+        description="paths (placeholders allowed) applied before the hooks and processes, deleted after they stop",
     )
-    # Manifests (paths; placeholders allowed) applied before the processes start, deleted after they stop.
-    manifests: list[str] = Field(default_factory=list)
-    processes: list[Process] = Field(default_factory=list)
-    fabric_probe: Annotated[Endpoint | None, Field(alias="fabricProbe")] = None
-    fault_injector: Annotated[Endpoint | None, Field(alias="faultInjector")] = None
-    controller: Controller = Field(default_factory=Controller)
-    hooks: Hooks = Field(default_factory=Hooks)
-    published: Published = Field(default_factory=Published)
-    # At most this many implementation scenarios at once (1: one after another), for a stack that handles a
-    # bounded number of fabric operations at a time; the run reports the resulting wall time. None: no bound.
-    fabric_concurrency: Annotated[int | None, Field(alias="fabricConcurrency", ge=1)] = None
-    # Restartable roles; empty: the one role "controller" = controller.process, if set.
-    roles: list[Role] = Field(default_factory=list)
-    promises: Promises = Field(default_factory=Promises)
-    capabilities: dict[str, bool] = Field(default_factory=dict)
-    # multiDeviceClaims: how many devices one claim of the multi-device scenarios asks for (bounded by what the
-    # fabric has reaching one node), split over two requests where the scenario asks for two.
-    devices_per_claim: Annotated[int, Field(alias="devicesPerClaim", ge=2, le=32)] = 4
+    processes: list[Process] = Field(
+        default_factory=list,
+        description="started in order once the cluster is up, stopped in reverse; empty for a stack already running",
+    )
+    fabric_probe: Annotated[
+        Endpoint | None,
+        Field(alias="fabricProbe", description="the fabric's truth: what is attached where (protocols page)"),
+    ] = None
+    fault_injector: Annotated[
+        Endpoint | None,
+        Field(alias="faultInjector", description="makes attaches and detaches fail, hang or slow (protocols page)"),
+    ] = None
+    controller: Controller = Field(
+        default_factory=Controller, description="the composable controller's process and ServiceAccount"
+    )
+    hooks: Hooks = Field(default_factory=Hooks, description="one-shot commands around the processes")
+    published: Published = Field(
+        default_factory=Published, description="the state the slices reach once the implementation has published"
+    )
+    fabric_concurrency: Annotated[
+        int | None,
+        Field(
+            alias="fabricConcurrency",
+            ge=1,
+            description="at most this many implementation scenarios at once (1: one after another), for a stack "
+            "that handles a bounded number of fabric operations; the run reports the resulting wall time",
+        ),
+    ] = None
+    roles: list[Role] = Field(
+        default_factory=list,
+        description="the parts of the stack IMP-8 restarts; empty: controller.process as the one role",
+    )
+    service_accounts: Annotated[
+        list[ServiceAccount],
+        Field(
+            alias="serviceAccounts",
+            description="the stack's ServiceAccounts IMP-9 judges, besides controller.serviceAccount and those "
+            "processes get with {sa_kubeconfig:NAMESPACE/NAME}",
+        ),
+    ] = Field(default_factory=list)
+    rights: list[Right] = Field(
+        default_factory=list,
+        description="rights an account holds beyond IMP-9's minimum, each with its reason: declared, IMP-9 passes and "
+        "prints them; undeclared, it fails",
+    )
+    promises: Promises = Field(default_factory=Promises, description="how long scenarios wait for an attach, a detach")
+    capabilities: dict[str, bool] = Field(
+        default_factory=dict,
+        description="flags that select scenarios (the table below); `profile check` refuses one no scenario reads",
+    )
+    devices_per_claim: Annotated[
+        int,
+        Field(
+            alias="devicesPerClaim",
+            ge=2,
+            le=32,
+            description="devices one claim of the multi-device scenarios asks for (IMP-18; bounded at run time by the "
+            "fabric devices reaching one node), split over two requests where the scenario asks for two",
+        ),
+    ] = 4
 
     @model_validator(mode="after")
     def _model_is_consistent(self) -> Profile:
@@ -306,6 +476,31 @@ class Profile(_Strict):
                 raise ValueError(f"roles: {role.name!r} names process {role.process!r}, not one of {names}")
         if len({r.name for r in self.roles}) != len(self.roles):
             raise ValueError(f"role names must be unique: {[r.name for r in self.roles]}")
+        return self
+
+    def accounts(self) -> dict[str, str]:
+        """Every ServiceAccount of the stack IMP-9 judges -> what runs as it: serviceAccounts, controller.serviceAccount
+        and the accounts whose token a process the suite starts is given ({sa_kubeconfig:NS/NAME})."""
+        found: dict[str, list[str]] = {}
+        for entry in self.service_accounts:
+            found.setdefault(entry.account, []).append(entry.role or "")
+        if self.controller.service_account:
+            found.setdefault(self.controller.service_account, []).append("controller")
+        for process in self.processes:
+            for text in [process.kubeconfig, *process.command, *process.env.values()]:
+                for account in _SA_PLACEHOLDER.findall(text):
+                    found.setdefault(account, []).append(f"process {process.name}")
+        return {account: ", ".join(dict.fromkeys(r for r in roles if r)) for account, roles in found.items()}
+
+    @model_validator(mode="after")
+    def _accounts_are_known(self) -> Profile:
+        listed = [a.account for a in self.service_accounts]
+        if len(set(listed)) != len(listed):
+            raise ValueError(f"serviceAccounts: each account once: {listed}")
+        accounts = self.accounts()
+        for right in self.rights:
+            if right.account not in accounts:
+                raise ValueError(f"rights: {right.account!r} is none of the stack's accounts {sorted(accounts)}")
         return self
 
     def restartable(self) -> list[Role]:

@@ -72,14 +72,9 @@ def check_page(page: Path, screenshot: Path, chromium: str | None = None) -> Bro
         text=True,
         timeout=TIMEOUT_S,
     )
-    dom = subprocess.run([browser, *_FLAGS, "--dump-dom", url], capture_output=True, text=True, timeout=TIMEOUT_S)
-    problems = []
+    problems, parsed = _built_dom(browser, url)
     if shot.returncode != 0 or not screenshot.exists() or screenshot.stat().st_size == 0:
         problems.append(f"no screenshot (exit {shot.returncode}): {shot.stderr[-500:]}")
-    if dom.returncode != 0 or "<body" not in dom.stdout:
-        problems.append(f"chromium built no DOM (exit {dom.returncode}): {dom.stderr[-500:]}")
-    parsed = _Links()
-    parsed.feed(dom.stdout)
     for href in parsed.links:
         target = urlparse(href)
         if target.scheme in ("http", "https"):
@@ -93,3 +88,50 @@ def check_page(page: Path, screenshot: Path, chromium: str | None = None) -> Bro
                 problems.append(f"link {href}: {path} does not exist")
     problems += [f"loads {src} from outside the page" for src in parsed.loads if not src.startswith("data:")]
     return BrowserCheck(screenshot, len(parsed.links), parsed.svgs, problems)
+
+
+def _built_dom(browser: str, url: str) -> tuple[list[str], _Links]:
+    """The DOM chromium built for `url`, parsed, and what went wrong building it."""
+    dom = subprocess.run([browser, *_FLAGS, "--dump-dom", url], capture_output=True, text=True, timeout=TIMEOUT_S)
+    problems = []
+    if dom.returncode != 0 or "<body" not in dom.stdout:
+        problems.append(f"chromium built no DOM (exit {dom.returncode}): {dom.stderr[-500:]}")
+    parsed = _Links()
+    parsed.feed(dom.stdout)
+    return problems, parsed
+
+
+def _static_ids(path: Path) -> set[str]:
+    parsed = _Links()
+    parsed.feed(path.read_text(errors="replace"))
+    return parsed.ids
+
+
+def check_site_page(page: Path, chromium: str | None = None) -> BrowserCheck:
+    """A page of the documentation site (make docs) in headless chromium: every link of the DOM it built must resolve —
+    an id of the page, or a file of the site and, with a #fragment, an id of that file — and nothing may be loaded from
+    outside the site (it is read offline). Links to other sites are counted, not fetched."""
+    browser = chromium or find_chromium()
+    if browser is None:
+        raise FileNotFoundError("no chromium on PATH: `make chromium` (apt-get install -y chromium)")
+    problems, parsed = _built_dom(browser, page.resolve().as_uri())
+    for href in parsed.links:
+        target = urlparse(href)
+        if target.scheme in ("http", "https", "mailto"):
+            continue
+        if not target.path:
+            if target.fragment and unquote(target.fragment) not in parsed.ids:
+                problems.append(f"link {href}: no element with that id")
+            continue
+        path = Path(unquote(target.path)) if target.scheme == "file" else page.parent / unquote(target.path)
+        path = path / "index.html" if path.is_dir() else path
+        if not path.is_file():
+            problems.append(f"link {href}: {path} does not exist")
+        elif target.fragment and path.suffix == ".html" and unquote(target.fragment) not in _static_ids(path):
+            problems.append(f"link {href}: {path.name} has no element with id {target.fragment!r}")
+    problems += [
+        f"loads {src} from outside the site"
+        for src in parsed.loads
+        if urlparse(src).scheme in ("http", "https") or src.startswith("//")
+    ]
+    return BrowserCheck(page, len(parsed.links), parsed.svgs, problems)

@@ -20,6 +20,8 @@ from conformance.report.verdict import IMPLEMENTATION_AREAS, Verdict, overall
 
 # Worst first: a requirement takes the worst outcome of its tests.
 _RANK = {"failed": 0, "passed": 1, "skipped": 2}
+# A passed test's note for its requirement's reason (pytest's record_property(NOTE_PROPERTY, text)): what it accepted.
+NOTE_PROPERTY = "requirement_note"
 NOT_RUN = "no test of this requirement ran in this run (no scenario in this suite version, or not collected)"
 
 
@@ -69,9 +71,14 @@ class Outcomes:
                 worst = min(results, key=lambda r: _RANK[r.outcome])
                 skipped = [r for r in results if r.outcome == "skipped"]
                 outcome, reason = worst.outcome, worst.reason
+                notes = [r.reason for r in results if r.outcome == "passed" and r.reason]  # what passes accepted
+                if outcome == "passed":
+                    reason = "; ".join(notes)
                 if outcome == "passed" and skipped:
                     outcome = "partial"
-                    reason = "; ".join(f"{r.nodeid.rsplit('::', 1)[-1]} skipped: {r.reason}" for r in skipped)
+                    reason = "; ".join(
+                        [*(f"{r.nodeid.rsplit('::', 1)[-1]} skipped: {r.reason}" for r in skipped), *notes]
+                    )
                 entry = {
                     "outcome": outcome,
                     "reason": reason,

@@ -123,7 +123,7 @@ def _check_names(prof: Profile, result: CheckResult) -> None:
 RUN_WIDE = "run-wide"  # a test judged over the whole run (marker run_wide)
 
 
-def _suite_modules() -> list[ModuleType]:
+def suite_modules() -> list[ModuleType]:
     """Every module of the suite (importing them also registers their scenarios)."""
     modules = []
     for package in SUITE_PACKAGES:
@@ -132,11 +132,11 @@ def _suite_modules() -> list[ModuleType]:
     return modules
 
 
-def _direct_tests() -> dict[str, set[str]]:
+def direct_tests() -> dict[str, set[str]]:
     """Requirement -> packages ("cluster", "implementation") of tests marked with it; tests that are not fed by a
     scenario (e.g. the API checks) run as they are."""
     found: dict[str, set[str]] = {}
-    for module in _suite_modules():
+    for module in suite_modules():
         where = module.__name__.split(".")[2]
         for name, fn in vars(module).items():
             marks = getattr(fn, "pytestmark", []) if name.startswith("test") else []
@@ -151,7 +151,7 @@ def _direct_tests() -> dict[str, set[str]]:
 
 def plan(prof: Profile | None) -> list[PlanRow]:
     """Per requirement: run, skip (why) or not covered, for this profile (None: a cluster-only run)."""
-    direct = _direct_tests()
+    direct = direct_tests()
     registered = list(REGISTRY.values())
     rows: list[PlanRow] = []
     for req in REQUIREMENTS:
@@ -177,7 +177,7 @@ def plan(prof: Profile | None) -> list[PlanRow]:
 
 def _check_capabilities(prof: Profile, result: CheckResult) -> None:
     """A capability no scenario reads would be a promise nothing tests: refused (a typo of a real one, too)."""
-    _suite_modules()  # registers every scenario
+    suite_modules()  # registers every scenario
     known = known_capabilities()
     for name in sorted(set(prof.capabilities) - known):
         result.errors.append(

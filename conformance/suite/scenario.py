@@ -118,9 +118,24 @@ def profile_gap(sc: Scenario, profile: Profile) -> str | None:
         return "the profile declares no faultInjector: failures cannot be caused"
     if "process" in sc.controller and not profile.restartable():
         return "the profile names no restartable role (roles, or controller.process): the suite cannot restart any"
-    if "serviceAccount" in sc.controller and profile.controller.service_account is None:
-        return "the profile names no controller.serviceAccount: the controller's privileges are unknown"
+    if "serviceAccount" in sc.controller and not profile.accounts():
+        return (
+            "the profile names no ServiceAccount (serviceAccounts, controller.serviceAccount, or a process run with "
+            "{sa_kubeconfig:...}): the stack's privileges are unknown"
+        )
     return None
+
+
+def profile_needs(sc: Scenario) -> list[str]:
+    """What an implementation scenario needs from a profile, in words (the requirement reference, docs/): the same
+    fields profile_gap reads, so what the reference says skips a scenario is what skips it."""
+    needs = [f"the capability `{c}`" for c in sc.capabilities]
+    needs += ["a `fabricProbe`"] if sc.probe else []
+    needs += ["a `faultInjector`"] if sc.faults else []
+    needs += ["a restartable role (`roles` or `controller.process`)"] if "process" in sc.controller else []
+    account = "a ServiceAccount (`serviceAccounts`, `controller.serviceAccount`, or `{sa_kubeconfig:...}` of a process)"
+    needs += [account] if "serviceAccount" in sc.controller else []
+    return needs
 
 
 @dataclass(frozen=True)

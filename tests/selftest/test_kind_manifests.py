@@ -3,7 +3,7 @@
 `kubectl apply --dry-run=server -k` sends every object through the apiserver's decoding, strict field
 validation, defaulting and admission (RBAC rules, Deployments, DaemonSet, Services, ConfigMap) without keeping
 anything. What a dry-run cannot show (pods starting on real kubelets, the kubelet plugin's registration) needs
-a kind cluster; see README "On kind".
+a kind cluster; see docs/clusters.md "On kind".
 """
 
 from __future__ import annotations

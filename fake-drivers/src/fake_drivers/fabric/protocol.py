@@ -1,8 +1,8 @@
 """The probe and fault-injector protocols as an OpenAPI document (docs/fabric-protocols.openapi.json).
 
-The conformance suite reads an implementation's fabric through two optional HTTP APIs (README "Fabric probe" and
-"Fault injector protocol"). The reference fabric manager serves both; its FastAPI schema, cut to those two
-tag groups, is the published contract any implementation (or an adapter in front of it) must serve.
+The conformance suite reads an implementation's fabric through two optional HTTP APIs (docs/fabric.md; the site's
+protocol reference is generated from this document). The reference fabric manager serves both; its FastAPI schema,
+cut to those two tag groups, is the published contract any implementation (or an adapter in front of it) must serve.
 `python -m fake_drivers.fabric.protocol > docs/fabric-protocols.openapi.json` writes it again.
 """
 
@@ -37,8 +37,8 @@ def protocol_openapi(workdir: Path) -> dict[str, Any]:
         "info": {
             "title": "KEP-5007 conformance: fabric probe and fault injector",
             "version": "v1",
-            "description": "What a profile's fabricProbe and faultInjector URLs must answer (README, 'Certify your "
-            "stack'). Generated from the reference fabric manager.",
+            "description": "What a profile's fabricProbe and faultInjector URLs must answer (the documentation site's "
+            "'Fabric probe and fault injector'). Generated from the reference fabric manager.",
         },
         "paths": kept,
     }

@@ -535,8 +535,19 @@ class Profile(_Strict):
     )
     promises: Promises = Field(default_factory=Promises, description="how long scenarios wait for an attach, a detach")
     capabilities: dict[str, bool] = Field(
-        default_factory=dict, description="flags that select scenarios (the table below) and descriptive ones"
+        default_factory=dict,
+        description="flags that select scenarios (the table below); `profile check` refuses one no scenario reads",
     )
+    devices_per_claim: Annotated[
+        int,
+        Field(
+            alias="devicesPerClaim",
+            ge=2,
+            le=32,
+            description="devices one claim of the multi-device scenarios asks for (IMP-18; bounded at run time by the "
+            "fabric devices reaching one node), split over two requests where the scenario asks for two",
+        ),
+    ] = 4
 
     @model_validator(mode="after")
     def _model_is_consistent(self) -> Profile:

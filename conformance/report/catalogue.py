@@ -144,6 +144,27 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "other drivers' ResourceClaims, ResourceSlices and DeviceClasses are ignored, never written",
         f"{_IMP} / Roles",
     ),
+    _r(
+        "IMP-18",
+        "implementation",
+        "MUST",
+        "claims of several devices and requests: each device attached, reported and let go on its own",
+        _IMP,
+    ),
+    _r(
+        "IMP-19",
+        "implementation",
+        "MUST",
+        "a device moved between nodes: detached from the first before attached to the second, no early condition",
+        _IMP,
+    ),
+    _r(
+        "IMP-20",
+        "implementation",
+        "MUST",
+        "a shared claim: one attach, every pod binds there, attached until the last pod is gone, then let go",
+        _IMP,
+    ),
     _r("SCALE-1", "scale", "SHOULD", "many pods waiting in PreBind all bind, none lost", "Test Plan / e2e"),
 )
 CATALOGUE: dict[str, Requirement] = {r.id: r for r in REQUIREMENTS}
@@ -445,6 +466,53 @@ DOCS: dict[str, Doc] = {
             "reschedule-to-local": "its own pod binds on the node-local copy while the other claims live",
             "counted": "its own pod binds on capacity of a node the scenario has to itself",
         },
+    ),
+    "IMP-18": Doc(
+        "multi-device: one pod's claim of `devicesPerClaim` devices (default 4) over two requests, one attach slowed "
+        "4 s: every device attached to the pod's node at the binding, each device's conditions (`status.devices`, "
+        "per driver, pool, device) True only once THAT device is attached there, each request answered with its "
+        "count, all let go after the release. multi-device-failure: N of N+1 leased devices, every attach held by a "
+        "`hang` fault, then one fails and the others complete: the failed device's entry carries the failure "
+        "condition (reason, message), the claim is rescheduled, the pod binds with N devices all attached, the failed "
+        "one never allocated again, and devices of the failed allocation the pod did not end with are let go within "
+        "`detachSeconds` of the deallocation",
+        models={
+            "keep-in-pool": "each leased fabric device of the claim; the healthy devices of the failed allocation "
+            "usually go on into the new one (exactly N healthy devices are leased)",
+            "reschedule-to-local": "per device: the node-local copy (a copy of a device the fabric allocation held) "
+            "or, where the stack kept it, the fabric device, each attached there; a condition meaning `reschedule` "
+            "only after that device's own attach",
+            "counted": "capacity on the scenario's own node; the devices are those the faults hit and the node-local "
+            "copies (or `status.devices[].data`, per allocation) name; " + _COUNTED_LET_GO,
+        },
+        skips="when no node without node-local devices is reached by two fabric devices (three for the failure)",
+    ),
+    "IMP-19": Doc(
+        "device-mobility: a device used by a pod on node A is released and asked for by a pod pinned to node B of "
+        "its fabric: the probe must show it leave A (free, or detaching from A) before any answer lists it on B; no "
+        "condition of B's allocation True before the probe says it is attached to B; the pod binds on B with it "
+        "there; afterwards it is let go",
+        models={
+            "keep-in-pool": "the leased device is offered while it idles on A, so B's claim gets it while it is still "
+            "attached to A: the stack must move it (detach, then attach) before reporting",
+            "reschedule-to-local": "B waits until the device is free again (listed only when free), then the same",
+            "counted": "A and B are nodes of one fabric, each the scenario's alone; B's pod is created once the probe "
+            "shows A's device gone from A; the device B gets is the stack's choice, and its path is judged the same "
+            "(listed on another node, it must leave there before it is listed on B)",
+        },
+        skips="when no fabric device reaches two nodes",
+    ),
+    "IMP-20": Doc(
+        "shared-claim-attach: one ResourceClaim used by 3 pods pinned to one node: the device is attached once, every "
+        "pod binds there with it attached; after the first pod leaves the claim's `reservedFor`, every probe answer "
+        "for 3 s says it is still attached there; after the last pod and the claim it is let go",
+        models={
+            "keep-in-pool": "one fabric allocation for all pods, one attach",
+            "reschedule-to-local": "the claim moves to the node-local copy once (every pod waits: a shared claim is "
+            "deallocated only when no pod holds it)",
+            "counted": "the node is the scenario's own: exactly one device arrives there; " + _COUNTED_LET_GO,
+        },
+        skips="when no node without node-local devices is reached by a fabric pool",
     ),
     "SCALE-1": Doc(
         "scale: `--scale-pods` pods (default 16; the KEP's 1000 with `--scale-pods 1000`) with fabric devices wait in "

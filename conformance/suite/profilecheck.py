@@ -31,7 +31,7 @@ from conformance.implementation.profile import (
     placeholder_problem,
 )
 from conformance.report.catalogue import REQUIREMENTS
-from conformance.suite.scenario import REGISTRY, profile_gap
+from conformance.suite.scenario import REGISTRY, known_capabilities, profile_gap
 
 SUITE_PACKAGES = ("conformance.suite.cluster", "conformance.suite.implementation")
 NO_PROFILE = "no implementation profile: the run certifies the cluster only"
@@ -190,8 +190,19 @@ def plan(prof: Profile | None) -> list[PlanRow]:
     return rows
 
 
+def _check_capabilities(prof: Profile, result: CheckResult) -> None:
+    """A capability no scenario reads would be a promise nothing tests: refused (a typo of a real one, too)."""
+    suite_modules()  # registers every scenario
+    known = known_capabilities()
+    for name in sorted(set(prof.capabilities) - known):
+        result.errors.append(
+            f"capabilities.{name}: no scenario reads it (a claim nothing tests); known: {', '.join(sorted(known))}"
+        )
+
+
 def check(loaded: LoadedProfile) -> CheckResult:
     result = CheckResult()
     _check_files(loaded, result)
+    _check_capabilities(loaded.profile, result)
     result.plan = plan(loaded.profile)
     return result

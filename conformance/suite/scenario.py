@@ -65,6 +65,20 @@ class Scenario:
 
 
 REGISTRY: dict[str, Scenario] = {}
+# Capabilities a scenario reads in its body (not through `capabilities=`), registered by `reads_capability`: with the
+# scenarios' own, every capability a profile may claim (`profile check` refuses one that nothing reads).
+READ_CAPABILITIES: set[str] = set()
+
+
+def reads_capability(name: str) -> str:
+    """Register a capability a scenario reads in its body; returns the name."""
+    READ_CAPABILITIES.add(name)
+    return name
+
+
+def known_capabilities() -> set[str]:
+    """Every capability some registered scenario reads."""
+    return {c for s in REGISTRY.values() for c in s.capabilities} | READ_CAPABILITIES
 
 
 def scenario(

@@ -418,8 +418,9 @@ def profile_check(file: Path, probe_url: str | None, probe_ca_file: str | None, 
     runs = sum(r.action == "run" for r in result.plan)
     click.echo(
         f"{runs} of {len(result.plan)} requirements will run; a run may still skip one for what only the cluster "
-        "shows (its release, the devices actually published) and says why then; what each one checks, per design: "
-        "the requirement reference (`make docs`, site/reference/requirements.html)"
+        "shows (its release, a node it cannot add) and says why then; what the implementation owes (devices, reach) "
+        "is never skipped: missing after promises.publishSeconds it fails; what each one checks, per design: the "
+        "requirement reference (`make docs`, site/reference/requirements.html)"
     )
     if result.errors:
         raise click.ClickException(f"{len(result.errors)} problem(s) in {file}")

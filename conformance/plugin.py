@@ -20,6 +20,7 @@ from kubernetes.client.exceptions import ApiException
 
 from conformance.cluster import interrupts
 from conformance.cluster.client import USER_AGENT, Cluster
+from conformance.cluster.defects import ACCEPT_PREFIX, PROPERTY, accepted, catalogue
 from conformance.cluster.gates import parse_gate_overrides
 from conformance.cluster.objects import RUN_LABEL, ObjectTracker
 from conformance.cluster.providers import PROVIDERS, ClusterInfo, ClusterSpec, ProviderNotReady, make_provider
@@ -31,7 +32,7 @@ from conformance.implementation.harness import Implementation, ImplementationFai
 from conformance.implementation.profile import DEFAULT_BINDING_TIMEOUT_S, LoadedProfile, ProfileError, load_profile
 from conformance.observe.devices import DevicePool, read_devices
 from conformance.observe.invariants import InvariantWatcher
-from conformance.observe.publishing import settled_slices
+from conformance.observe.publishing import PublishLog, settled_slices
 from conformance.observe.recorder import Recorder
 from conformance.report.bundle import make_bundle
 from conformance.report.catalogue import CATALOGUE, KEP_URL
@@ -48,7 +49,20 @@ from conformance.report.outcomes import (
     write_conformance_report,
 )
 from conformance.report.reasons import headline, report_reason
-from conformance.report.verdict import EXIT_PARTIAL, NOT_CERTIFIED, Verdict, exit_status, overall, verdicts
+from conformance.report.verdict import (
+    EXIT_KNOWN_DEFECT,
+    EXIT_PARTIAL,
+    IMPLEMENTATION_AREAS,
+    NOT_CERTIFIED,
+    KnownFailures,
+    Verdict,
+    exit_status,
+    known_defects,
+    overall,
+    verdicts,
+)
+from conformance.suite.declared import settings_report, settings_summary
+from conformance.suite.others import OtherDrivers, other_drivers
 from conformance.suite.scenario import (
     REGISTRY,
     ClusterContext,
@@ -56,6 +70,7 @@ from conformance.suite.scenario import (
     Scenario,
     ScenarioFailed,
     ScenarioRunner,
+    profile_gap,
     summarize,
 )
 
@@ -68,6 +83,8 @@ _EVIDENCE_KEY = pytest.StashKey[Evidence]()
 # Moments of the run, in seconds from pytest's start (where the wall goes: bring-up, implementation start, device read
 # settle, scenarios, teardown, reports); in the run report as `phases` and printed in the terminal summary.
 _MARKS_KEY = pytest.StashKey[dict[str, float]]()
+_READY_KEY = pytest.StashKey[float]()  # time.time() when the implementation was ready
+_OTHERS_KEY = pytest.StashKey[OtherDrivers]()  # the other driver live beside the implementation (IMP-17)
 NAMESPACE_READY_S = 30.0
 DEFAULT_PROFILE = Path(__file__).resolve().parent.parent / "fixtures" / "profiles" / "reference.yaml"
 NAMESPACE_GONE_S = 60.0
@@ -102,12 +119,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=int,
         default=None,
         help="scheduler bindingTimeout in seconds, where the release lets it be set (default: from the profile's "
-        "promised attach, at least 20; on an existing cluster: what it is configured with, 20 if not given)",
+        "promised attach, at least 20); on an existing cluster it declares the one configured there (default 20): "
+        "SCH-6 and BASE-2 measure it",
     )
     group.addoption(
         "--feature-gates",
         default="",
         help="gate values over the suite's own, e.g. DRADeviceBindingConditions=false (local provider)",
+    )
+    group.addoption(
+        "--scheduler-url",
+        default=None,
+        help="with --provider existing: kube-scheduler's secure port where this machine reaches it (e.g. "
+        "https://10.0.0.1:10259), so BASE-2 reads the gates it runs (/metrics, with the kubeconfig's credentials); "
+        "without it they are reported unread",
+    )
+    group.addoption(
+        "--scheduler-verbosity",
+        type=int,
+        default=None,
+        help="kube-scheduler's --v on the local cluster (its log: <cluster folder>/kwok/clusters/<name>/logs/"
+        "kube-scheduler.log, kept with --keep-cluster); e.g. 5 for the DRA plugin's assume-cache and in-flight steps",
     )
     group.addoption(
         "--allow-unmarked-cluster",
@@ -122,10 +154,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--accept",
         action="append",
-        choices=["partial"],
         default=[],
-        help=f"exit 0 for a partial result (a MUST skipped or not covered) instead of {EXIT_PARTIAL}: for runs that "
-        "knowingly cover a subset of the suite or a profile that knowingly lacks a capability",
+        help=f"'partial': exit 0 for a partial result (a MUST skipped or not covered) instead of {EXIT_PARTIAL}, for "
+        "runs that knowingly cover a subset of the suite or a profile that knowingly lacks a capability; "
+        f"'{ACCEPT_PREFIX}ID': a requirement failed only by that known upstream defect of the cluster's release "
+        f"(conformance/cluster/known-defects.yaml) does not make the exit status {EXIT_KNOWN_DEFECT}; it still "
+        "reads failed, the verdict stays failure and every report lists it as accepted. Repeatable",
     )
     group.addoption(
         "--download-binaries",
@@ -137,6 +171,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=int,
         default=16,
         help="pods of the SCALE-1 stress scenario, each with its own fabric device (the KEP test plan says 1000)",
+    )
+    group.addoption(
+        "--double-allocation-rounds",
+        type=int,
+        default=2,
+        help="rounds of binding timeouts the SCH-9 double-allocation scenario watches (a round: each of its 2 "
+        "devices' allocations timed out once; about one bindingTimeout and a PreBind poll per round)",
     )
     group.addoption(
         "--profile",
@@ -155,6 +196,13 @@ def _mark(config: pytest.Config, moment: str, seconds: float | None = None) -> N
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    for value in config.getoption("--accept"):
+        if value != "partial" and not value.startswith(ACCEPT_PREFIX):
+            raise pytest.UsageError(f"--accept {value}: expected 'partial' or '{ACCEPT_PREFIX}ID'")
+    try:
+        accepted(config.getoption("--accept"))
+    except ValueError as exc:
+        raise pytest.UsageError(f"--accept: {exc}") from None
     config.pluginmanager.register(RequirementReporter(config), "dra-conformance-requirements")
     config.addinivalue_line("markers", "requirement(id): the catalogue requirement a test checks, e.g. API-2")
     config.addinivalue_line("markers", "run_wide: judged over the whole run's record; runs after every other test")
@@ -182,6 +230,8 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--feature-gates: {exc}") from None
     if (config.getoption("--nodes") or 1) < 1:
         raise pytest.UsageError("--nodes must be at least 1")
+    if config.getoption("--double-allocation-rounds") < 1:
+        raise pytest.UsageError("--double-allocation-rounds must be at least 1")
     if config.getoption("--scale-pods") < 2:
         raise pytest.UsageError("--scale-pods must be at least 2 (pods waiting in PreBind side by side)")
     if (config.getoption("--binding-timeout") or 1) < 1:
@@ -193,7 +243,19 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> None:
     """A test whose scenario failed fails here, in its call phase, with the scenario's error and evidence."""
     for value in pyfuncitem.funcargs.values():
         if isinstance(value, ScenarioFailed):
+            if reason := _requirement_gap(pyfuncitem):  # skipped for the profile, as `profile check` predicts
+                pytest.skip(reason)
             raise value.error
+
+
+def _requirement_gap(item: pytest.Function) -> str | None:
+    """Why the profile cannot have this test's requirement judged (Scenario.probe_for), or None."""
+    marker, loaded = item.get_closest_marker("requirement"), item.config.stash.get(_PROFILE_KEY, None)
+    if marker is None or loaded is None:
+        return None
+    module = getattr(item.module, "__name__", "")
+    scenarios = [sc for sc in REGISTRY.values() if sc.module == module and marker.args[0] in sc.probe_for]
+    return next((gap for sc in scenarios if (gap := profile_gap(sc, loaded.profile, marker.args[0]))), None)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -291,6 +353,7 @@ def implementation(
         evidence.gather_logs(workdir, "implementation", "implementation process logs")
         pytest.exit(f"cannot start the implementation of profile {profile.profile.name!r}: {exc}", returncode=3)
     _mark(pytestconfig, "implementationReady")
+    pytestconfig.stash[_READY_KEY] = time.time()  # promises.publishSeconds counts from here
     if profile.profile.fabric_probe is not None:
         recorder.probe(impl.resolve(profile.profile.fabric_probe.url))
     yield impl
@@ -311,19 +374,35 @@ def scenarios(
     recorder: Recorder,
     run_id: str,
     pytestconfig: pytest.Config,
+    request: pytest.FixtureRequest,
 ) -> Iterator[ScenarioRunner]:
     """Every selected scenario, started side by side once the implementation is up; tests read their results."""
     prof = profile.profile
     say = _progress(pytestconfig)
+    selected = [sc for sc in pytestconfig.stash.get(_SELECTED_KEY, []) if sc.implementation]
+    # Another driver's class, slice and claims in every binding state, live from now until every scenario has ended
+    # (suite/others.py): the implementation publishes and works beside them, as in a real cluster (IMP-17).
+    others = other_drivers(Cluster(cluster.info), recorder, run_id, say)
+    request.addfinalizer(lambda: _stop_others(others, say))  # runs after this fixture's own teardown below
+    pytestconfig.stash[_OTHERS_KEY] = others
+    say(
+        f"another driver {others.driver} lives beside the implementation: claims {sorted(others.pods)} in namespace "
+        f"{others.namespace}"
+        if not others.unavailable
+        else f"no other driver beside the implementation: {others.unavailable}"
+    )
     # The watcher first: devices are read with the nodes' labels as they are now (an implementation may label nodes
-    # when it starts), and once the implementation has finished publishing (observe/publishing.py): a half-written
-    # pool read here would make scenarios skip for want of devices that were still on their way.
+    # when it starts), and once the implementation has published what it owes, up to its promise
+    # (observe/publishing.py): a half-written pool read here would make scenarios fail for want of devices that were
+    # still on their way. Past the promise the run goes on; scenarios that need what is missing fail with the cause.
     watcher = InvariantWatcher(recorder, prof.driver, prof.identity_attribute).start()
-    try:
-        slices = settled_slices(cluster, prof)
-    except AssertionError as exc:
-        watcher.stop()
-        pytest.exit(f"the implementation of profile {prof.name!r} did not finish publishing: {exc}", returncode=3)
+    publish = PublishLog(pytestconfig.stash.get(_READY_KEY, time.time()), prof.promises.publish_s)
+    slices = settled_slices(cluster, prof, publish, watcher.live_nodes, any(sc.remote for sc in selected))
+    if publish.owed:
+        say(
+            f"the implementation still owes, {publish.rel(time.time())} after its readiness (promises.publishSeconds="
+            f"{prof.promises.publish_s:g}): {'; '.join(publish.owed)}; scenarios that need it fail"
+        )
     pool = DevicePool(
         prof.driver,
         prof.identity_attribute,
@@ -360,11 +439,13 @@ def scenarios(
                 record=recorder,
                 options=options,
                 invariants=watcher,
+                publish=publish,
+                others=others,
+                log_marks=implementation.log_marks(),
             )
         )
 
-    selected = [evidence.guard(sc) for sc in pytestconfig.stash.get(_SELECTED_KEY, []) if sc.implementation]
-    runner = ScenarioRunner(selected, context, watcher, say, concurrency=prof.fabric_concurrency)
+    runner = ScenarioRunner([evidence.guard(sc) for sc in selected], context, watcher, say, prof.fabric_concurrency)
     pytestconfig.stash[_RUNNER_KEY] = runner
     runner.start()
     try:
@@ -374,6 +455,17 @@ def scenarios(
             runner.join()
         finally:
             watcher.stop()
+
+
+def _stop_others(others: OtherDrivers, say: Callable[[str], None]) -> None:
+    if left := others.stop():
+        say(f"the other driver's objects could not all be deleted: {left}")
+
+
+@pytest.fixture(scope="session")
+def other_driver(scenarios: ScenarioRunner, pytestconfig: pytest.Config) -> OtherDrivers:
+    """The other driver live beside the implementation from its readiness until every scenario has ended."""
+    return pytestconfig.stash[_OTHERS_KEY]
 
 
 @pytest.fixture(scope="session")
@@ -394,6 +486,7 @@ def cluster_scenarios(
                 objects=ObjectTracker(handle, run_id),
                 say=evidence.say_for(sc.name, say),
                 record=recorder,
+                options={"double_allocation_rounds": pytestconfig.getoption("--double-allocation-rounds")},
             )
         )
 
@@ -409,7 +502,7 @@ def cluster_scenarios(
 
 def _binding_timeout(config: pytest.Config) -> int:
     """--binding-timeout, or what the profile's promises need (Profile.binding_timeout_s) on a cluster the suite
-    starts; an existing cluster's cannot be read, so there it is what the user states."""
+    starts; an existing cluster's cannot be set, so there it is what the user declares (SCH-6 and BASE-2 measure it)."""
     given = config.getoption("--binding-timeout")
     if given is not None:
         return int(given)
@@ -436,6 +529,7 @@ def cluster(pytestconfig: pytest.Config, run_id: str) -> Iterator[Cluster]:
         binding_timeout_s=_binding_timeout(pytestconfig),
         keep=opt("--keep-cluster"),
         feature_gates=parse_gate_overrides(opt("--feature-gates")),
+        scheduler_verbosity=opt("--scheduler-verbosity"),
     )
     provider = make_provider(
         opt("--provider"),
@@ -489,6 +583,9 @@ def _cluster_summary(terminalreporter: Any, config: pytest.Config) -> None:
     terminalreporter.section("KEP-5007 cluster")
     terminalreporter.write_line(f"provider {info.provider}, Kubernetes {info.version}, {len(info.nodes)} nodes")
     terminalreporter.write_line(f"feature gates set: {gates}; binding timeout {timeout}")
+    if _CLUSTER_RUNNER_KEY in config.stash:
+        measured = settings_report(info, config.stash[_CLUSTER_RUNNER_KEY])["measured"]
+        terminalreporter.write_line(f"measured (BASE-2): {settings_summary(measured)}")
     if "bring_up_s" in timings:
         terminalreporter.write_line(f"bring-up {timings['bring_up_s']:.1f}s")
     if marks := config.stash.get(_MARKS_KEY, {}):
@@ -602,6 +699,9 @@ class RequirementReporter:
         self.packaging = ""
         self.verdicts: dict[str, Verdict] = {}
         self.result: str | None = None
+        self.other_failures: set[str] = set()  # failed test phases that name no known upstream defect
+        self.known_failures: KnownFailures | None = None
+        self.accepted = accepted(config.getoption("--accept"))
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         """Map each test to its requirement id; an id not in the catalogue is an error, not a silent extra."""
@@ -661,6 +761,9 @@ class RequirementReporter:
                 self.config.stash[_EVIDENCE_KEY].failed(item.nodeid, {namespace})
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        known = dict(report.user_properties).get(PROPERTY) if report.failed else None
+        if report.failed and not known:
+            self.other_failures.add(report.nodeid)
         requirement = self.requirement_of.get(report.nodeid)
         if requirement is None or (report.when != "call" and report.passed) or report.nodeid in self.interrupted:
             return
@@ -671,7 +774,8 @@ class RequirementReporter:
                 reason = f"{report.when}: {reason}"
         elif report.when == "call":  # a passed check may say what it accepted (e.g. IMP-9's declared rights)
             reason = "; ".join(str(v) for k, v in report.user_properties if k == NOTE_PROPERTY)
-        self.outcomes.add(requirement, RunResult(report.nodeid, report.outcome, reason, report.duration))
+        result = RunResult(report.nodeid, report.outcome, reason, report.duration, known_defect=known)
+        self.outcomes.add(requirement, result)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -681,7 +785,10 @@ class RequirementReporter:
         self.summary = summary = self.outcomes.summary(not_certified=NO_PROFILE_REASON if loaded is None else None)
         self.verdicts = verdicts(summary, no_implementation=NO_PROFILE_REASON if loaded is None else None)
         self.result = overall(self.verdicts)
-        session.exitstatus = exit_status(self.result, int(exitstatus), set(self.config.getoption("--accept")))
+        self.known_failures = known = KnownFailures(
+            summary, self.accepted, bool(self.other_failures), NO_PROFILE_REASON if loaded is None else None
+        )
+        session.exitstatus = exit_status(self.result, int(exitstatus), set(self.config.getoption("--accept")), known)
         reports_dir = self.config.getoption("--reports-dir")
         if reports_dir:
             self._write_reports(Path(reports_dir), summary, loaded)
@@ -713,6 +820,8 @@ class RequirementReporter:
                 "bindingTimeoutSeconds": info.binding_timeout_s,
                 "bringUpSeconds": round(timings.get("bring_up_s", 0.0), 2),
             }
+            if _CLUSTER_RUNNER_KEY in self.config.stash:
+                run["cluster"]["settings"] = settings_report(info, self.config.stash[_CLUSTER_RUNNER_KEY])
         runners = [self.config.stash[k] for k in (_CLUSTER_RUNNER_KEY, _RUNNER_KEY) if k in self.config.stash]
         if runners:
             timings = {name: t for r in runners for name, t in r.timings.items()}
@@ -742,9 +851,9 @@ class RequirementReporter:
             }
         marks = self.config.stash.get(_MARKS_KEY, {})
         run["phases"] = dict(sorted(marks.items(), key=lambda kv: kv[1]))
-        write_conformance_report(out / "conformance-report.yaml", summary, run, self.verdicts)
+        write_conformance_report(out / "conformance-report.yaml", summary, run, self.verdicts, self.known_defects())
         title = f"KEP-5007 conformance: {loaded.profile.name if loaded else 'cluster only'}"
-        write_certification_junit(out / "certification-junit.xml", summary, title)
+        write_certification_junit(out / "certification-junit.xml", summary, title, self.accepted)
         began = time.monotonic()
         try:
             page = render_html(out)
@@ -757,19 +866,42 @@ class RequirementReporter:
                 f"MANIFEST.sha256) in {time.monotonic() - began:.1f}s"
             )
 
+    def known_defects(self) -> list[dict[str, Any]]:
+        """The known upstream defects this run's failures were, each with the requirements and whether accepted."""
+        out = []
+        for kid, rids in sorted(known_defects(self.summary).items()):
+            d = catalogue()[kid]
+            out.append(
+                {
+                    "id": kid,
+                    "requirements": rids,
+                    "accepted": kid in self.accepted,
+                    "summary": d.summary,
+                    "releases": d.releases,
+                    "measured": d.measured,
+                    "unaffected": d.unaffected,
+                    "writeup": d.writeup,
+                }
+            )
+        return out
+
     def _attach_evidence(self, summary: dict[str, dict[str, Any]], evidence: Evidence) -> None:
         """Each requirement links the timelines (and failure snapshots) of its scenarios; a failed one also carries
         the scenario's decisive moments in words, so the certification JUnit shows the broken moment."""
         by_module: dict[str, list[str]] = {}
         for sc in REGISTRY.values():
             by_module.setdefault(sc.module, []).append(sc.name)
-        for entry in summary.values():
+        for rid, entry in summary.items():
             names = [n for t in entry.get("tests", []) for n in by_module.get(self.module_of.get(t, ""), [])]
             names = [n for n in dict.fromkeys(names) if n in evidence.timelines]
             links = [p for n in names for p in [*evidence.timeline_paths(n), evidence.failures.get(n)] if p]
             links += [evidence.failures[t] for t in entry.get("tests", []) if t in evidence.failures]
             if links:
                 entry["evidence"] = list(dict.fromkeys([*entry.get("evidence", []), *links]))
+            if entry["outcome"] == "failed" and CATALOGUE[rid].area in IMPLEMENTATION_AREAS:
+                # the implementation's own logs of the run, next to the failure that quotes them
+                logs = evidence.logs.get("implementation", [])
+                entry["evidence"] = list(dict.fromkeys([*entry.get("evidence", []), *logs]))
             if entry["outcome"] == "failed":
                 for name in names:
                     moments = evidence.decisive(name)
@@ -793,6 +925,12 @@ class RequirementReporter:
             for line in missing:
                 failed = " failed " in f" {line} "
                 write(line, red=failed, yellow=not failed, bold=True)
+        if known := self.known_defects():
+            terminalreporter.section("KEP-5007: KNOWN UPSTREAM DEFECTS (the requirements still fail)", red=True)
+            for d in known:
+                taken = "ACCEPTED (--accept known-defect:" + d["id"] + ")" if d["accepted"] else "not accepted"
+                write(f"{d['id']}: {', '.join(d['requirements'])} failed; {taken}; write-up {d['writeup']}", bold=True)
+                write(f"  {d['summary']}")
         terminalreporter.section("KEP-5007 verdicts")
         for subject, found in self.verdicts.items():
             colour = {"success": "green", "failure": "red"}.get(found.result, "yellow")
@@ -806,7 +944,24 @@ class RequirementReporter:
                 f"interrupted by {stopped_by} after {time.monotonic() - self.started:.0f}s: "
                 "requirements not reached are not-covered"
             )
-        if self.result == "partial":
+        judged = self.result  # what the exit status judges beyond accepted known defects
+        if known and self.known_failures is not None and self.known_failures.only_known():
+            if unaccepted := sorted(self.known_failures.unaccepted()):
+                write(
+                    f"exit status {EXIT_KNOWN_DEFECT}: every failure is a known upstream defect, not accepted: "
+                    f"{', '.join(unaccepted)} (--accept known-defect:ID accepts one explicitly)",
+                    red=True,
+                    bold=True,
+                )
+            else:
+                judged = self.known_failures.rest()
+                write(
+                    f"every failure is an accepted known upstream defect: the exit status judges the rest of the run "
+                    f"({judged})",
+                    red=True,
+                    bold=True,
+                )
+        if judged == "partial":
             if "partial" in status:
                 write("partial result accepted (--accept partial): exit status 0", yellow=True, bold=True)
             else:

@@ -222,3 +222,47 @@ def test_an_attach_that_never_ends_gets_no_allowance() -> None:
         (T0 + 2, "claim", "DELETED", _claim(11, "n1", False)),
     ]
     assert set(_judge(_record(events, _attach_then_attached(T0 + 30, T0 + 30)))) == {"IMP-12"}
+
+
+def _two_device_claim(rv: int, ready: tuple[bool, bool]) -> dict[str, Any]:
+    """One claim of two devices (two requests): d0 (U0) and d1 (U1), each with its own condition."""
+    claim = _claim(rv, "n1", ready[0])
+    second = {**claim["status"]["allocation"]["devices"]["results"][0], "device": "d1", "request": "r2"}
+    claim["status"]["allocation"]["devices"]["results"].append(second)
+    entry = {"driver": DRIVER, "pool": "fabric", "device": "d1"}
+    entry["conditions"] = [{"type": "x/ready", "status": "True" if ready[1] else "False"}]
+    claim["status"]["devices"].append(entry)
+    return claim
+
+
+def test_every_device_of_a_multi_device_claim_is_judged_not_only_the_first() -> None:
+    """IMP-10/11 read each allocated device of a claim: the second device of two, reported with the first while its
+    own attach was still to come (the per-device bookkeeping of --broken-report-all-on-first), is named."""
+    events = [
+        (T0 + 1, "claim", "ADDED", _two_device_claim(10, (False, False))),
+        (T0 + 2, "claim", "MODIFIED", _two_device_claim(11, (True, True))),
+        (T0 + 3, "pod", "MODIFIED", _pod(12, "n1")),
+        (T0 + 10, "pod", "DELETED", _pod(13, "n1")),
+        (T0 + 11, "claim", "DELETED", _two_device_claim(14, (True, True))),
+    ]
+    probe = []
+    for sent, states in _probe(T0 + 20, (T0 + 1.5, T0 + 12)):
+        states = dict(states)
+        if T0 + 4 <= sent < T0 + 12:  # U1's attach ends after both were reported and the pod bound
+            states["U1"] = ("n1", "attached")
+        probe.append((sent, states))
+    rec = _record(events, probe)
+    d1 = {"name": "d1", "attributes": {"uuid": {"string": "U1"}}}
+    fabric = rec.records[0].obj
+    rec.records[0] = Record(0, T0 - 10, "slice", "ADDED", "", "fabric", 1, {**fabric, "devices": [*fabric["devices"]]})
+    rec.records[0].obj["devices"].append(slice_summary(_slice_of(d1), "uuid")["devices"][0])
+    found = _judge(rec)
+    assert set(found) == {"IMP-10", "IMP-11"}, found
+    assert all("U1" in v and "U0" not in v for v in found["IMP-10"] + found["IMP-11"]), found
+
+
+def _slice_of(device: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "fabric", "resourceVersion": "1"},
+        "spec": {"driver": DRIVER, "pool": {"name": "fabric", "generation": 1}, "allNodes": True, "devices": [device]},
+    }

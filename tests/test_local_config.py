@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from conformance.cluster.providers.base import ClusterSpec
@@ -134,3 +135,18 @@ def test_kubeconfig_is_made_self_contained(tmp_path: Path) -> None:
 def test_phases_are_printed_in_the_order_they_ended() -> None:
     timings = {"bring_up_s": 3.0, "nodes_ready_s": 2.9, "apiserver_ready_s": 2.0, "teardown_s": 0.1}
     assert phase_summary(timings) == "apiserver 2.00, nodes 2.90"
+
+
+def test_selftest_knobs_make_the_scheduler_run_other_settings_than_declared(monkeypatch: pytest.MonkeyPatch) -> None:
+    from conformance.cluster.providers import local
+
+    assert local._selftest_scheduler_timeout(20, {}) == 20
+    assert all(not p["extraArgs"] for p in local.component_patches() if p["name"] == "kube-scheduler")
+    monkeypatch.setenv(local.SELFTEST_SCHEDULER_TIMEOUT_ENV, "35")
+    assert local._selftest_scheduler_timeout(20, {}) == 35
+    assert local._selftest_scheduler_timeout(None, {}) is None  # a release with a fixed timeout stays so
+    monkeypatch.setenv(local.SELFTEST_SCHEDULER_GATES_ENV, "DRADeviceBindingConditions=false")
+    gates = local._selftest_scheduler_gates()
+    assert local._selftest_scheduler_timeout(20, gates) is None  # bindingTimeout with the gate off: a config error
+    (scheduler,) = [p for p in local.component_patches() if p["name"] == "kube-scheduler"]
+    assert scheduler["extraArgs"] == [{"key": "feature-gates", "value": "DRADeviceBindingConditions=false"}]

@@ -12,6 +12,7 @@ from conformance.cli import main
 from conformance.implementation.profile import SCHEMA_FILE, TEMPLATE_FILE, ProfileError, json_schema, load_profile
 from conformance.report.catalogue import REQUIREMENTS
 from conformance.suite.profilecheck import check, plan
+from conformance.suite.scenario import known_capabilities
 
 PROFILES = sorted((Path(__file__).resolve().parent.parent / "fixtures" / "profiles").glob("*.yaml"))
 
@@ -120,3 +121,13 @@ def test_init_full_writes_every_field_of_the_schema(tmp_path: Path) -> None:
     loaded = load_profile(out)
     assert loaded.profile.hooks.node == [] and any(p.per_node for p in loaded.profile.processes)
     assert check(loaded).errors == []
+
+
+def test_a_capability_no_scenario_reads_is_refused_and_every_declared_one_selects_a_scenario(tmp_path: Path) -> None:
+    path = _variant(tmp_path, capabilities={"hotplugRepublish": True, "sharedClaims": True})
+    errors = check(load_profile(path)).errors
+    assert any(e.startswith("capabilities.hotplugRepublish: no scenario reads it") for e in errors), errors
+    assert not any("sharedClaims" in e.split(":")[0] for e in errors), errors
+    for profile in sorted((Path(__file__).parents[1] / "fixtures" / "profiles").glob("reference*.yaml")):
+        claimed = set(load_profile(profile).profile.capabilities)
+        assert claimed <= known_capabilities(), f"{profile.name} claims {claimed - known_capabilities()}"

@@ -17,7 +17,7 @@ from conformance.suite.implementation.test_restart import STEPS, _batches
 def _ctx(nodes: list[str], fabric: int, *, counted: bool = False, concurrency: int | None = None) -> object:
     pool = SimpleNamespace(count=lambda kind, node=None: fabric)
     return SimpleNamespace(
-        fabric_only_nodes=lambda: nodes,
+        remote_nodes=lambda: nodes,
         counted=counted,
         pool=pool,
         profile=SimpleNamespace(fabric_concurrency=concurrency),
@@ -34,7 +34,6 @@ def _ctx(nodes: list[str], fabric: int, *, counted: bool = False, concurrency: i
         (_ctx([f"node-{i}" for i in range(2, 8)], 3, counted=True), [3, 1], "count-based, capacity 3"),
         (_ctx(["node-2"], 8, concurrency=1), [1, 1, 1, 1], "fabricConcurrency 1: one held operation at a time"),
         (_ctx(["node-2"], 8, concurrency=3), [3, 1], "fabricConcurrency 3"),
-        (_ctx([], 8), [4], "no fabric-only node: remote_fabric skips, saying why"),
     ],
 )
 def test_steps_go_in_batches_that_fit(ctx: object, sizes: list[int], why: str) -> None:

@@ -65,6 +65,18 @@ def claim_template(name: str, device_class_name: str, count: int = 1) -> dict[st
     }
 
 
+def requests_claim_template(name: str, requests: list[tuple[str, str, int]]) -> dict[str, Any]:
+    """A claim template with several requests: (request name, device class, count) each; the pod's one claim
+    (named `dev`) covers them all."""
+    spec = [{"name": r, "exactly": {"deviceClassName": c, "count": n}} for r, c, n in requests]
+    return {
+        "apiVersion": RESOURCE_API,
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name},
+        "spec": {"spec": {"devices": {"requests": spec}}},
+    }
+
+
 def resource_claim(name: str, device_class_name: str, count: int = 1) -> dict[str, Any]:
     return {
         "apiVersion": RESOURCE_API,
@@ -87,6 +99,14 @@ def pod_with_claim_template(name: str, template: str) -> dict[str, Any]:
             "terminationGracePeriodSeconds": 0,
         },
     }
+
+
+def pod_with_claim(name: str, claim: str, node: str) -> dict[str, Any]:
+    """A pod pinned to `node` that uses the existing ResourceClaim `claim` (shared by every pod that names it)."""
+    pod = pod_with_claim_template(name, "")
+    pod["spec"]["resourceClaims"] = [{"name": "dev", "resourceClaimName": claim}]
+    pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+    return pod
 
 
 def pinned_pod(name: str, template: str, node: str) -> dict[str, Any]:

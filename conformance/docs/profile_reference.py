@@ -123,7 +123,7 @@ def render(schema: Schema, placeholders: dict[str, str], capabilities: dict[str,
         "## Capabilities that select scenarios { #capabilities }",
         "",
         "A scenario that needs a capability the profile does not claim (`capabilities: {NAME: true}`) is skipped "
-        "with that reason. Other keys are descriptive: they are shown in the reports and change nothing.",
+        "with that reason. `profile check` refuses a key no scenario reads: a claim nothing would test.",
         "",
         "| capability | scenarios that need it |",
         "|---|---|",

@@ -38,7 +38,7 @@ def _skips(req: Requirement, scenarios: list[Scenario], tests: list[MarkedTest])
     why = []
     for sc in scenarios:
         if sc.implementation:
-            needs = profile_needs(sc)
+            needs = profile_needs(sc, req.id)
             lacks = f", or with a profile without {', without '.join(needs)}" if needs else ""
             why.append(f"`{sc.name}` is skipped with `--profile none`{lacks}")
     if req.doc and req.doc.skips:

@@ -94,9 +94,12 @@ class FaultInjector:
         """The operations a fault applied to, oldest first: `device` is the physical device it hit."""
         return list(self.fault(fault_id).get("hits") or [])
 
-    def release_fault(self, fault_id: str, outcome: Literal["complete", "fail"] = "complete") -> list[dict[str, Any]]:
-        """Let the operations one of this scenario's faults made hang go on; returns them."""
-        body = {"fault": fault_id, "outcome": outcome}
+    def release_fault(
+        self, fault_id: str, outcome: Literal["complete", "fail"] = "complete", **extra: str
+    ) -> list[dict[str, Any]]:
+        """Let the operations one of this scenario's faults made hang go on; returns them. `extra`: reason, message
+        (outcome fail)."""
+        body = {"fault": fault_id, "outcome": outcome, **extra}
         return list(self._call("POST", f"{self.url}/release", body)["released"])
 
     def disarm(self, fault_id: str) -> dict[str, Any] | None:

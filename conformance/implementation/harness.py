@@ -48,6 +48,7 @@ from conformance.implementation.serviceaccount import (
 from conformance.implementation.tls import RunCA
 
 STOP_TIMEOUT_S = 15.0
+_LOUD = re.compile(r"error|warn|exception|traceback|fail|abort|panic", re.IGNORECASE)
 INTERRUPTED_STOP_TIMEOUT_S = 3.0  # an interrupted run ends in seconds: a process gets this long to exit cleanly
 T = TypeVar("T")
 
@@ -301,6 +302,29 @@ class Implementation:
                 if exc.status != 404:
                     problems.append(f"cannot delete {resource.kind} {name}: {exc.status} {exc.reason}")
         return problems
+
+    def log_marks(self) -> dict[str, int]:
+        """Where each running process's log ends now (bytes), to quote what it writes from here on (log_since)."""
+        return {r.spec.name: r.log.stat().st_size if r.log.exists() else 0 for r in self.running}
+
+    def log_since(self, marks: dict[str, int], lines: int = 10) -> dict[str, list[str]]:
+        """Per process, the last `lines` lines its log got since `marks` (a restarted process's new log from its
+        start), and before them the last `lines` lines of its whole log that say error, warning, exception, failed or
+        abort (a stack often says what went wrong once, before the scenario that suffers from it began)."""
+        out: dict[str, list[str]] = {}
+        for r in self.running:
+            if not r.log.exists():
+                continue
+            data = r.log.read_bytes()
+            mark = marks.get(r.spec.name, 0)
+            first_new = data[: mark if mark <= len(data) else 0].count(b"\n")
+            text = data.decode(errors="replace").splitlines()
+            loud = [i for i, line in enumerate(text) if _LOUD.search(line)][-lines:]
+            tail = range(max(first_new, len(text) - lines), len(text))
+            picked = sorted({*loud, *tail})  # in the order written
+            if picked:
+                out[r.spec.name] = [text[i] for i in picked]
+        return out
 
     def _port_file(self, name: str) -> Path:
         return self.workdir / f"{name}.port"

@@ -364,6 +364,18 @@ class Promises(_Strict):
             description="a released device is detached and offered again within this",
         ),
     ] = 60.0
+    publish_s: Annotated[
+        float,
+        Field(
+            alias="publishSeconds",
+            gt=0,
+            le=3600,
+            description="within this many seconds of the implementation's readiness it has published what it owes: "
+            "the `published` counts, every fabric pool reaching a Ready schedulable node, and a node without "
+            "node-local devices reached by a fabric pool. The device read and every scenario that cannot start "
+            "without it wait this long, then FAIL with the cause (pool, node selector, which label each node lacks)",
+        ),
+    ] = 60.0
 
 
 BindingModel = Literal["keep-in-pool", "reschedule-to-local"]
@@ -394,13 +406,16 @@ KIND = "ImplementationProfile"
 # any profile gets (Profile.binding_timeout_s); --binding-timeout overrides both.
 DEFAULT_BINDING_TIMEOUT_S = 20
 SCHEMA_FILE = Path(__file__).with_name("profile.schema.json")
+READ_SLACK_S = 60.0  # the device read's default wait past promises.publishSeconds for pools to be complete and rest
 TEMPLATE_FILE = Path(__file__).with_name("profile-template.yaml")  # `dra-conformance profile init`
 FULL_TEMPLATE_FILE = Path(__file__).with_name("profile-template-full.yaml")  # `profile init --full`: every field
 
 
 class Published(_Strict):
     """Readiness on what matters: the state the implementation's slices reach once it has published (besides its
-    processes' readiness). The run's device read waits for it; not reached within timeoutSeconds stops the run."""
+    processes' readiness). The run's device read waits for it up to promises.publishSeconds (what the implementation
+    owes); past that the run goes on with what is published, and the scenarios that need what is missing fail with
+    the cause."""
 
     fabric_devices: Annotated[
         int, Field(alias="fabricDevices", ge=0, description="fabric devices (or counted entries) published in total")
@@ -412,8 +427,16 @@ class Published(_Strict):
         float, Field(alias="settleSeconds", gt=0, le=600, description="the slices unchanged this long: published")
     ] = 2.0
     timeout_s: Annotated[
-        float, Field(alias="timeoutSeconds", gt=0, le=3600, description="not published within this: the run stops")
-    ] = 120.0
+        float | None,
+        Field(
+            alias="timeoutSeconds",
+            gt=0,
+            le=3600,
+            description="the longest the device read waits in all, counted like promises.publishSeconds and at least "
+            "as long: past the promise it waits only for the slices to be complete and unchanged for settleSeconds, "
+            "then reads them as they are (default: publishSeconds + 60)",
+        ),
+    ] = None
 
     @property
     def declared(self) -> bool:
@@ -512,8 +535,19 @@ class Profile(_Strict):
     )
     promises: Promises = Field(default_factory=Promises, description="how long scenarios wait for an attach, a detach")
     capabilities: dict[str, bool] = Field(
-        default_factory=dict, description="flags that select scenarios (the table below) and descriptive ones"
+        default_factory=dict,
+        description="flags that select scenarios (the table below); `profile check` refuses one no scenario reads",
     )
+    devices_per_claim: Annotated[
+        int,
+        Field(
+            alias="devicesPerClaim",
+            ge=2,
+            le=32,
+            description="devices one claim of the multi-device scenarios asks for (IMP-18; bounded at run time by the "
+            "fabric devices reaching one node), split over two requests where the scenario asks for two",
+        ),
+    ] = 4
 
     @model_validator(mode="after")
     def _model_is_consistent(self) -> Profile:
@@ -541,6 +575,20 @@ class Profile(_Strict):
     def meaning(self, condition: str) -> ConditionMeaning:
         """What a True bindingFailureCondition of this type means; undeclared types mean failure."""
         return self.failure_conditions.get(condition, "failure")
+
+    @model_validator(mode="after")
+    def _read_outlasts_promise(self) -> Profile:
+        timeout = self.published.timeout_s
+        if timeout is not None and timeout < self.promises.publish_s:
+            raise ValueError(
+                f"published.timeoutSeconds ({timeout:g}) is shorter than promises.publishSeconds "
+                f"({self.promises.publish_s:g}): the device read must wait at least as long as the promise"
+            )
+        return self
+
+    def read_timeout_s(self) -> float:
+        """How long the device read waits in all (published.timeoutSeconds, default the promise + READ_SLACK_S)."""
+        return self.published.timeout_s or self.promises.publish_s + READ_SLACK_S
 
     @model_validator(mode="after")
     def _controller_process_exists(self) -> Profile:

@@ -1,25 +1,31 @@
-"""When the implementation has finished publishing: the device read that scenarios start from waits for it.
+"""When the implementation has published what it owes: the device read that scenarios start from waits for it.
 
 A controller may log "ready" before the last of a large pool's slices is written, or before its fabric pool is
-written at all; a stack that scans its fabric every few seconds publishes in steps. The read waits until every pool
-is complete (resourceSliceCount), the profile's declared state is reached (`published`: fabric devices or entries
-in total and per model) and nothing changed for the settle time. Without a declared state, an implementation that
-publishes no fabric pool within FABRIC_GRACE_S is read as it is (IMP-1 then says what is missing).
+written at all; a stack that scans its fabric every few seconds publishes in steps; a stack may label the nodes its
+pools select only some time after it started. What it owes (promises.publishSeconds from its readiness): the
+profile's declared state (`published`: fabric devices or entries in total and per model) and reach (every fabric
+pool reaches a Ready schedulable node; a node without node-local devices is reached by a fabric pool, where scenarios
+need one: observe/reach.py). The read waits for that, for every pool to be complete (resourceSliceCount) and for
+nothing to change for the settle time. Past the promise it waits only for the slices to rest (at most
+published.timeoutSeconds in all) and reads them as they are: what is still owed is kept in the PublishLog, and the
+scenarios that cannot start without it fail with it as their cause (suite/scenario.py), instead of the run stopping.
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from conformance.cluster.client import Cluster
-from conformance.cluster.waits import wait_for
+from conformance.cluster.providers.base import NodeSpec
+from conformance.cluster.waits import WaitTimeout, wait_for
 from conformance.implementation.profile import Profile
 from conformance.observe.devices import incomplete_pools
+from conformance.observe.reach import shortfalls
 from conformance.observe.slices import driver_slices, fabric_slices
-
-FABRIC_GRACE_S = 30.0
 
 
 def fabric_counts(slices: list[dict[str, Any]], model_attribute: str) -> tuple[int, Counter[str]]:
@@ -34,48 +40,106 @@ def fabric_counts(slices: list[dict[str, Any]], model_attribute: str) -> tuple[i
     return total, per_model
 
 
-def settled_slices(cluster: Cluster, profile: Profile) -> list[dict[str, Any]]:
-    """The implementation's slices once publishing is done (see the module); a declared state not reached in its
-    timeout fails with what was published."""
+def local_nodes(slices: list[dict[str, Any]]) -> set[str]:
+    """Nodes with node-local devices of the driver (a nodeName slice with devices)."""
+    return {s["spec"]["nodeName"] for s in slices if s["spec"].get("nodeName") and s["spec"].get("devices")}
+
+
+def count_shortfall(slices: list[dict[str, Any]], profile: Profile) -> list[str]:
+    """What the slices lack of the profile's declared `published` counts (empty: nothing)."""
+    want = profile.published
+    total, per_model = fabric_counts(slices, profile.model_attribute)
+    short = [f"{total} of {want.fabric_devices} fabric devices published"] if total < want.fabric_devices else []
+    short += [f"{per_model[m]} of {n} {m} published" for m, n in want.per_model.items() if per_model[m] < n]
+    return short
+
+
+@dataclass
+class PublishLog:
+    """What the implementation published and when, as the device read saw it, relative to its readiness."""
+
+    ready_at: float  # time.time() when the implementation was ready (its processes, or the suite's start)
+    promise_s: float  # promises.publishSeconds
+    steps: list[tuple[float, str]] = field(default_factory=list)  # (time.time(), what was published, what owed)
+    owed: list[str] = field(default_factory=list)  # still owed when the read ended (empty: everything was there)
+    read_at: float | None = None
+
+    @property
+    def deadline(self) -> float:
+        return self.ready_at + self.promise_s
+
+    def rel(self, at: float) -> str:
+        return f"+{at - self.ready_at:.1f}s"
+
+    def note(self, text: str, at: float | None = None) -> None:
+        if not self.steps or self.steps[-1][1] != text:
+            self.steps.append((time.time() if at is None else at, text))
+
+    def describe(self, limit: int = 8) -> str:
+        """The read's steps in one line each, relative to the implementation's readiness."""
+        steps = self.steps if len(self.steps) <= limit else [*self.steps[:2], *self.steps[-(limit - 2) :]]
+        lines = [f"  {self.rel(at)} {text}" for at, text in steps]
+        read = f"; devices read at {self.rel(self.read_at)}" if self.read_at else ""
+        return (
+            f"what the implementation published (seconds from its readiness; promise publishSeconds="
+            f"{self.promise_s:g}{read}):\n" + "\n".join(lines)
+        )
+
+
+def settled_slices(
+    cluster: Cluster,
+    profile: Profile,
+    log: PublishLog,
+    nodes: Callable[[], list[NodeSpec]],
+    need_remote: bool,
+) -> list[dict[str, Any]]:
+    """The implementation's slices once it has published what it owes and they rest, or, past the promise, once
+    they rest (see the module); `log` keeps what was published when, and what is still owed."""
     want, driver = profile.published, profile.driver
-    started = time.monotonic()
     seen: list[tuple[float, tuple[Any, ...]]] = []
 
-    def shortfall(slices: list[dict[str, Any]]) -> list[str]:
-        total, per_model = fabric_counts(slices, profile.model_attribute)
-        short = [f"{total} of {want.fabric_devices} fabric devices"] if total < want.fabric_devices else []
-        short += [f"{per_model[m]} of {n} {m}" for m, n in want.per_model.items() if per_model[m] < n]
-        return short
+    def owed(slices: list[dict[str, Any]]) -> list[str]:
+        return count_shortfall(slices, profile) + shortfalls(slices, nodes(), local_nodes(slices), need_remote)
 
     def settled(slices: list[dict[str, Any]]) -> bool:
         state = tuple(sorted((s["metadata"]["name"], s["metadata"]["resourceVersion"]) for s in slices))
-        now = time.monotonic()
+        now = time.time()
         if not seen or seen[-1][1] != state:
             seen.append((now, state))
-        if want.declared:
-            enough = not shortfall(slices)
-        else:
-            enough = bool(fabric_slices(slices)) or now - started >= FABRIC_GRACE_S
-        return bool(slices) and enough and not incomplete_pools(slices) and now - seen[-1][0] >= want.settle_s
+        missing = owed(slices)
+        total, _ = fabric_counts(slices, profile.model_attribute)
+        pools = len({s["spec"]["pool"]["name"] for s in fabric_slices(slices)})
+        log.note(
+            f"{len(slices)} slices, {total} fabric devices in {pools} fabric pools; "
+            + ("owes: " + "; ".join(missing) if missing else "all it owes is published")
+        )
+        rests = bool(slices) and not incomplete_pools(slices) and now - seen[-1][0] >= want.settle_s
+        return rests and (not missing or now >= log.deadline)
 
     def describe(slices: list[dict[str, Any]] | None) -> str:
         slices = slices or []
         if not seen:
             return "no list yet"
-        missing = "; short of: " + ", ".join(shortfall(slices)) if want.declared and shortfall(slices) else ""
+        missing = owed(slices)
         return (
             f"{len(slices)} slices, {len(fabric_slices(slices))} of fabric pools; incomplete pools "
-            f"{incomplete_pools(slices)}{missing}; last change {time.monotonic() - seen[-1][0]:.1f}s ago"
+            f"{incomplete_pools(slices)}; owed: {missing or 'nothing'}; "
+            f"last change {time.time() - seen[-1][0]:.1f}s ago"
         )
 
     goal = f"at least {want.fabric_devices} fabric devices" + "".join(f", {n} {m}" for m, n in want.per_model.items())
-    return wait_for(
-        lambda: driver_slices(cluster, driver),
-        settled,
-        timeout=want.timeout_s,
-        expected=f"the slices of {driver} to be complete, "
-        + (f"with {goal}" if want.declared else "with fabric pools")
-        + f", and unchanged for {want.settle_s:g}s",
-        describe=describe,
-        max_interval=0.5,
-    )
+    try:
+        slices = wait_for(
+            lambda: driver_slices(cluster, driver),
+            settled,
+            timeout=max(1.0, log.ready_at + profile.read_timeout_s() - time.time()),
+            expected=f"the slices of {driver} complete with {goal} and reach, unchanged for {want.settle_s:g}s",
+            describe=describe,
+            max_interval=0.5,
+        )
+    except WaitTimeout as exc:  # never rested: read as they are; the scenarios say what is missing
+        slices = driver_slices(cluster, driver)
+        log.note(f"the slices never rested for {want.settle_s:g}s: {str(exc).splitlines()[0]}")
+    log.read_at = time.time()
+    log.owed = owed(slices)
+    return slices

@@ -56,4 +56,5 @@ def event_summary(obj: dict[str, Any]) -> dict[str, Any]:
         "count": obj.get("count"),
         "object": {k: involved.get(k) for k in ("kind", "namespace", "name")},
         "source": (obj.get("source") or {}).get("component") or obj.get("reportingComponent"),
+        "eventTime": obj.get("eventTime"),  # the recorder's clock, to the microsecond (SCH-6 dates the timeout)
     }

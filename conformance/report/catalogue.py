@@ -58,6 +58,13 @@ _API, _SCH, _IMP = "Design Details / API", "Design Details / Scheduler", "Design
 _NODE = "KEP-4381 (DRA) / kubelet plugin: NodePrepareResources, NodeUnprepareResources, CDI"
 REQUIREMENTS: tuple[Requirement, ...] = (
     _r("BASE-1", "baseline", "MUST", "a node-local device without conditions is allocated, bound, Running", _SCH),
+    _r(
+        "BASE-2",
+        "baseline",
+        "MUST",
+        "the cluster runs the feature gates and binding timeout it declares",
+        "Feature gates and releases; Design Details / Scheduler",
+    ),
     _r("API-1", "api", "MUST", "bindsToNode and binding/failure conditions round-trip", _API),
     _r("API-2", "api", "MUST", "at most 4 binding and 4 failure conditions", _API),
     _r("API-3", "api", "MUST", "binding and failure conditions are set together", _API),
@@ -130,6 +137,34 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     _r("NODE-1", "implementation", "SHOULD", "the pod's container starts with the CDI device prepared for it", _NODE),
     _r("NODE-2", "implementation", "SHOULD", "NodePrepareResources on the allocated node, not before binding", _NODE),
     _r("NODE-3", "implementation", "SHOULD", "after the release, NodeUnprepareResources before the detach", _NODE),
+    _r(
+        "IMP-17",
+        "implementation",
+        "MUST",
+        "other drivers' ResourceClaims, ResourceSlices and DeviceClasses are ignored, never written",
+        f"{_IMP} / Roles",
+    ),
+    _r(
+        "IMP-18",
+        "implementation",
+        "MUST",
+        "claims of several devices and requests: each device attached, reported and let go on its own",
+        _IMP,
+    ),
+    _r(
+        "IMP-19",
+        "implementation",
+        "MUST",
+        "a device moved between nodes: detached from the first before attached to the second, no early condition",
+        _IMP,
+    ),
+    _r(
+        "IMP-20",
+        "implementation",
+        "MUST",
+        "a shared claim: one attach, every pod binds there, attached until the last pod is gone, then let go",
+        _IMP,
+    ),
     _r("SCALE-1", "scale", "SHOULD", "many pods waiting in PreBind all bind, none lost", "Test Plan / e2e"),
 )
 CATALOGUE: dict[str, Requirement] = {r.id: r for r in REQUIREMENTS}
@@ -149,6 +184,18 @@ DOCS: dict[str, Doc] = {
         "a pod with a claim for a suite-owned node-local device that has no binding conditions: allocated, bound "
         "and Running, as before the KEP (the baseline every other scenario builds on)",
         skips=_NO_NODE,
+    ),
+    "BASE-2": Doc(
+        "running-settings and binding-timeout: the gates the cluster declares (those every scenario relies on, and "
+        "those the suite passed) must be the ones kube-apiserver (its `/metrics` through the API) and kube-scheduler "
+        "(its secure port: the local provider, or `--scheduler-url` on an existing cluster) report in "
+        "`kubernetes_feature_enabled`; a scheduler that cannot be reached is judged by what it did (its "
+        "`BindingConditionsPending` event, emitted only with both binding-condition gates on). The timeout it runs, "
+        "its `binding timeout` event's `eventTime` less `allocationTimestamp` (both the scheduler's clock), must be "
+        "the declared `bindingTimeout` within [T, T + 3 s] (the timestamp's truncation to the second, one claim "
+        "write); without that event the clearing's window of SCH-6 is used (conformance/cluster/settings.py)",
+        skips="the timeout half on a release whose timeout is fixed (1.34: 600 s); a gate neither read nor shown by "
+        "behaviour (e.g. the taint gates of a kind scheduler on 1.35/1.36), with the reason",
     ),
     "API-1": Doc(
         "ResourceSlices with `bindsToNode`, `bindingConditions` and `bindingFailureConditions`, and a claim's "
@@ -194,7 +241,9 @@ DOCS: dict[str, Doc] = {
         skips=_NO_NODE,
     ),
     "SCH-6": Doc(
-        "binding-timeout: no condition is ever written: the allocation is cleared no sooner than `bindingTimeout`, "
+        "binding-timeout: no condition is ever written: the allocation is cleared within both bounds of the declared "
+        "`bindingTimeout` (no sooner than it less 1 s, the timestamp's truncation; no later than it + one PreBind poll "
+        "+ the pod's first backoff and its flush + 5 s of slack: conformance/cluster/settings.py), "
         "`binding timeout` shows in the pod's events or conditions; the next allocation's condition is set and the "
         "pod binds (recovery)",
         skips=_FIXED_TIMEOUT,
@@ -210,11 +259,17 @@ DOCS: dict[str, Doc] = {
         skips=_NO_NODE,
     ),
     "SCH-9": Doc(
-        "no scenario of its own: once every scenario has ended, every claim of the run (suite drivers and the "
-        "implementation's) is judged from the run-wide record: no device entry (driver, pool, device) is held by two "
-        "claims over overlapping etcd revisions. An implementation scenario that saw such a double allocation is "
-        "skipped with the evidence (not judged), not failed: only the allocator writes allocations",
-        skips="no claim was allocated in the run: nothing to judge",
+        "double-allocation: 5 pods race for 2 fabric devices whose binding conditions are never written; after each "
+        "binding timeout no device may be allocated to a waiting claim before the timed-out claim is cleared "
+        "(`--double-allocation-rounds`, default 2; the double allocations per timeout and each overlap in revisions "
+        "and ms are reported). And run-wide, once every scenario has ended: every claim of the run (suite drivers and "
+        "the implementation's) is judged from the run-wide record: no device entry (driver, pool, device) is held by "
+        "two claims over overlapping etcd revisions. An implementation scenario that saw such a double allocation is "
+        "skipped with the evidence (not judged), not failed: only the allocator writes allocations. A failure whose "
+        "every double allocation followed a binding timeout on kube-scheduler 1.37 or 1.38.0-beta.0 reads `failed "
+        "(known upstream defect: double-allocation-after-binding-timeout)`",
+        skips="no claim was allocated in the run, or no allocation timed out: nothing to judge; the release fixes "
+        "the binding timeout (1.34: 600 s)",
     ),
     "IMP-1": Doc(
         "attach-before-bind: one pod pinned to a node without node-local devices, watched from creation to binding; "
@@ -397,6 +452,67 @@ DOCS: dict[str, Doc] = {
         "CDI specs are read after each fabric probe answer: the claim's specs must go, and no probe answer may show "
         "the device no longer attached to the node while a spec read after it is still there",
         skips=_NODE_SKIPS + "; when the devices resolve only in specs that were there before the pod (static specs)",
+    ),
+    "IMP-17": Doc(
+        "coexistence: from the implementation's readiness until every implementation scenario has ended, a "
+        "suite-owned other driver keeps a DeviceClass, a ResourceSlice and claims with binding conditions that are "
+        "pending, allocated and waiting (timing out and allocated again), and failed; while all these states have "
+        "been seen, an attach-before-bind of the implementation's own device must bind; and none of the other "
+        "driver's objects may be written by anyone but the suite and the control plane (the slice and class keep "
+        "their resourceVersion, the claims' status.devices hold only what the suite wrote, no other field manager), "
+        "checked again once every implementation scenario has ended",
+        models={
+            "keep-in-pool": "its own pod binds on the fabric allocation while the other claims live",
+            "reschedule-to-local": "its own pod binds on the node-local copy while the other claims live",
+            "counted": "its own pod binds on capacity of a node the scenario has to itself",
+        },
+    ),
+    "IMP-18": Doc(
+        "multi-device: one pod's claim of `devicesPerClaim` devices (default 4) over two requests, one attach slowed "
+        "4 s: every device attached to the pod's node at the binding, each device's conditions (`status.devices`, "
+        "per driver, pool, device) True only once THAT device is attached there, each request answered with its "
+        "count, all let go after the release. multi-device-failure: N of N+1 leased devices, every attach held by a "
+        "`hang` fault, then one fails and the others complete: the failed device's entry carries the failure "
+        "condition (reason, message), the claim is rescheduled, the pod binds with N devices all attached, the failed "
+        "one never allocated again, and devices of the failed allocation the pod did not end with are let go within "
+        "`detachSeconds` of the deallocation",
+        models={
+            "keep-in-pool": "each leased fabric device of the claim; the healthy devices of the failed allocation "
+            "usually go on into the new one (exactly N healthy devices are leased)",
+            "reschedule-to-local": "per device: the node-local copy (a copy of a device the fabric allocation held) "
+            "or, where the stack kept it, the fabric device, each attached there; a condition meaning `reschedule` "
+            "only after that device's own attach",
+            "counted": "capacity on the scenario's own node; the devices are those the faults hit and the node-local "
+            "copies (or `status.devices[].data`, per allocation) name; " + _COUNTED_LET_GO,
+        },
+        skips="when no node without node-local devices is reached by two fabric devices (three for the failure)",
+    ),
+    "IMP-19": Doc(
+        "device-mobility: a device used by a pod on node A is released and asked for by a pod pinned to node B of "
+        "its fabric: the probe must show it leave A (free, or detaching from A) before any answer lists it on B; no "
+        "condition of B's allocation True before the probe says it is attached to B; the pod binds on B with it "
+        "there; afterwards it is let go",
+        models={
+            "keep-in-pool": "the leased device is offered while it idles on A, so B's claim gets it while it is still "
+            "attached to A: the stack must move it (detach, then attach) before reporting",
+            "reschedule-to-local": "B waits until the device is free again (listed only when free), then the same",
+            "counted": "A and B are nodes of one fabric, each the scenario's alone; B's pod is created once the probe "
+            "shows A's device gone from A; the device B gets is the stack's choice, and its path is judged the same "
+            "(listed on another node, it must leave there before it is listed on B)",
+        },
+        skips="when no fabric device reaches two nodes",
+    ),
+    "IMP-20": Doc(
+        "shared-claim-attach: one ResourceClaim used by 3 pods pinned to one node: the device is attached once, every "
+        "pod binds there with it attached; after the first pod leaves the claim's `reservedFor`, every probe answer "
+        "for 3 s says it is still attached there; after the last pod and the claim it is let go",
+        models={
+            "keep-in-pool": "one fabric allocation for all pods, one attach",
+            "reschedule-to-local": "the claim moves to the node-local copy once (every pod waits: a shared claim is "
+            "deallocated only when no pod holds it)",
+            "counted": "the node is the scenario's own: exactly one device arrives there; " + _COUNTED_LET_GO,
+        },
+        skips="when no node without node-local devices is reached by a fabric pool",
     ),
     "SCALE-1": Doc(
         "scale: `--scale-pods` pods (default 16; the KEP's 1000 with `--scale-pods 1000`) with fabric devices wait in "

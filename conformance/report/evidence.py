@@ -40,6 +40,7 @@ class Evidence:
     scenarios: dict[str, Any] = field(default_factory=dict)  # name -> its Context
     timelines: dict[str, dict[str, Any]] = field(default_factory=dict)
     failures: dict[str, str] = field(default_factory=dict)  # scenario or test -> snapshot path
+    logs: dict[str, list[str]] = field(default_factory=dict)  # "implementation", "control-plane" -> gathered logs
     progress: dict[str, list[tuple[float, str]]] = field(default_factory=dict)  # scenario -> its own phase messages
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -101,7 +102,7 @@ class Evidence:
     def gather_logs(self, folder: Path, into: str, what: str) -> None:
         if self.artefacts is not None:
             with self.artefacts.timed():
-                self.artefacts.copy_logs(folder, into, what)
+                self.logs[into] = self.artefacts.copy_logs(folder, into, what)
 
     # -- at the end ---------------------------------------------------------------------------------------
     def timeline_paths(self, scenario: str) -> list[str]:

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from conformance.report.timeline import svg
+from conformance.report.verdict import shown_outcome
 
 PAGE = "report.html"
 _STYLE = """
@@ -47,13 +48,75 @@ def _verdicts(report: dict[str, Any]) -> str:
             + (f"<ul>{reasons}</ul>" if reasons else "")
         )
     out.append(f"<p>Run result: <b>{_e(report.get('result'))}</b></p>")
+    out += _known_defects(report)
     return "\n".join(out)
+
+
+def _settings(report: dict[str, Any]) -> str:
+    """The cluster's declared settings beside what each component runs (BASE-2): one row per setting."""
+    settings = (report.get("cluster") or {}).get("settings")
+    if not settings:
+        return '<h2 id="settings">Declared and measured settings</h2><p>not measured: no cluster scenario ran</p>'
+    declared, measured = settings.get("declared") or {}, settings.get("measured") or {}
+    components = [c for c, v in measured.items() if isinstance(v, dict) and c != "bindingTimeout"]
+    head = "<tr><th>setting</th><th>declared</th>" + "".join(f"<th>{_e(c)}</th>" for c in components) + "</tr>"
+    rows = []
+    for gate, want in (declared.get("featureGates") or {}).items():
+        cells = []
+        for c in components:
+            reading = measured[c]
+            if "unreadable" in reading:
+                cells.append(f'<td class="skipped">not read: {_e(reading["unreadable"])}</td>')
+                continue
+            runs = (reading.get("featureGates") or {}).get(gate)
+            shown = "not reported (not a gate of this release)" if runs is None else str(runs).lower()
+            css = "" if runs is None else "passed" if runs == want else "failed"
+            cells.append(f'<td class="{css}">{_e(shown)}</td>')
+        rows.append(f"<tr><th>gate {_e(gate)}</th><td>{_e(str(want).lower())}</td>{''.join(cells)}</tr>")
+    timeout = measured.get("bindingTimeout")
+    shown = (
+        ", ".join(f"{k} {v}" for k, v in timeout.items() if k != "declaredSeconds")
+        if isinstance(timeout, dict)
+        else timeout
+    )
+    configz = (measured.get("kube-scheduler") or {}).get("configzBindingTimeoutSeconds")
+    if configz is not None:
+        shown = f"{shown}; kube-scheduler /configz bindingTimeout {configz:g} s"
+    span = max(1, len(components))
+    rows.append(
+        f"<tr><th>binding timeout (s)</th><td>{_e(declared.get('bindingTimeoutSeconds'))}</td>"
+        f'<td colspan="{span}">{_e(shown)}</td></tr>'
+    )
+    return (
+        '<h2 id="settings">Declared and measured settings</h2><p><small>judged by BASE-2 and SCH-6; gates from each '
+        "component's /metrics (kubernetes_feature_enabled), the timeout from the scheduler's behaviour</small></p>"
+        f"<table>{head}{''.join(rows)}</table>"
+    )
+
+
+def _known_defects(report: dict[str, Any]) -> list[str]:
+    """Known upstream defects the run hit, next to the verdicts: they explain failures, never hide them."""
+    rows = [
+        f'<tr class="failed"><td><b>{_e(d["id"])}</b></td><td>{_e(", ".join(d["requirements"]))} failed</td>'
+        f"<td>{'accepted (--accept known-defect:' + _e(d['id']) + ')' if d['accepted'] else 'not accepted'}</td>"
+        f"<td>{_e(d['summary'])}</td><td>{_e(', '.join(d['releases']))}</td><td>{_e(d['writeup'])}</td></tr>"
+        for d in report.get("knownDefects") or []
+    ]
+    if not rows:
+        return []
+    head = "<tr><th>id</th><th>requirements</th><th>accepted</th><th>defect</th><th>releases</th><th>write-up</th></tr>"
+    return [
+        '<h3 id="known-defects">Known upstream defects (the requirements still fail)</h3>',
+        f"<table>{head}{''.join(rows)}</table>",
+    ]
 
 
 def _identity(report: dict[str, Any]) -> str:
     rows = []
     for key in ("implementation", "cluster"):
         for name, value in (report.get(key) or {}).items():
+            if key == "cluster" and name == "settings":
+                continue  # its own table (_settings)
             shown = json.dumps(value) if isinstance(value, dict) else value
             rows.append(f"<tr><th>{_e(key)} {_e(name)}</th><td>{_e(shown)}</td></tr>")
     rows.append(f"<tr><th>date</th><td>{_e(report.get('date'))}</td></tr>")
@@ -74,7 +137,7 @@ def _requirements(report: dict[str, Any], present: set[str]) -> str:
         )
         rows.append(
             f'<tr id="req-{_e(rid)}"><td><b>{_e(rid)}</b></td><td>{_e(e["level"])}</td><td>{_e(e.get("title"))}</td>'
-            f'<td class="{_e(e["outcome"])}">{_e(e["outcome"])}</td><td>{body}</td><td>{links}</td></tr>'
+            f'<td class="{_e(e["outcome"])}">{_e(shown_outcome(e))}</td><td>{body}</td><td>{links}</td></tr>'
         )
     head = "<tr><th>id</th><th>level</th><th>requirement</th><th>outcome</th><th>reason</th><th>evidence</th></tr>"
     return f'<h2 id="requirements">Requirements</h2><table>{head}{"".join(rows)}</table>'
@@ -188,6 +251,7 @@ def render(folder: Path, out: Path | None = None) -> Path:
             ("requirements", "requirements"),
             ("scenarios", "timelines"),
             ("figures", "figures"),
+            ("settings", "settings"),
             ("identity", "identity"),
             ("artefacts", "artefacts"),
         )
@@ -199,6 +263,7 @@ def render(folder: Path, out: Path | None = None) -> Path:
         + _requirements(report, present)
         + _scenarios(report, timelines, present)
         + _figures(report)
+        + _settings(report)
         + _identity(report)
         + _artefacts(report, folder, present)
         + "</body></html>"

@@ -50,6 +50,8 @@ class ReleaseRun:
         if entry is None:
             return {"outcome": "not-covered", "reason": "the run's report does not list this requirement"}
         cell = {"outcome": entry["outcome"], "reason": entry.get("reason") or ""}
+        if entry["outcome"] == "failed" and (known := entry.get("knownDefects")):  # still failed; say which defect
+            cell["reason"] = f"known upstream defect: {', '.join(known)}; {cell['reason']}"
         skipped = [self.skipped_tests[t] for t in entry.get("tests", []) if t in self.skipped_tests]
         if entry["outcome"] == "passed" and skipped:  # passed on some tests: say what was not checked, and why
             cell["reason"] = f"{len(skipped)} of {len(entry['tests'])} tests skipped: {skipped[0]}"

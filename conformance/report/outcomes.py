@@ -16,7 +16,7 @@ from junit_xml import TestCase, TestSuite, to_xml_report_string
 
 from conformance.report.catalogue import CATALOGUE, KEP_URL, REQUIREMENTS
 from conformance.report.reasons import headline
-from conformance.report.verdict import IMPLEMENTATION_AREAS, Verdict, overall
+from conformance.report.verdict import IMPLEMENTATION_AREAS, Verdict, overall, shown_outcome
 
 # Worst first: a requirement takes the worst outcome of its tests.
 _RANK = {"failed": 0, "passed": 1, "skipped": 2}
@@ -32,6 +32,7 @@ class RunResult:
     reason: str = ""
     seconds: float = 0.0
     evidence: list[str] = field(default_factory=list)  # reports-relative paths (timeline, objects) of this test
+    known_defect: str | None = None  # a failure whose symptom is this known upstream defect's (the test says so)
 
 
 @dataclass
@@ -48,7 +49,12 @@ class Outcomes:
                 if _RANK[result.outcome] < _RANK[seen.outcome]:
                     evidence = seen.evidence + [e for e in result.evidence if e not in seen.evidence]
                     results[i] = RunResult(
-                        result.nodeid, result.outcome, result.reason, seen.seconds + result.seconds, evidence
+                        result.nodeid,
+                        result.outcome,
+                        result.reason,
+                        seen.seconds + result.seconds,
+                        evidence,
+                        result.known_defect,
                     )
                 else:
                     seen.seconds += result.seconds
@@ -88,6 +94,9 @@ class Outcomes:
                 evidence = [e for r in results for e in r.evidence]
                 if evidence:
                     entry["evidence"] = list(dict.fromkeys(evidence))
+                failed = [r for r in results if r.outcome == "failed"]
+                if failed and all(r.known_defect for r in failed):  # one unexplained failure: a new failure
+                    entry["knownDefects"] = sorted({r.known_defect for r in failed if r.known_defect})
             out[req.id] = {"level": req.level, "area": req.area, "title": req.title, **entry}
         return out
 
@@ -109,9 +118,14 @@ def verdict(summary: dict[str, dict[str, Any]]) -> str:
 
 
 def write_conformance_report(
-    path: Path, summary: dict[str, dict[str, Any]], run: dict[str, Any], found: dict[str, Verdict] | None = None
+    path: Path,
+    summary: dict[str, dict[str, Any]],
+    run: dict[str, Any],
+    found: dict[str, Verdict] | None = None,
+    known: list[dict[str, Any]] | None = None,
 ) -> None:
-    """The YAML report; `found` (the two verdicts) decides `result`, else the verdict over every requirement."""
+    """The YAML report; `found` (the two verdicts) decides `result`, else the verdict over every requirement;
+    `known`: the known upstream defects the run hit (knownDefects, next to the result: they never change it)."""
     document = {
         "apiVersion": "conformance.dra.example.com/v1alpha1",
         "kind": "ConformanceReport",
@@ -119,6 +133,7 @@ def write_conformance_report(
         "kep": {"number": 5007, "url": KEP_URL},
         **run,
         "result": overall(found) if found else verdict(summary),
+        **({"knownDefects": known} if known else {}),
         **({"verdicts": {k: v.as_dict() for k, v in found.items()}} if found else {}),
         "totals": totals(summary),
         "requirements": summary,
@@ -127,7 +142,11 @@ def write_conformance_report(
     path.write_text(yaml.safe_dump(document, sort_keys=False))
 
 
-def write_certification_junit(path: Path, summary: dict[str, dict[str, Any]], suite_name: str) -> None:
+def write_certification_junit(
+    path: Path, summary: dict[str, dict[str, Any]], suite_name: str, accepted: set[str] | None = None
+) -> None:
+    """One case per requirement; a failure explained by a known upstream defect stays a failure, its message
+    starting with the defect (and whether the run accepted it)."""
     cases = []
     for req_id, entry in summary.items():
         case = TestCase(
@@ -138,7 +157,12 @@ def write_certification_junit(path: Path, summary: dict[str, dict[str, Any]], su
         evidence = "".join(f"\nevidence: {e}" for e in entry.get("evidence", []))
         if entry["outcome"] == "failed":
             reason = entry["reason"] or "failed"
-            case.add_failure_info(message=headline(reason, 1000), output=f"{reason}{evidence}")
+            known = entry.get("knownDefects") or []
+            label = ""
+            if known:
+                taken = [k for k in known if k in (accepted or set())]
+                label = f"[{shown_outcome(entry)}" + (f"; accepted: {', '.join(taken)}" if taken else "") + "] "
+            case.add_failure_info(message=label + headline(reason, 1000), output=f"{label}{reason}{evidence}")
         elif entry["outcome"] in ("skipped", "not-covered", "partial"):
             case.add_skipped_info(
                 message=f"{entry['outcome']}: {headline(entry['reason'], 1000)}", output=entry["reason"]
@@ -152,7 +176,7 @@ def write_certification_junit(path: Path, summary: dict[str, dict[str, Any]], su
 
 def table(summary: dict[str, dict[str, Any]]) -> list[str]:
     lines = [f"{'requirement':12} {'level':6} {'outcome':12} title"]
-    lines += [f"{rid:12} {e['level']:6} {e['outcome']:12} {e['title']}" for rid, e in summary.items()]
+    lines += [f"{rid:12} {e['level']:6} {shown_outcome(e):12} {e['title']}" for rid, e in summary.items()]
     return lines
 
 
@@ -168,7 +192,7 @@ def not_shown(summary: dict[str, dict[str, Any]]) -> list[str]:
         if e["outcome"] == "not-covered":
             shared.setdefault((e["level"], e["outcome"], headline(e["reason"], 400)), []).append(rid)
         else:
-            lines.append(f"{rid:8} {e['level']:6} {e['outcome']:11} {headline(e['reason'], 400)}")
+            lines.append(f"{rid:8} {e['level']:6} {shown_outcome(e):11} {headline(e['reason'], 400)}")
     for (level, outcome, why), rids in shared.items():
         lines.append(f"{', '.join(rids)} {level} {outcome}: {why}")
     return lines

@@ -248,7 +248,7 @@ def _events(b: _Builder, records: list[Any]) -> None:
         shown.add(key)
         decides = _DECISIVE_EVENTS.get(r.obj["reason"] or "", ())
         if "binding timeout" in (r.obj["message"] or ""):
-            decides = ("SCH-6",)
+            decides = ("SCH-6", "BASE-2")  # BASE-2: its eventTime dates the timeout the scheduler runs
         b.moment(r.at, lane, f"event {r.obj['reason']}", r.obj["message"] or "", decides=decides, event=True)
 
 

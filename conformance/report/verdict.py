@@ -1,6 +1,6 @@
 """The two verdicts of a run (cluster, implementation), their reasons, and the exit status that tells them.
 
-The cluster (kube-apiserver, kube-scheduler of one release) is certified by BASE-1, API-* and SCH-*; the
+The cluster (kube-apiserver, kube-scheduler of one release) is certified by BASE-*, API-* and SCH-*; the
 implementation by IMP-* and SCALE-1 (design.md, "Two things are certified, separately"). Each verdict is
 `failure` (a requirement failed), `partial` (a MUST was not shown to pass: skipped, only partly run, not covered)
 or `success`; a run without a profile does not certify an implementation at all (`not-certified`).
@@ -8,6 +8,11 @@ or `success`; a run without a profile does not certify an implementation at all 
 pytest's exit status says the verdict, so CI cannot read a partial run as a pass: 0 success, 1 failure,
 EXIT_PARTIAL for partial unless the run was started with `--accept partial` (a profile that knowingly lacks a
 capability, or a run of a subset of the suite).
+
+A requirement that failed only with the symptom of a known upstream defect of the cluster's release
+(cluster/known-defects.yaml) stays failed and its verdict failure; it reads `failed (known upstream defect: ID)`, and
+the exit status is EXIT_KNOWN_DEFECT, unless every such defect was accepted with `--accept known-defect:ID`: then
+the run exits as if those requirements were not part of it (0, or EXIT_PARTIAL for what else is missing).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from conformance.report.reasons import headline
 
 EXIT_FAILURE = 1
 EXIT_PARTIAL = 6  # pytest uses 0-5; 6 is free
+EXIT_KNOWN_DEFECT = 7  # every failure is a known upstream defect, and not all of those were accepted
 CLUSTER_AREAS = ("baseline", "api", "scheduler")
 IMPLEMENTATION_AREAS = ("implementation", "scale")
 NOT_CERTIFIED = "not-certified"
@@ -38,6 +44,25 @@ class Verdict:
         return {"result": self.result, "reasons": self.reasons, "counts": self.counts}
 
 
+def shown_outcome(entry: dict[str, Any]) -> str:
+    """The outcome as every report prints it: `failed (known upstream defect: ID)` where a known defect explains the
+    failure (the outcome itself stays `failed`)."""
+    known = entry.get("knownDefects")
+    if entry["outcome"] == "failed" and known:
+        return f"failed (known upstream defect: {', '.join(known)})"
+    return str(entry["outcome"])
+
+
+def known_defects(summary: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
+    """Known defect id -> the failed requirements it explains."""
+    found: dict[str, list[str]] = {}
+    for rid, e in summary.items():
+        if e["outcome"] == "failed":
+            for kid in e.get("knownDefects") or []:
+                found.setdefault(kid, []).append(rid)
+    return found
+
+
 def _subject(requirement: str) -> str:
     return "cluster" if CATALOGUE[requirement].area in CLUSTER_AREAS else "implementation"
 
@@ -54,7 +79,7 @@ def judge(summary: dict[str, dict[str, Any]], subject: str, *, not_certified: st
     failed = [rid for rid, e in entries.items() if e["outcome"] == "failed"]
     missing = [rid for rid, e in entries.items() if e["level"] == "MUST" and e["outcome"] != "passed"]
     optional = [rid for rid, e in entries.items() if e["level"] != "MUST" and e["outcome"] not in ("passed", "failed")]
-    reasons = [f"{rid} {entries[rid]['level']} {entries[rid]['outcome']}: {_headline(entries[rid])}" for rid in failed]
+    reasons = [f"{rid} {e['level']} {shown_outcome(e)}: {_headline(e)}" for rid in failed for e in (entries[rid],)]
     reasons += _grouped(entries, [rid for rid in missing if rid not in failed], "")
     reasons += _grouped(entries, optional, " (does not change the verdict)")
     result = "failure" if failed else "partial" if missing else "success"
@@ -91,14 +116,42 @@ def overall(found: dict[str, Verdict]) -> str:
     return "success"
 
 
-def exit_status(result: str, pytest_status: int, accept: set[str]) -> int:
+@dataclass(frozen=True)
+class KnownFailures:
+    """What the exit status needs to know about failures explained by known upstream defects."""
+
+    summary: dict[str, dict[str, Any]]
+    accepted: set[str]  # known defect ids named by --accept known-defect:ID
+    other_failed_tests: bool = False  # a failed test that names no known defect (any test, with a requirement or not)
+    no_implementation: str | None = None
+
+    def only_known(self) -> bool:
+        """Every failed requirement is explained by known defects, and no other test failed."""
+        failed = [e for e in self.summary.values() if e["outcome"] == "failed"]
+        return bool(failed) and all(e.get("knownDefects") for e in failed) and not self.other_failed_tests
+
+    def unaccepted(self) -> set[str]:
+        return set(known_defects(self.summary)) - self.accepted
+
+    def rest(self) -> str:
+        """The run's result with the requirements failed by accepted known defects left out (not passed: absent)."""
+        rest = {rid: e for rid, e in self.summary.items() if not (e["outcome"] == "failed" and e.get("knownDefects"))}
+        return overall(verdicts(rest, no_implementation=self.no_implementation))
+
+
+def exit_status(result: str, pytest_status: int, accept: set[str], known: KnownFailures | None = None) -> int:
     """The exit status for a run's result: pytest's own non-zero status wins (interrupted, usage, internal);
-    a failure is 1 even if pytest saw none (a requirement failed in a report phase); partial is EXIT_PARTIAL
-    unless accepted."""
+    a failure is 1 even if pytest saw none (a requirement failed in a report phase), EXIT_KNOWN_DEFECT when every
+    failure is a known upstream defect, and 0-or-partial for the rest when every one of those was accepted; partial
+    is EXIT_PARTIAL unless accepted."""
     if pytest_status not in (0, EXIT_FAILURE):
         return pytest_status
     if result == "failure":
-        return EXIT_FAILURE
+        if known is None or not known.only_known():
+            return EXIT_FAILURE
+        if known.unaccepted():
+            return EXIT_KNOWN_DEFECT
+        result, pytest_status = known.rest(), 0  # the failed tests are exactly the accepted known defects
     if pytest_status:
         return pytest_status
     if result == "partial" and "partial" not in accept:

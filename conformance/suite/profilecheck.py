@@ -4,7 +4,7 @@ Three parts: the schema (load_profile), the placeholders and files the profile r
 the values a run fills in — ports, kubeconfigs — do not exist yet, their form is checked), and the plan: for each
 requirement of the catalogue, whether its scenarios run or are skipped with this profile, and why. The plan uses the
 runner's own skip rule (conformance.suite.scenario.profile_gap), so it predicts what a run skips for the profile;
-a run may still skip a scenario for what only the cluster shows (its release, the devices actually published), and
+a run may still skip a scenario for what only the cluster shows (its release, a node it cannot add), and
 says why then.
 """
 
@@ -31,7 +31,7 @@ from conformance.implementation.profile import (
     placeholder_problem,
 )
 from conformance.report.catalogue import REQUIREMENTS
-from conformance.suite.scenario import REGISTRY, profile_gap
+from conformance.suite.scenario import REGISTRY, known_capabilities, profile_gap
 
 SUITE_PACKAGES = ("conformance.suite.cluster", "conformance.suite.implementation")
 NO_PROFILE = "no implementation profile: the run certifies the cluster only"
@@ -174,7 +174,7 @@ def plan(prof: Profile | None) -> list[PlanRow]:
         cluster = [s.name for s in covering if not s.implementation]
         runs, skips = [], []
         for sc in (s for s in covering if s.implementation):
-            gap = NO_PROFILE if prof is None else profile_gap(sc, prof)
+            gap = NO_PROFILE if prof is None else profile_gap(sc, prof, req.id)
             (skips.append(f"{sc.name}: {gap}") if gap else runs.append(sc.name))
         if cluster or (not covering and "cluster" in direct.get(req.id, ())):
             what = ", ".join(cluster) or (
@@ -190,8 +190,19 @@ def plan(prof: Profile | None) -> list[PlanRow]:
     return rows
 
 
+def _check_capabilities(prof: Profile, result: CheckResult) -> None:
+    """A capability no scenario reads would be a promise nothing tests: refused (a typo of a real one, too)."""
+    suite_modules()  # registers every scenario
+    known = known_capabilities()
+    for name in sorted(set(prof.capabilities) - known):
+        result.errors.append(
+            f"capabilities.{name}: no scenario reads it (a claim nothing tests); known: {', '.join(sorted(known))}"
+        )
+
+
 def check(loaded: LoadedProfile) -> CheckResult:
     result = CheckResult()
     _check_files(loaded, result)
+    _check_capabilities(loaded.profile, result)
     result.plan = plan(loaded.profile)
     return result

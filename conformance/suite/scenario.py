@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
@@ -23,14 +23,20 @@ from conformance.cluster.client import USER_AGENT, Cluster
 from conformance.cluster.manifests import RESOURCE_API, claim_template
 from conformance.cluster.objects import ObjectTracker
 from conformance.cluster.providers.base import ClusterInfo, NodeSpec
-from conformance.cluster.waits import wait_for
+from conformance.cluster.waits import WaitTimeout, wait_for
 from conformance.implementation.harness import Implementation
 from conformance.implementation.profile import Profile
 from conformance.observe.devices import DevicePool, Kind, Lease, fabric_only_nodes
 from conformance.observe.invariants import SCHEDULER_FAULT, InvariantWatcher
+from conformance.observe.publishing import PublishLog, count_shortfall
+from conformance.observe.reach import explain, label_changes, selector_keys
 from conformance.observe.recorder import Recorder
 from conformance.observe.views import History
 from conformance.suite.exclusive import ExclusiveGate
+from conformance.suite.known import for_holders
+
+if TYPE_CHECKING:
+    from conformance.suite.others import OtherDrivers
 
 T = TypeVar("T")
 SCENARIO_DEADLINE_S = 900.0
@@ -51,9 +57,28 @@ class Scenario:
     implementation: bool = True
     controller: tuple[str, ...] = ()  # controller fields of the profile it needs ("process", "serviceAccount")
     exclusive: bool = False  # disturbs the shared implementation (restarts it): runs alone (suite/exclusive.py)
+    # Requirements of the scenario that only the fabric probe can judge (the scenario itself runs without one): they
+    # are skipped, and predicted skipped by `profile check`, where the profile declares no fabricProbe.
+    probe_for: tuple[str, ...] = ()
+    # Needs a node without node-local devices reached by a fabric pool: the device read waits for one (publishing.py).
+    remote: bool = True
 
 
 REGISTRY: dict[str, Scenario] = {}
+# Capabilities a scenario reads in its body (not through `capabilities=`), registered by `reads_capability`: with the
+# scenarios' own, every capability a profile may claim (`profile check` refuses one that nothing reads).
+READ_CAPABILITIES: set[str] = set()
+
+
+def reads_capability(name: str) -> str:
+    """Register a capability a scenario reads in its body; returns the name."""
+    READ_CAPABILITIES.add(name)
+    return name
+
+
+def known_capabilities() -> set[str]:
+    """Every capability some registered scenario reads."""
+    return {c for s in REGISTRY.values() for c in s.capabilities} | READ_CAPABILITIES
 
 
 def scenario(
@@ -67,6 +92,8 @@ def scenario(
     implementation: bool = True,
     controller: tuple[str, ...] = (),
     exclusive: bool = False,
+    probe_for: tuple[str, ...] = (),
+    remote: bool = True,
 ) -> Callable[[Callable[[Any], T]], Callable[[Any], T]]:
     """Register a scenario function; the module's tests read its result with `result_fixture`. A scenario with
     implementation=False gets a ClusterContext (no profile, no implementation, no leased devices)."""
@@ -86,15 +113,20 @@ def scenario(
             implementation,
             controller,
             exclusive,
+            probe_for,
+            remote,
         )
         return fn
 
     return register
 
 
-def profile_gap(sc: Scenario, profile: Profile) -> str | None:
-    """Why an implementation scenario cannot run with this profile (its skip reason), or None. Shared by the runner
-    and `dra-conformance profile check`, so the check predicts exactly what a run will skip."""
+def profile_gap(sc: Scenario, profile: Profile, requirement: str | None = None) -> str | None:
+    """Why an implementation scenario (or, given `requirement`, that requirement of it) cannot be judged with this
+    profile (its skip reason), or None. Shared by the runner, the tests (requirement_gap) and `dra-conformance
+    profile check`, so the check predicts exactly what a run will skip for the profile."""
+    if requirement in sc.probe_for and profile.fabric_probe is None:
+        return f"the profile declares no fabricProbe: {requirement} is judged on what the fabric says is attached"
     missing = [c for c in sc.capabilities if not profile.capabilities.get(c)]
     if missing:
         return f"the profile does not claim the capabilities {missing}"
@@ -112,16 +144,28 @@ def profile_gap(sc: Scenario, profile: Profile) -> str | None:
     return None
 
 
-def profile_needs(sc: Scenario) -> list[str]:
-    """What an implementation scenario needs from a profile, in words (the requirement reference, docs/): the same
-    fields profile_gap reads, so what the reference says skips a scenario is what skips it."""
-    needs = [f"the capability `{c}`" for c in sc.capabilities]
+def profile_needs(sc: Scenario, requirement: str | None = None) -> list[str]:
+    """What an implementation scenario (or `requirement` of it) needs from a profile, in words (the requirement
+    reference, docs/): the fields profile_gap reads, so what the reference says skips a scenario is what skips it."""
+    needs = [f"a `fabricProbe` (for {requirement})"] if requirement in sc.probe_for else []
+    needs += [f"the capability `{c}`" for c in sc.capabilities]
     needs += ["a `fabricProbe`"] if sc.probe else []
     needs += ["a `faultInjector`"] if sc.faults else []
     needs += ["a restartable role (`roles` or `controller.process`)"] if "process" in sc.controller else []
     account = "a ServiceAccount (`serviceAccounts`, `controller.serviceAccount`, or `{sa_kubeconfig:...}` of a process)"
     needs += [account] if "serviceAccount" in sc.controller else []
     return needs
+
+
+def skip_for_profile(scenario: str, requirement: str, profile: Profile) -> None:
+    """A test of `requirement` fed by `scenario`: skipped for what the profile does not offer (profile_gap)."""
+    if reason := profile_gap(REGISTRY[scenario], profile, requirement):
+        pytest.skip(reason)
+
+
+class ImplementationOwes(AssertionError):
+    """The implementation had not published what it owes (devices, reach) within promises.publishSeconds of its
+    readiness: the scenario cannot start, and fails with the cause in the first line of its message."""
 
 
 @dataclass(frozen=True)
@@ -200,6 +244,10 @@ class ClusterContext:
         """Why this scenario cannot run here (the runner skips it with this reason), or None."""
         return None
 
+    def failure_notes(self) -> str:
+        """What a failure message adds at its end (Context: the implementation's log lines of that moment)."""
+        return ""
+
     def release(self) -> None:
         """Give back what the scenario held (devices), once its objects are gone."""
 
@@ -222,6 +270,11 @@ class Context(ClusterContext):
     # Nodes the scenario added for itself (IMP-16), tainted so that no other scenario's pod lands there: live_nodes()
     # leaves them out, so they are added here for this scenario's own leases and reach.
     own_nodes: list[str] = field(default_factory=list)
+    # What the implementation published and when (the device read's log): the promise scenarios wait for.
+    publish: PublishLog | None = None
+    # Other drivers' objects live through the implementation phase (suite/others.py), for the coexistence scenario.
+    others: OtherDrivers | None = None
+    log_marks: dict[str, int] = field(default_factory=dict)  # where the implementation's logs ended at its start
     _classes: int = 0
 
     @property
@@ -260,9 +313,13 @@ class Context(ClusterContext):
         """`count` devices of `kind` reaching `node`. Count-based fabric pools are leased by capacity (pool, model,
         count) on `node` or the first of a list of nodes with room; `exclusive` then keeps the node to this
         scenario (faults selected by node). `part`: a part of the scenario that holds its lease apart from the
-        others (its own node, where exclusive), for a scenario that stages several steps side by side."""
+        others (its own node, where exclusive), for a scenario that stages several steps side by side. Fewer fabric
+        devices published than the profile declares (`published`) are waited for up to the promise, then fail; a
+        scenario that needs more than the profile declares is skipped (the pool's lease says why)."""
         holder = f"{self.scenario.name}/{part}" if part else self.scenario.name
         self.refresh()
+        if kind == "fabric" and self.pool.count("fabric") < count:
+            self._owed_devices(count)
         if kind == "fabric" and self.counted:
             nodes = (
                 [node]
@@ -325,9 +382,7 @@ class Context(ClusterContext):
         of `count` fabric devices reaching it, and a fresh namespace with a claim template for exactly those.
         Count-based pools: capacity on one of those nodes (`exclusive`: the node is this scenario's alone, or this
         `part`'s: see lease)."""
-        nodes = self.fabric_only_nodes(count)
-        if not nodes:
-            pytest.skip(f"no node without node-local {self.profile.driver} devices is reached by a fabric pool")
+        nodes = self.remote_nodes(count)
         lease = self.lease(count, "fabric", nodes if self.counted else nodes[0], exclusive=exclusive, part=part)
         node = lease.node or nodes[0]
         ns = self.namespace(f"{self.scenario.name}-{part}" if part else None)
@@ -339,8 +394,79 @@ class Context(ClusterContext):
         self.refresh()
         return fabric_only_nodes(self.pool, self.nodes(), count)
 
+    def remote_nodes(self, count: int = 1, nodes: Callable[[], list[str]] | None = None) -> list[str]:
+        """Nodes without node-local devices reached by `count` fabric devices (or what `nodes` finds), which the
+        implementation owes: waited for up to its promise, then the scenario fails naming the pools and what each
+        node lacks (ImplementationOwes)."""
+        what = f"a node without node-local {self.profile.driver} devices reached by {count} fabric device(s)"
+        return self.owed(what, nodes or (lambda: self.fabric_only_nodes(count)), self.reach_cause)
+
+    def owed(self, what: str, found: Callable[[], T], cause: Callable[[], str]) -> T:
+        """What the implementation owes, waited for until promises.publishSeconds after its readiness; then a failure
+        whose first line says what was owed and why it is not there (`cause`), followed by what it published when."""
+        deadline = self.publish.deadline if self.publish else time.time()
+        try:
+            return wait_for(found, bool, timeout=max(0.1, deadline - time.time()), expected=what, max_interval=1.0)
+        except WaitTimeout:
+            pass
+        promise = self.profile.promises.publish_s
+        now = f" (now {self.publish.rel(time.time())})" if self.publish else ""
+        raise ImplementationOwes(
+            f"the implementation did not publish {what} within promises.publishSeconds={promise:g} of its readiness"
+            f"{now}: {cause()}\n" + "\n".join(self._published_when())
+        )
+
+    def reach_cause(self) -> str:
+        """Why no fabric pool reaches a node without node-local devices: each pool, its selector, its matches and
+        what each node lacks (observe/reach.py), over the Ready schedulable nodes as they are now."""
+        self.refresh()
+        slices = self.invariants.driver_slices() if self.invariants else []
+        local = {n for d in self.pool.devices.values() if d.kind == "local" for n in d.nodes}
+        return explain(slices, self.nodes(), local)
+
+    def _owed_devices(self, count: int) -> None:
+        declared = self.profile.published
+        if not (declared.declared and declared.fabric_devices >= count):
+            return  # more than the profile declares: the pool's lease skips, saying so
+
+        def cause() -> str:
+            slices = self.invariants.driver_slices() if self.invariants else []
+            return "; ".join(count_shortfall(slices, self.profile)) or f"{self.pool.count('fabric')} fabric devices"
+
+        what = f"{count} fabric devices (the profile's published declares {declared.fabric_devices})"
+        self.owed(what, lambda: self.refresh() or self.pool.count("fabric") >= count, cause)
+
+    def _published_when(self) -> list[str]:
+        """What the device read saw published when, and the changes of node labels the pools select on since the
+        implementation's readiness (from the run-wide record)."""
+        if self.publish is None:
+            return []
+        lines = [self.publish.describe()]
+        keys = {k for s in (self.invariants.driver_slices() if self.invariants else []) for k in selector_keys(s)}
+        changes = label_changes(self.record.select(("node",), since=self.publish.ready_at - 1), keys)
+        if changes:
+            lines.append("node labels the fabric pools select on, as they changed (seconds from its readiness):")
+            lines += [f"  {self.publish.rel(at)} {text}" for at, text in changes[:20]]
+        elif keys:
+            lines.append(f"no node label of {sorted(keys)} changed since the implementation's readiness")
+        return lines
+
     def requirements_missing(self) -> str | None:
         return profile_gap(self.scenario, self.profile)
+
+    def failure_notes(self) -> str:
+        """The implementation's own log lines written while the scenario ran (where the suite started it), and where
+        its whole logs are in the reports."""
+        written = self.implementation.log_since(self.log_marks)
+        if not written:
+            return ""
+        lines = [
+            "the implementation's log lines: what it said went wrong, and what it wrote while the scenario ran (whole "
+            "logs: artefacts/implementation/ in the reports folder, linked from the HTML report):"
+        ]
+        for name, found in written.items():
+            lines += [f"  [{name}] {line}" for line in found]
+        return "\n".join(lines)
 
     def release(self) -> None:
         for lease in self.leases:
@@ -399,6 +525,13 @@ class ScenarioRunner:
             raise KeyError(f"scenario {name!r} was not selected in this run (known: {sorted(self._futures)})")
         return self._futures[name].result(timeout=SCENARIO_DEADLINE_S)
 
+    def finished(self, name: str) -> Any | None:
+        """The observation of scenario `name` if it ran and ended without an error, else None (for the reports)."""
+        future = self._futures.get(name)
+        if future is None or not future.done() or future.cancelled() or future.exception() is not None:
+            return None
+        return future.result()
+
     def _run(self, sc: Scenario) -> Any:
         if not sc.implementation:
             return self._run_now(sc)
@@ -425,6 +558,8 @@ class ScenarioRunner:
             try:
                 result = sc.run(ctx)
             except AssertionError as exc:  # a wait ran out: what the watcher saw meanwhile is the evidence
+                if notes := _notes(ctx):
+                    exc.args = (f"{exc}\n{notes}",)  # the first line stays the cause
                 self._check_invariants(sc, ctx, timing.start, failure=exc)
                 raise
             self._check_invariants(sc, ctx, timing.start)
@@ -460,9 +595,12 @@ class ScenarioRunner:
                 f"scenario {sc.name}: invariants broken while it ran:\n" + "\n".join(f"  {v}" for v in broken) + then
             ) from failure
         if broken:  # the cluster's fault: what the implementation did after it cannot be judged (SCH-9 fails)
+            known = for_holders(ctx.record, {o for v in broken for o in v.objects}, ctx.cluster.info)
             pytest.skip(
                 f"scenario {sc.name}: not judged: kube-scheduler allocated one device to two claims while it ran "
-                "(SCH-9, the cluster's fault, not the implementation's):\n" + "\n".join(f"  {v}" for v in broken) + then
+                f"(SCH-9, the cluster's fault, not the implementation's{'; ' + known if known else ''}):\n"
+                + "\n".join(f"  {v}" for v in broken)
+                + then
             )
 
     def say(self, message: str) -> None:
@@ -483,6 +621,14 @@ class ScenarioRunner:
         self._executor.shutdown(wait=True)
         if (wall := self.wall()) is not None and self._slots:
             self._say(f"{len(self.timings)} scenarios took {wall:.1f}s at most {self.concurrency} at once")
+
+
+def _notes(ctx: ClusterContext) -> str:
+    """The context's failure notes; never a reason for a second failure."""
+    try:
+        return ctx.failure_notes()
+    except Exception as exc:  # a log that cannot be read must not hide the failure
+        return f"(the implementation's log lines could not be read: {exc!r})"
 
 
 def summarize(values: list[float]) -> dict[str, float]:

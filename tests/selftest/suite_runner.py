@@ -17,6 +17,9 @@ def suite_argv(target: str, *extra: str) -> list[str]:
     return [sys.executable, "-m", "pytest", target, "-p", "no:cacheprovider", *extra]
 
 
+KNOWN_DEFECTS_ACCEPTED = ("double-allocation-after-binding-timeout",)  # as the Makefile's ACCEPT_KNOWN_DEFECTS
+
+
 def run_suite(
     junit: Path,
     *args: str,
@@ -26,8 +29,11 @@ def run_suite(
 ) -> tuple[int, str, dict[str, str]]:
     """Exit code, combined output and the outcome of each test case (from the JUnit XML). Selftests run a file or
     a broken variant, which knowingly covers a subset: `--accept partial` unless accept_partial=False. `env`: the
-    suite's environment (default: this one)."""
+    suite's environment (default: this one). Every run accepts the known upstream defects the Makefile accepts (a
+    whole-suite run on 1.37 always shows kube-scheduler's double allocation after a binding timeout: SCH-9 still
+    fails in the outcomes, the exit status judges the rest)."""
     accept = ["--accept", "partial"] if accept_partial else []
+    accept += [f"--accept=known-defect:{d}" for d in KNOWN_DEFECTS_ACCEPTED]
     proc = subprocess.run(
         suite_argv(target, f"--junitxml={junit}", "-q", *VERSION_ARGS, *accept, *args),
         cwd=ROOT,

@@ -29,6 +29,8 @@ def test_suite_outcomes_match_the_local_provider(cluster: Cluster, tmp_path: Pat
         str(cluster.info.kubeconfig),
         "--profile",
         str(kwok),
+        # The suite reaches the kept cluster's scheduler as it would a vendor's: BASE-2 reads its gates there too.
+        f"--scheduler-url={cluster.info.scheduler_endpoint}",
     )
     assert code == local_code == 0, out[-3000:] + local_out[-3000:]
     assert local_outcomes and outcomes == local_outcomes

@@ -1,5 +1,6 @@
-"""The lifecycle scenarios (IMP-8's matrix, IMP-13, IMP-15, IMP-16) fail on the reference controller broken in the way
-each one is about (hidden --broken-* flags of fake-drivers/src/fake_drivers/controller/cli.py).
+"""The lifecycle scenarios (IMP-8's matrix, IMP-13, IMP-15, IMP-16) and the workload shapes (IMP-18..20) fail on the
+reference controller broken in the way each one is about (hidden --broken-* flags of
+fake-drivers/src/fake_drivers/controller/cli.py).
 
 Runs the real suite in a subprocess against its own local cluster (needs the cached binaries), with only the
 scenario's module selected.
@@ -48,6 +49,26 @@ IMPL = "conformance/suite/implementation"
             "test_node_deletion.py",
             "test_a_device_on_a_deleted_node_is_detached_and_offered_again",
             "detached (not in the probe) and offered again",
+        ),
+        # The workload shapes: claims of several devices (IMP-18), a device moved between nodes (IMP-19), a shared
+        # claim (IMP-20).
+        (
+            "--broken-report-all-on-first",
+            "test_multi_device.py",
+            "test_each_device_conditions_follow_its_own_attach",
+            "conditions True before THAT device was attached",
+        ),
+        (
+            "--broken-accept-attached-elsewhere",
+            "test_mobility.py",
+            "test_no_condition_for_the_second_node_before_the_device_is_attached_there",
+            "True while the fabric says",
+        ),
+        (
+            "--broken-detach-shared-early",
+            "test_shared_claim.py",
+            "test_the_device_stays_attached_until_the_last_pod_is_gone",
+            "while 2 pods still used it",
         ),
     ],
 )

@@ -29,7 +29,8 @@ def make_provider(
     if name == "existing":
         from conformance.cluster.providers.existing import ExistingProvider
 
-        return ExistingProvider(kubeconfig, allow_unmarked=allow_unmarked, **say)
+        url = option("--scheduler-url") if option else None
+        return ExistingProvider(kubeconfig, allow_unmarked=allow_unmarked, scheduler_url=url, **say)
     if name == "kind":
         from conformance.cluster.providers.kind import KindProvider
 

@@ -44,6 +44,9 @@ class ClusterSpec:
     name: str | None = None
     # Explicit gate values, applied over the ones the suite turns on (e.g. to see a run with the gate off).
     feature_gates: dict[str, bool] = field(default_factory=dict)
+    # kube-scheduler's log verbosity (--v) where the provider starts it (local); None: its default. Its log is
+    # kept with the cluster (--keep-cluster), e.g. V(5) to read the DRA plugin's assume-cache and in-flight steps.
+    scheduler_verbosity: int | None = None
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,9 @@ class ClusterInfo:
     binding_timeout_configurable: bool
     nodes: list[NodeSpec]
     kubectl: Path | None = None
+    # kube-scheduler's secure port (https://host:port) where the suite can reach it (local), for its /metrics and
+    # /configz (conformance/cluster/running.py); None where it cannot (kind, an existing cluster).
+    scheduler_endpoint: str | None = None
 
 
 class Provider(Protocol):

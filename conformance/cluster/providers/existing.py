@@ -37,9 +37,18 @@ def mark_test_cluster(core: client.CoreV1Api, provider: str) -> None:
 class ExistingProvider:
     name = "existing"
 
-    def __init__(self, kubeconfig: str | None, *, allow_unmarked: bool = False, progress: Progress = _print) -> None:
+    def __init__(
+        self,
+        kubeconfig: str | None,
+        *,
+        allow_unmarked: bool = False,
+        scheduler_url: str | None = None,
+        progress: Progress = _print,
+    ) -> None:
         self.kubeconfig = kubeconfig
         self.allow_unmarked = allow_unmarked
+        # kube-scheduler's secure port where this machine reaches it (--scheduler-url), for BASE-2 to read its gates.
+        self.scheduler_url = scheduler_url.rstrip("/") if scheduler_url else None
         self.progress = progress
 
     def start(self, spec: ClusterSpec) -> ClusterInfo:
@@ -89,6 +98,7 @@ class ExistingProvider:
             else release.fixed_binding_timeout_seconds,
             binding_timeout_configurable=release.binding_timeout_configurable,
             nodes=nodes,
+            scheduler_endpoint=self.scheduler_url,
         )
 
     def _check_marker(self, cluster: Cluster) -> None:

@@ -26,7 +26,7 @@ from pathlib import Path
 import yaml
 
 from conformance.cluster.client import Cluster
-from conformance.cluster.gates import binary_gates, gates_to_enable
+from conformance.cluster.gates import binary_gates, format_gates, gates_to_enable, parse_gate_overrides
 from conformance.cluster.interrupts import shielded
 from conformance.cluster.nodes import create_nodes, wait_nodes_ready
 from conformance.cluster.providers.base import ClusterInfo, ClusterSpec, ProviderNotReady
@@ -65,6 +65,11 @@ MAX_REVIVALS = 3
 GONE_GRACE_S = 2.0
 NEVER = threading.Event()
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok-controller")
+# For selftests only (tests/selftest/test_declared_settings.py): a cluster that runs other settings than it declares.
+# The scheduler is configured with this bindingTimeout (seconds) while the cluster still declares the asked one...
+SELFTEST_SCHEDULER_TIMEOUT_ENV = "DRA_CONFORMANCE_SELFTEST_SCHEDULER_BINDING_TIMEOUT"
+# ...and kube-scheduler alone gets these gates ("Name=false,..."), while the cluster declares the suite's own.
+SELFTEST_SCHEDULER_GATES_ENV = "DRA_CONFORMANCE_SELFTEST_SCHEDULER_GATES"
 
 
 def clusters_root() -> Path:
@@ -99,6 +104,19 @@ def scheduler_config(binding_timeout_s: int | None, *, local: bool = False, kube
     return {**config, "profiles": [profile]}
 
 
+def _selftest_scheduler_gates() -> dict[str, bool]:
+    return parse_gate_overrides(os.environ.get(SELFTEST_SCHEDULER_GATES_ENV, ""))
+
+
+def _selftest_scheduler_timeout(declared: int | None, scheduler_gates: dict[str, bool]) -> int | None:
+    """The bindingTimeout kube-scheduler is configured with: the declared one, unless a selftest asks for another
+    (SELFTEST_SCHEDULER_TIMEOUT_ENV); none where the scheduler runs without binding conditions (a config error)."""
+    if not scheduler_gates.get("DRADeviceBindingConditions", True):
+        return None
+    override = os.environ.get(SELFTEST_SCHEDULER_TIMEOUT_ENV)
+    return int(override) if override and declared is not None else declared
+
+
 def phase_summary(timings: dict[str, float]) -> str:
     """`install 0.4, apiserver 2.1, ...`: when each phase ended, in seconds from the start, in that order."""
     ended = sorted((t, p) for p, t in timings.items() if p in PHASES and p != "bring_up_s")
@@ -111,9 +129,11 @@ def phase_summary(timings: dict[str, float]) -> str:
 GOGC = "400"
 
 
-def component_patches() -> list[dict]:
+def component_patches(scheduler_verbosity: int | None = None) -> list[dict]:
     """Flags kwokctl has no option for: no leader election in kube-controller-manager (one instance), etcd without
-    fsync (a throw-away cluster: the bootstrap writes of kube-apiserver need not wait for the disk), and GOGC."""
+    fsync (a throw-away cluster: the bootstrap writes of kube-apiserver need not wait for the disk), GOGC,
+    kube-scheduler's verbosity when asked (--scheduler-verbosity) and, for a selftest, kube-scheduler's own gates
+    (SELFTEST_SCHEDULER_GATES_ENV)."""
 
     def args(**values: str) -> list[dict]:
         return [{"key": key.replace("_", "-"), "value": value} for key, value in values.items()]
@@ -124,6 +144,13 @@ def component_patches() -> list[dict]:
         ),
         "etcd": args(unsafe_no_fsync="true"),
     }
+    scheduler_args: dict[str, str] = {}
+    if scheduler_gates := _selftest_scheduler_gates():
+        scheduler_args["feature_gates"] = format_gates(scheduler_gates)
+    if scheduler_verbosity is not None:
+        scheduler_args["v"] = str(scheduler_verbosity)
+    if scheduler_args:
+        extra_args["kube-scheduler"] = args(**scheduler_args)
     return [
         {"name": name, "extraArgs": extra_args.get(name, []), "extraEnvs": [{"name": "GOGC", "value": GOGC}]}
         for name in COMPONENTS
@@ -213,7 +240,8 @@ class LocalProvider:
         self.keep = spec.keep
         atexit.register(self.stop)
 
-        (self.workdir / "scheduler.yaml").write_text(yaml.safe_dump(scheduler_config(timeout, local=True)))
+        actual = _selftest_scheduler_timeout(timeout, {**gates, **_selftest_scheduler_gates()})
+        (self.workdir / "scheduler.yaml").write_text(yaml.safe_dump(scheduler_config(actual, local=True)))
         (self.workdir / "kwokctl.yaml").write_text(yaml.safe_dump(self._kwokctl_config(binaries, gates, spec)))
         self._started = time.monotonic()
         warm_client_imports()  # while kwokctl and the apiserver start
@@ -286,6 +314,7 @@ class LocalProvider:
                 binding_timeout_configurable=release.binding_timeout_configurable,
                 nodes=spec.nodes,
                 kubectl=binaries.kubectl,
+                scheduler_endpoint=f"https://127.0.0.1:{self._ports['kubeSchedulerPort']}",
             )
             self._wait_ready(info, proc, log)
             return info
@@ -379,7 +408,7 @@ class LocalProvider:
             "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
             "kind": "KwokctlConfiguration",
             "options": options,
-            "componentsPatches": component_patches(),
+            "componentsPatches": component_patches(spec.scheduler_verbosity),
         }
 
     def _wait_ready(self, info: ClusterInfo, proc: subprocess.Popen[bytes], log: Path) -> None:

@@ -22,7 +22,7 @@ from conformance.cluster.manifests import RESOURCE_API, device_class, pod_with_c
 from conformance.cluster.versions import PREBIND_POLL_S
 from conformance.cluster.waits import WaitTimeout, wait_for
 from conformance.observe.views import SCHEDULE_S, Binding, History
-from conformance.suite.scenario import ClusterContext
+from conformance.suite.scenario import ClusterContext, skip_if_binding_timeout_fixed
 
 # The scheduler's PreBind re-reads the claim every PREBIND_POLL_S (KEP-5007). A pod that must NOT bind
 # is watched for two polls and a second: a scheduler that bound on a partial set of conditions would have done so.
@@ -247,3 +247,12 @@ def start(ctx: ClusterContext, min_nodes: int = 1) -> tuple[OwnedDriver, list[st
     if len(nodes) < min_nodes:
         pytest.skip(f"needs {min_nodes} schedulable Ready nodes without NoSchedule taints; the cluster has {nodes}")
     return OwnedDriver(ctx, ctx.namespace()), nodes
+
+
+def start_timed(ctx: ClusterContext) -> tuple[OwnedDriver, list[str], float]:
+    """start() for a scenario that waits out the scheduler's binding timeout (skipped where the release fixes it);
+    also returns the timeout in seconds."""
+    info = ctx.cluster.info
+    skip_if_binding_timeout_fixed(info)
+    driver, nodes = start(ctx)
+    return driver, nodes, float(info.binding_timeout_s)

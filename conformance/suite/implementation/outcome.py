@@ -50,6 +50,13 @@ class Outcome:
     early: list[str] = field(default_factory=list)  # IMP-3: conditions seen True before the fabric said attached
     judged: int = 0  # IMP-3: conditions compared with the probe (none: nothing was observed)
     unidentified: list[str] = field(default_factory=list)  # copies whose physical device cannot be known
+    # (allocation revision, pool, device) -> the device status.devices[].data names for it in that allocation (a count
+    # entry's device where the stack writes it there; entry names are reused by later allocations, so per allocation)
+    data: dict[tuple[int, str, str], str] = field(default_factory=dict)
+
+    def identity_in(self, allocation: Allocation, device: tuple[str, str]) -> str | None:
+        """The physical device behind `device` in `allocation`: from the slices, else from that allocation's data."""
+        return self.identity.get(device) or self.data.get((allocation.revision, *device))
 
     @property
     def path(self) -> Path:
@@ -61,16 +68,16 @@ class Outcome:
         return [self._identity_of_final(d) for d in self.final.devices] if self.final else []
 
     def _identity_of_final(self, device: tuple[str, str]) -> str | None:
-        return self.identity.get(device)
+        return self.identity_in(self.final, device) if self.final else self.identity.get(device)
 
-    def detours(self, *, timeouts: bool = True) -> list[str]:
+    def detours(self, *, timeouts: bool = True, failed: int | None = None) -> list[str]:
         """Allocations cleared on the way to the final one that the happy path does not allow: edited in place,
         cleared by a condition that means failure, and (timeouts=False) cleared by the binding timeout. A timeout is
         tolerated by default: scenarios run side by side with IMP-8's controller restart, which may delay another
         scenario's conditions past the suite's short bindingTimeout; the pod must still end where its device is."""
         out = []
         for a in self.allocations:
-            if a is self.final or a.cleared_revision is None:
+            if a is self.final or a.cleared_revision is None or a.revision == failed:  # `failed`: the scenario's
                 continue
             if a.rewritten:
                 out.append(f"allocation {a.devices} (revision {a.revision}) was edited in place")
@@ -107,17 +114,19 @@ class Outcome:
 
     # --- the requirements -----------------------------------------------------------------------------------
 
-    def binding_problems(self, *, timeouts: bool = True) -> list[str]:
+    def binding_problems(self, *, timeouts: bool = True, failed: int | None = None) -> list[str]:
         """IMP-2 (and the start of IMP-7/IMP-8): bound on the node, with devices the fabric says are attached
-        there, reached by an allowed path."""
+        there, reached by an allowed path (`failed`: the revision of an allocation the scenario made fail)."""
         if self.binding is None or self.final is None:
             return [f"the pod was not bound:\n  {self.describe()}"]
         problems = []
         if self.binding.node != self.node:
             problems.append(f"bound to {self.binding.node}, pinned to {self.node}")
-        for device, ident in zip(self.final.devices, self.final_identities(), strict=True):
+        results = self.final.results
+        for device, ident, result in zip(self.final.devices, self.final_identities(), results, strict=True):
             where = self.local_node.get(device)
-            if self.path == "local" and where != self.binding.node:
+            # Judged per device: a claim of several may end with some node-local copies and some fabric devices.
+            if not result.get("bindingConditions") and where != self.binding.node:
                 problems.append(f"{device} is not a node-local copy on {self.binding.node} (its slice: {where!r})")
             if ident is None:
                 problems.append(f"{device}: no physical identity was ever published for it")
@@ -126,22 +135,31 @@ class Outcome:
             if seen != (self.binding.node, "attached"):
                 said = f"the fabric says {seen}, pod on {self.binding.node}"
                 problems.append(f"{device} ({ident}) at the binding: {said}")
-        problems += self.detours(timeouts=timeouts)
+        problems += self.detours(timeouts=timeouts, failed=failed)
         if self.path == "local":
             problems += self._same_physical_device()
         return problems
 
     def _same_physical_device(self) -> list[str]:
-        """reschedule-to-local: the node-local copy is a copy of the device attached for the fabric allocation."""
+        """reschedule-to-local: every node-local copy the pod ended with is a copy of a device the fabric allocation
+        before it held (attached for this claim); per device, so a claim of several may also end with fabric devices
+        (judged by their own attach) or with a new device in place of one that failed."""
         before = [a for a in self.allocations if a is not self.final and a.cleared_revision is not None]
-        if not before:
+        if not before or self.final is None:
             return []  # an attached copy nobody used was allocated at once: attached there is all that counts
+        # Published identities only: a count entry's device (status data) need not be the copy the scheduler then
+        # picks, any node-local copy of the model on the node will do (e.g. a late attach's, IMP-14).
         fabric = {self.identity.get(d) for d in before[-1].devices}
-        final = set(self.final_identities())
+        local = [
+            self.identity_in(self.final, d)
+            for d, r in zip(self.final.devices, self.final.results, strict=True)
+            if not r.get("bindingConditions")
+        ]
         if None in fabric:
             return []  # counted entries: the attach is judged by the probe (binding_problems) alone
-        if fabric != final:
-            return [f"the fabric allocation was of {sorted(fabric)}, the node-local copy is of {sorted(final)}"]
+        strays = sorted(str(i) for i in local if i not in fabric)
+        if strays:
+            return [f"the fabric allocation was of {sorted(map(str, fabric))}, the node-local copy is of {strays}"]
         return []
 
 
@@ -172,6 +190,7 @@ def outcome(ctx: Context, history: History, node: str) -> Outcome:
         allocations=allocations,
         final=final,
         identity={d: ctx.identity(*d) for d in devices},
+        data=_data_identities(history, allocations, ctx.profile.identity_attribute),
         local_node={d: ctx.invariants.node_of(*d) if ctx.invariants else None for d in devices},
         meanings=dict(ctx.profile.failure_conditions),
     )
@@ -184,13 +203,34 @@ def outcome(ctx: Context, history: History, node: str) -> Outcome:
     return seen
 
 
+def _data_identities(
+    history: History, allocations: list[Allocation], attribute: str
+) -> dict[tuple[int, str, str], str]:
+    """(allocation revision, pool, device) -> the physical device the claim's status.devices[].data names for it while
+    that allocation stood (a count entry's device, where the stack writes it there): the fallback for entries no
+    slice identifies."""
+    name = attribute.rpartition("/")[2]
+    out: dict[tuple[int, str, str], str] = {}
+    events = [e for e in history.events("claim") if not e.deleted]
+    for a in allocations:
+        for e in events:
+            if e.revision < a.revision or (a.cleared_revision is not None and e.revision >= a.cleared_revision):
+                continue
+            for entry in (e.obj.get("status") or {}).get("devices") or []:
+                value = (entry.get("data") or {}).get(name) or (entry.get("data") or {}).get(attribute)
+                if value and (entry["pool"], entry["device"]) in a.devices:
+                    out[(a.revision, entry["pool"], entry["device"])] = str(value)
+    return out
+
+
 def _identify_count_entries(ctx: Context, seen: Outcome, probe: Recorder) -> None:
     """A count entry the pod bound with names no device. On a node the scenario has to itself (no other scenario's
     attach, no idle copy there when it started), the devices the fabric attached to that node between the first
     allocation and the binding are the scenario's: with one such device and one entry, that is its identity."""
     if seen.final is None or not any(lease.exclusive for lease in ctx.leases) or not seen.allocations:
         return
-    unknown = [d for d in seen.final.devices if seen.identity.get(d) is None and seen.local_node.get(d) == ""]
+    final = seen.final
+    unknown = [d for d in final.devices if seen.identity_in(final, d) is None and seen.local_node.get(d) == ""]
     before = {i for i, (n, _) in probe.after(seen.allocations[0].at).items() if n == seen.node}
     new = [i for i, s in (seen.at_bind or {}).items() if s == (seen.node, "attached") and i not in before]
     if len(unknown) == 1 and len(new) == 1:
@@ -208,7 +248,7 @@ def early_conditions(seen: Outcome, probe: Recorder) -> list[str]:
             if not r.get("bindingConditions"):
                 continue
             wanted = set(r["bindingConditions"]) | {t for t, m in seen.meanings.items() if m == "reschedule"}
-            ident = seen.identity.get((r["pool"], r["device"]))
+            ident = seen.identity_in(a, (r["pool"], r["device"]))
             candidates = {ident} if ident else final_ids - {None}
             for (pool, device, ctype), (_, at) in a.true_at.items():
                 if (pool, device) != (r["pool"], r["device"]) or ctype not in wanted:

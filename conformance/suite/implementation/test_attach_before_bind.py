@@ -13,17 +13,21 @@ import pytest
 
 from conformance.cluster.client import Cluster
 from conformance.cluster.manifests import pinned_pod
+from conformance.cluster.providers.base import NodeSpec
 from conformance.implementation.harness import Implementation
 from conformance.implementation.profile import LoadedProfile
+from conformance.observe.reach import explain, pool_reach
 from conformance.observe.slices import device_identity, driver_slices, fabric_slices, model_disagreements
+from conformance.suite.cluster.owned import usable_nodes
 from conformance.suite.implementation.outcome import Outcome, follow
-from conformance.suite.scenario import Context, result_fixture, scenario
+from conformance.suite.scenario import Context, result_fixture, scenario, skip_for_profile
 
 
 @scenario(
     "attach-before-bind",
     "one pod on a node without local devices gets a fabric device; followed from creation to binding",
     ("IMP-1", "IMP-2", "IMP-3"),
+    probe_for=("IMP-2", "IMP-3"),  # judged on what the fabric says is attached
 )
 def attach_before_bind(ctx: Context) -> Outcome:
     # Count-based: the node is the scenario's alone, with no idle copy the pod could take without an attach.
@@ -48,6 +52,11 @@ def test_fabric_devices_are_published_with_binding_fields(
     assert pools, f"no slice of {prof.driver} without nodeName offers devices with binding conditions"
     # Identified entries name their physical device; counted entries name their model (capacity of that model).
     label = prof.identity_attribute if prof.fabric_entries == "identified" else prof.model_attribute
+    # Every fabric pool reaches a Ready schedulable node (what the implementation owes within publishSeconds).
+    nodes = [NodeSpec(n.metadata.name, dict(n.metadata.labels or {})) for n in cluster.core.list_node().items]
+    usable = [n for n in nodes if n.name in set(usable_nodes(cluster))]
+    unreached = sorted(p for p, names in pool_reach(pools, usable).items() if not names)
+    assert not unreached, f"fabric pools {unreached} reach no Ready schedulable node: {explain(pools, usable, set())}"
     for s in pools:
         assert s["spec"].get("nodeSelector") or s["spec"].get("allNodes"), f"{s['metadata']['name']}: no reach"
         for d in s["spec"].get("devices") or []:
@@ -86,17 +95,15 @@ def test_the_declared_binding_model_is_what_the_slices_publish(
 
 
 @pytest.mark.requirement("IMP-2")
-def test_the_pod_binds_where_the_fabric_says_its_device_is_attached(flow: Outcome) -> None:
-    if not flow.probed:
-        pytest.skip("the profile declares no fabricProbe: attachment cannot be observed")
+def test_the_pod_binds_where_the_fabric_says_its_device_is_attached(flow: Outcome, profile: LoadedProfile) -> None:
+    skip_for_profile("attach-before-bind", "IMP-2", profile.profile)
     problems = flow.binding_problems()
     assert not problems, "\n".join(problems) + f"\n  {flow.describe()}"
 
 
 @pytest.mark.requirement("IMP-3")
-def test_conditions_true_only_after_the_attach(flow: Outcome) -> None:
-    if not flow.probed:
-        pytest.skip("the profile declares no fabricProbe: the attach cannot be observed")
+def test_conditions_true_only_after_the_attach(flow: Outcome, profile: LoadedProfile) -> None:
+    skip_for_profile("attach-before-bind", "IMP-3", profile.profile)
     assert flow.judged, f"no binding or reschedule condition was seen True on a fabric allocation:\n  {flow.describe()}"
     assert not flow.early, "\n".join(flow.early)
     assert not flow.unidentified, f"the fabric entries {flow.unidentified} could not be tied to a physical device"

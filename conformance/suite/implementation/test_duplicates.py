@@ -60,12 +60,14 @@ def duplicate_burst(ctx: Context) -> Burst:
     # them, so there every pod gets capacity at once (k = PODS) and what is checked is that no physical device is
     # held twice and that the fabric never offers more entries than it has free (the watcher, all the time).
     k = PODS if ctx.counted else K
-    ctx.refresh()
-    nodes = ctx.nodes()
-    reached = [n.name for n in nodes if ctx.pool.count("fabric", n.name) >= k]
-    candidates = fabric_only_nodes(ctx.pool, nodes, k) or reached
-    if not candidates:
-        pytest.skip(f"no node is reached by {k} fabric devices of {ctx.profile.driver}")
+
+    def candidates_now() -> list[str]:
+        ctx.refresh()
+        nodes = ctx.nodes()
+        reached = [n.name for n in nodes if ctx.pool.count("fabric", n.name) >= k]
+        return fabric_only_nodes(ctx.pool, nodes, k) or reached
+
+    candidates = ctx.remote_nodes(k, candidates_now)  # owed: waited for up to the promise, else fails with the cause
     assert ctx.invariants is not None, "IMP-6 is checked at every moment by the session's invariant watcher"
     lease = ctx.lease(k, "fabric", candidates if ctx.counted else candidates[0])
     node = lease.node or candidates[0]

@@ -17,7 +17,6 @@ import pytest
 from conformance.cluster.manifests import claim_template, pod_with_claim_template
 from conformance.cluster.waits import WaitTimeout
 from conformance.implementation.faults import FaultInjector
-from conformance.observe.devices import fabric_only_nodes
 from conformance.observe.views import SCHEDULE_S, Allocation, Binding, History
 from conformance.suite.implementation.outcome import bind_timeout
 from conformance.suite.scenario import Context, result_fixture, scenario
@@ -53,10 +52,7 @@ FAIL_ATTEMPTS = 3
 )
 def attach_failure(ctx: Context) -> FailureRun:
     assert ctx.profile.fault_injector is not None  # faults=True: skipped without one
-    ctx.refresh()
-    nodes = fabric_only_nodes(ctx.pool, ctx.nodes(), fabric_devices=2)
-    if not nodes:
-        pytest.skip(f"no node without node-local {ctx.profile.driver} devices is reached by two fabric devices")
+    nodes = ctx.remote_nodes(2)  # owed: waited for up to the promise, else the scenario fails with the cause
     # Count-based entries: the device an attach will use is not known in advance, so the fault selects the attaches
     # to the scenario's node, which it has to itself meanwhile; the fault's hits name the device it failed.
     lease = ctx.lease(2, "fabric", nodes if ctx.counted else nodes[0], exclusive=ctx.counted)

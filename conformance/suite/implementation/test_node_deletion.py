@@ -42,7 +42,7 @@ from conformance.observe.slices import allocation_results
 from conformance.observe.views import History
 from conformance.suite.implementation.outcome import follow
 from conformance.suite.implementation.settle import LetGo, let_go
-from conformance.suite.scenario import Context, result_fixture, scenario
+from conformance.suite.scenario import Context, reads_capability, result_fixture, scenario
 
 RELEASE_BOUND_S = 30.0  # the resourceclaim controller's deallocation and the watches' delivery on a loaded machine
 NODE_GONE_S = 30.0
@@ -50,7 +50,7 @@ NODE_READY_S = 60.0
 REACH_S = 30.0  # for the implementation's pools to reach the added node
 TAINT_KEY = "conformance.dra.example.com/scenario"
 TAINT = {"key": TAINT_KEY, "value": "node-deleted", "effect": "NoSchedule"}
-CAPABILITY = "nodeLifecycle"
+CAPABILITY = reads_capability("nodeLifecycle")
 
 
 @dataclass
@@ -116,6 +116,7 @@ def _released(history: History, since: float) -> float | None:
     "a node is deleted while a fabric device is attached to it: the device is detached and offered again",
     ("IMP-16",),
     probe=True,
+    remote=False,  # a node of its own
 )
 def node_deleted(ctx: Context) -> NodeGone:
     provider = ctx.cluster.info.provider

@@ -114,9 +114,7 @@ def _batches(ctx: Context) -> list[tuple[Step, ...]]:
     """The steps in groups that can be staged side by side: one lease each, count-based a node each, and no more
     operations held in flight at once than the profile's fabricConcurrency (a stack that runs one fabric operation
     at a time would queue the next attach behind a held one)."""
-    nodes = ctx.fabric_only_nodes()
-    if not nodes:
-        return [STEPS]  # remote_fabric skips the scenario, saying why
+    nodes = ctx.remote_nodes()  # owed: waited for up to the promise, else the scenario fails with the cause
     room = min(len(nodes), ctx.pool.count("fabric")) if ctx.counted else ctx.pool.count("fabric", nodes[0])
     size = max(1, min(len(STEPS), room, ctx.profile.fabric_concurrency or len(STEPS)))
     return [STEPS[i : i + size] for i in range(0, len(STEPS), size)]

@@ -164,6 +164,7 @@ class _Seen:
     "scale",
     "N pods with fabric devices wait in PreBind and all bind; then N with node-local devices only, for comparison",
     ("SCALE-1",),
+    remote=False,  # spreads over every node a fabric pool reaches
 )
 def scale(ctx: Context) -> Scale:
     count = ctx.options.get("scale_pods", 16)

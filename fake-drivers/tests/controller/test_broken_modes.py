@@ -142,3 +142,27 @@ def test_keep_on_deleted_node_never_detaches_a_device_left_on_a_deleted_node() -
     on_a_live_node = dev(0, "attached", "node-0")
     live = Snapshot((on_a_live_node,), (), (), (guard,), frozenset({"node-0"}))
     assert decide(broken, live, memory, NOW).detaches, "a device on a node that exists is detached as usual"
+
+
+# --- IMP-17: another driver's claim stops every pass -----------------------------------------------------------
+
+
+def test_abort_on_other_driver_stops_every_pass_once_it_met_another_drivers_claim() -> None:
+    import pytest
+
+    from fake_drivers.controller.reconciler import ForeignClaim
+
+    other = claim_obj(name="other", driver="other.example.com", pool="fabric")
+    r, _, fabric = reconciler(KEEP, [dev(0)], [other, claim_obj()])
+    r.reconcile_once()  # the correct controller ignores the other driver's claim and attaches its own
+    assert fabric.done.wait(5) and fabric.ops == [("attach", "uuid-fabric-0-0")]
+    broken, _, fabric = reconciler(replace(KEEP, broken_abort_on_other_driver=True), [dev(0)], [other, claim_obj()])
+    with pytest.raises(ForeignClaim, match=r"pool fabric of driver other\.example\.com is not one of ours"):
+        broken.reconcile_once()
+    broken.caches.claims.objects[:] = [claim_obj()]  # type: ignore[union-attr]
+    with pytest.raises(ForeignClaim):  # the other claim is gone: the controller stays stopped
+        broken.reconcile_once()
+    assert fabric.ops == []
+    unconditioned = claim_obj(name="plain", driver="other.example.com", binding=False)
+    quiet, _, _ = reconciler(replace(KEEP, broken_abort_on_other_driver=True), [dev(0)], [unconditioned])
+    quiet.reconcile_once()  # without binding conditions another driver's claim does not stop it

@@ -367,3 +367,46 @@ def test_a_write_decided_for_one_allocation_does_not_apply_to_the_next() -> None
     assert still_applies(claim_obj(node="node-0"), write)
     assert not still_applies(claim_obj(node="node-2"), write)
     assert not still_applies(claim_obj(device="fabric-0-gpu-1"), write)
+
+
+# --- broken on purpose (selftests of the workload shapes) --------------------------------------------------
+
+
+def _two_device_claim(attached: tuple[str, str]) -> Claim:
+    obj = claim_obj(conditions={f"{DRIVER}/attached": attached[0]})
+    second = {**obj["status"]["allocation"]["devices"]["results"][0], "device": "fabric-0-gpu-1", "request": "dev2"}
+    obj["status"]["allocation"]["devices"]["results"].append(second)
+    entry = {**obj["status"]["devices"][0], "device": "fabric-0-gpu-1"}
+    entry["conditions"] = [{**entry["conditions"][0], "status": attached[1]}]
+    obj["status"]["devices"].append(entry)
+    return Claim.from_api(obj)
+
+
+def test_report_all_on_first_reports_a_device_still_attaching_once_another_is_reported() -> None:
+    devices = [dev(0, "attached", "node-0"), dev(1, "attaching", "node-0")]
+    right = plan_for(KEEP, devices, (_two_device_claim(("False", "False")),), memory=Memory(inflight={}))
+    assert [(w.result.device, w.type) for w in right.conditions] == [("fabric-0-gpu-0", f"{DRIVER}/attached")]
+    broken = Settings(driver=DRIVER, broken_report_all_on_first=True)
+    wrong = plan_for(broken, devices, (_two_device_claim(("False", "False")),))
+    assert {w.result.device for w in wrong.conditions} == {"fabric-0-gpu-0", "fabric-0-gpu-1"}
+
+
+def test_accept_attached_elsewhere_reports_instead_of_moving() -> None:
+    devices = [dev(0, "attached", "node-1")]
+    right = plan_for(KEEP, devices, (claim(),))
+    assert [(d.uuid, d.node) for d in right.detaches] == [(devices[0].uuid, "node-1")] and not right.conditions
+    wrong = plan_for(Settings(driver=DRIVER, broken_accept_attached_elsewhere=True), devices, (claim(),))
+    assert not wrong.detaches and conditions(wrong) == [("attached", "BrokenOnPurpose")]
+
+
+def test_detach_shared_early_detaches_once_a_pod_leaves_the_claim() -> None:
+    ready = {f"{DRIVER}/attached": "True"}
+    two = claim_obj(conditions=ready)
+    two["status"]["reservedFor"] = [{"resource": "pods", "name": "p1"}, {"resource": "pods", "name": "p2"}]
+    one = claim_obj(conditions=ready)
+    devices = [dev(0, "attached", "node-0")]
+    for settings, detached in ((KEEP, False), (Settings(driver=DRIVER, broken_detach_shared_early=True), True)):
+        first = plan_for(settings, devices, (Claim.from_api(two),))
+        assert not first.detaches
+        later = plan_for(settings, devices, (Claim.from_api(one),), memory=Memory(idle_since=first.idle_since))
+        assert bool(later.detaches) is detached

@@ -35,6 +35,11 @@ BROKEN_FLAGS = {
     "--broken-detach-all-on-restart": "IMP-10: at start, every attached device is detached, also those in use",
     "--broken-report-on-fabric-error": "IMP-15: an attach the fabric answered with an error is reported attached",
     "--broken-keep-on-deleted-node": "IMP-16: a device left on a deleted node is never detached",
+    "--broken-abort-on-other-driver": "IMP-17: once it meets an allocated claim of another driver with binding "
+    "conditions, every reconcile pass aborts (CoHDI's scaler on a pool it did not know)",
+    "--broken-report-all-on-first": "IMP-18: once one device of a claim is reported, all its devices are",
+    "--broken-accept-attached-elsewhere": "IMP-19: a device attached to another node is reported, not moved",
+    "--broken-detach-shared-early": "IMP-20: a shared claim's device is detached once one of its pods is gone",
 }
 
 

@@ -229,6 +229,8 @@ def decide(settings: Settings, snap: Snapshot, memory: Memory, now: float) -> Pl
         _device(settings, plan, device, holders, taints, copies[device.uuid], memory, now, gone)
     if settings.counted:
         _counted_pools(settings, plan, snap, free)
+    if settings.broken_report_all_on_first:
+        _broken_report_all(settings, plan, snap)
     known = {d.uuid for d in snap.devices}
     plan.delete_taints += [t.name for t in snap.taints if t.uuid not in known]  # a device the fabric dropped
     return plan
@@ -344,11 +346,38 @@ def _broken_while_held(
     """The broken modes that act on a held device (selftests only; every one off by default)."""
     if settings.broken_keep_unready_attach and any(h.via_fabric and not h.ready() and not h.failed() for h in holders):
         _timer(plan, memory, f"unready:{d.uuid}", now)  # remembered once nobody holds it: never detached then
+    if settings.broken_detach_shared_early and d.state == ATTACHED and not busy:
+        for h in holders:  # the most pods that ever reserved the claim, kept under a prefixed idle-timer key
+            key = f"reserved:{h.claim.uid}"
+            most = max(memory.idle_since.get(key, 0.0), float(len(h.claim.reserved_for)))
+            plan.idle_since[key] = most
+            if 0 < len(h.claim.reserved_for) < most:
+                plan.detaches.append(Detach(d.uuid, d.node, recheck=False))
+                plan.states[f"device {d.name}"] = f"a pod left shared {h.claim.key}: detached (broken on purpose)"
+                return
     in_use = any(h.ready() or not h.via_fabric for h in holders)
     due = settings.broken_detach_while_used and in_use and d.state == ATTACHED and not busy
     if due and _timer(plan, memory, f"used:{d.uuid}", now) >= BROKEN_DETACH_AFTER_S:
         plan.detaches.append(Detach(d.uuid, d.node, recheck=False))
         plan.states[f"device {d.name}"] = f"in use on {d.node}, detached (broken on purpose)"
+
+
+def _broken_report_all(settings: Settings, plan: Plan, snap: Snapshot) -> None:
+    """--broken-report-all-on-first: once one device of a claim is (being) reported ready or rescheduled, every other
+    device of the claim is reported the same, attached or not (per-device bookkeeping wrong on purpose)."""
+    planned = {(w.claim.uid, w.result.key, w.type) for w in plan.conditions}
+    for claim in snap.claims:
+        results = [r for r in claim.results if r.driver == settings.driver and r.binding_conditions]
+        for type_ in (settings.attached, settings.reschedule):
+            said = [claim.condition(r, type_) == "True" or (claim.uid, r.key, type_) in planned for r in results]
+            reported = [r for r, yes in zip(results, said, strict=True) if yes]
+            if not reported or len(results) < 2:
+                continue
+            for r in results:
+                if r not in reported and claim.condition(r, settings.attach_failed) != "True":
+                    message = f"reported with {reported[0].pool}/{reported[0].device} (selftest mode)"
+                    plan.conditions.append(ConditionWrite(claim, r, type_, "BrokenOnPurpose", message))
+            break
 
 
 def _available(
@@ -524,6 +553,9 @@ def _fabric_holder(
             )
         else:
             plan.states[label] = f"attached to {node}, waiting for the node driver to republish it"
+    elif d.state == ATTACHED and settings.broken_accept_attached_elsewhere:
+        where = f"attached to {d.node}, reported for {node}"
+        write(settings.attached, "BrokenOnPurpose", f"device {d.uuid} {where} (selftest mode)", f"{where} (broken)")
     elif d.state == ATTACHED:
         plan.detaches.append(Detach(d.uuid, d.node, recheck=False))  # attached elsewhere: move it
         plan.states[label] = f"moving from {d.node} to {node}"

@@ -49,6 +49,24 @@ log = logging.getLogger("reference-controller")
 T = TypeVar("T")
 
 
+class ForeignClaim(RuntimeError):
+    """--broken-abort-on-other-driver (selftests only): a claim of another driver aborted the pass, and every pass
+    after it, as a real stack's reconcile aborted on a pool it did not know (IMP-17 must catch it)."""
+
+
+def foreign_claim(allocated: list[dict[str, Any]], driver: str) -> str:
+    """The first allocated claim with a result of another driver that has binding conditions, in words ("": none)."""
+    for obj in allocated:
+        for r in obj["status"]["allocation"].get("devices", {}).get("results") or []:
+            if r.get("driver") != driver and r.get("bindingConditions"):
+                meta = obj["metadata"]
+                return (
+                    f"claim {meta['namespace']}/{meta['name']}: pool {r['pool']} of driver {r['driver']} is not one "
+                    "of ours; aborting every reconcile pass from now on"
+                )
+    return ""
+
+
 @dataclass
 class Caches:
     claims: Cache
@@ -121,6 +139,7 @@ class Reconciler:
         self._node_names = NodeLister(kube.node_names, IDLE_GRACE_ON_DELETED_NODE, NODES_READ_S)
         self.timer = PassTimer()  # the last pass's phases
         self._claim_objects: dict[str, dict[str, Any]] = {}  # namespace/name -> the claim as the last pass read it
+        self._wedged = ""  # --broken-abort-on-other-driver: the claim that stopped every pass since
 
     def wake(self) -> None:
         self._wake.set()
@@ -147,7 +166,7 @@ class Reconciler:
                 self._report_problem("")
                 if (took := time.monotonic() - began) > SLOW_PASS_S:  # every timer of the stack waits on passes
                     log.info("slow reconcile pass: %.1fs (%s)", took, self.timer)
-            except FabricUnavailable as exc:
+            except (FabricUnavailable, ForeignClaim) as exc:
                 self._report_problem(str(exc))
             except ApiException as exc:
                 self._report_problem(f"kubernetes API: {exc.status} {exc.reason}")
@@ -171,6 +190,10 @@ class Reconciler:
         assert self.caches is not None
         devices = self.fabric.devices()
         allocated = [o for o in self.caches.claims.items() if (o.get("status") or {}).get("allocation")]
+        if self.settings.broken_abort_on_other_driver:  # broken on purpose: see ForeignClaim
+            self._wedged = self._wedged or foreign_claim(allocated, self.settings.driver)
+            if self._wedged:
+                raise ForeignClaim(self._wedged)
         claims = tuple(Claim.from_api(o) for o in allocated)
         # The objects the decisions are made from: a condition write replaces one with its resourceVersion.
         self._claim_objects = {f"{c.namespace}/{c.name}": o for c, o in zip(claims, allocated, strict=True)}

@@ -1,0 +1,125 @@
+"""IMP-17 (MUST): the implementation ignores ResourceClaims, ResourceSlices and DeviceClasses of other drivers.
+
+Another driver lives beside the implementation through the whole implementation phase (suite/others.py): its class,
+its slice, and claims with binding conditions pending, allocated and waiting, timed out and failed. This scenario
+waits until the record has shown each of those states, then runs an attach-before-bind of the implementation's own
+device WHILE they exist: its pod must bind on the node the scenario chose, through the implementation (attached
+there, where the profile has a probe). Then it reads what the implementation did to the other driver's objects: the
+slice and class unchanged since the suite created them, no condition, data or deletion on the claims the suite did
+not write, no field manager but the suite's and the control plane's.
+
+What fails it: a stack that aborts its reconcile on a claim it does not know (its own pod never binds: the failure's
+first line says so, with the other driver's claims live at that moment, and quotes the implementation's log lines),
+one that writes conditions or data on another driver's claim, one that republishes, deletes or edits another
+driver's slice or class. Judged alike for every binding model: only the implementation's own claim and the other
+driver's objects are read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from conformance.cluster.client import Cluster
+from conformance.cluster.manifests import pinned_pod
+from conformance.cluster.versions import PREBIND_POLL_S
+from conformance.observe.views import SCHEDULE_S
+from conformance.suite.implementation.outcome import Outcome, follow
+from conformance.suite.others import STATES, OtherDrivers
+from conformance.suite.scenario import Context, ImplementationOwes, ScenarioRunner, result_fixture, scenario
+
+
+@dataclass
+class Coexistence:
+    driver: str  # the other driver
+    states: dict[str, float] = field(default_factory=dict)  # state -> when first seen
+    live: dict[str, str] = field(default_factory=dict)  # the other claims' states as the own pod was followed
+    flow: Outcome | None = None
+    writes: list[str] = field(default_factory=list)  # writes to the other driver's objects not by the suite
+
+    def others(self) -> str:
+        shown = ", ".join(f"{name}: {state}" for name, state in sorted(self.live.items())) or "none recorded"
+        return f"claims of driver {self.driver} with binding conditions ({shown})"
+
+
+@scenario(
+    "coexistence",
+    "another driver's class, slice and claims in every binding state are live; the implementation attaches and "
+    "reports its own claim and never writes theirs",
+    ("IMP-17",),
+)
+def coexistence(ctx: Context) -> Coexistence:
+    others = ctx.others
+    if others is None or others.unavailable:
+        raise AssertionError(
+            "the other driver's objects are not live, so coexistence cannot be shown: "
+            + (others.unavailable if others else "the run made none")
+        )
+    seen = Coexistence(others.driver)
+    # Every state at least once before the own pod (timed-out takes one binding timeout from the objects' creation).
+    bound = ctx.cluster.info.binding_timeout_s + 2 * PREBIND_POLL_S + SCHEDULE_S
+    seen.states = others.wait_states(bound)
+    ctx.say(f"other driver's states seen: {sorted(seen.states)}; now the implementation's own attach")
+    seen.live = others.live_claims()
+    try:
+        node, _, ns = ctx.remote_fabric(exclusive=ctx.counted)
+        with ctx.history(ns) as history:
+            ctx.objects.create(pinned_pod("app", "gpu", node), ns)
+            seen.flow = follow(ctx, history, node)
+    except (ImplementationOwes, AssertionError) as exc:
+        seen.live = others.live_claims() or seen.live
+        first, _, rest = str(exc).partition("\n")
+        raise AssertionError(
+            f"IMP-17: while {seen.others()} were live, the implementation did not attach and report its own claim: "
+            f"{first}\n{rest}"
+        ) from exc
+    seen.live = others.live_claims() or seen.live
+    seen.writes = others.foreign_writes(ctx.cluster)
+    return seen
+
+
+observed = result_fixture("coexist", "coexistence")
+
+
+@pytest.mark.requirement("IMP-17")
+def test_the_own_claim_is_attached_and_reported_beside_other_drivers_claims(
+    coexist: Coexistence, record_property: Any
+) -> None:
+    record_property("other_driver_states_seen", ",".join(sorted(coexist.states)))
+    missing = [s for s in STATES if s not in coexist.states]
+    if missing:
+        record_property("other_driver_states_not_seen", ",".join(missing))
+    flow = coexist.flow
+    assert flow is not None and flow.binding is not None, f"IMP-17: the own pod did not bind beside {coexist.others()}"
+    problems = flow.binding_problems() if flow.probed else []
+    assert not problems, (
+        f"IMP-17: beside {coexist.others()}, the own claim was not attached where it bound: {problems[0]}\n"
+        + "\n".join(problems[1:])
+        + f"\n  {flow.describe()}"
+    )
+
+
+@pytest.mark.requirement("IMP-17")
+def test_other_drivers_objects_are_never_written(coexist: Coexistence) -> None:
+    assert not coexist.writes, (
+        f"IMP-17: the implementation wrote objects of another driver ({coexist.driver}): {coexist.writes[0]}\n"
+        + "\n".join(coexist.writes[1:])
+    )
+
+
+@pytest.mark.run_wide
+@pytest.mark.requirement("IMP-17")
+def test_other_drivers_objects_were_never_written_all_run_long(
+    scenarios: ScenarioRunner, other_driver: OtherDrivers, cluster: Cluster
+) -> None:
+    """The same evidence once every implementation scenario has ended: the other driver lived through all of them."""
+    scenarios.wait_all()
+    if other_driver.unavailable:
+        pytest.fail(f"IMP-17: the other driver's objects were not live: {other_driver.unavailable}")
+    writes = other_driver.foreign_writes(cluster)
+    assert not writes, (
+        f"IMP-17: while the implementation scenarios ran, the implementation wrote objects of another driver "
+        f"({other_driver.driver}): {writes[0]}\n" + "\n".join(writes[1:])
+    )

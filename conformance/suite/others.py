@@ -20,14 +20,12 @@ managedFields.
 
 from __future__ import annotations
 
-import datetime as dt
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from conformance.cluster.client import Cluster
@@ -35,6 +33,7 @@ from conformance.cluster.manifests import RESOURCE_API, pod_with_claim_template,
 from conformance.cluster.objects import ObjectTracker
 from conformance.observe.recorder import Recorder
 from conformance.observe.views import History, device_conditions
+from conformance.suite.cluster.owned import OwnedDriver
 from conformance.suite.scenario import ClusterContext, Scenario
 
 STATES = ("pending", "waiting", "timed-out", "failed")
@@ -166,24 +165,12 @@ class OtherDrivers:
                             raise
 
     def _fail(self, name: str, results: list[dict[str, Any]]) -> None:
-        api = client.CustomObjectsApi(self.ctx.cluster.api)
-        obj = api.get_namespaced_custom_object("resource.k8s.io", "v1", self.namespace, "resourceclaims", name)
-        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        condition = {
-            "type": self.failed_type,
-            "status": "True",
-            "reason": SUITE_REASON,
-            "message": "written by the conformance suite playing another driver's controller",
-            "lastTransitionTime": now,
-        }
-        obj.setdefault("status", {})["devices"] = [
-            {"driver": r["driver"], "pool": r["pool"], "device": r["device"], "conditions": [condition]}
-            for r in results
-        ]
-        written = api.replace_namespaced_custom_object_status(
-            "resource.k8s.io", "v1", self.namespace, "resourceclaims", name, obj
-        )
-        self.managers |= {m["manager"] for m in written["metadata"].get("managedFields") or [] if "manager" in m}
+        """The failure condition True on every device of the claim, written as the suite's own drivers write
+        conditions (OwnedDriver.set_conditions: other entries and conditions kept, conflicts retried)."""
+        writer = OwnedDriver(self.ctx, self.namespace, name=self.driver)
+        devices = [(r["pool"], r["device"]) for r in results]
+        message = "written by the conformance suite playing another driver's controller"
+        writer.set_conditions(name, devices, [self.failed_type], reason=SUITE_REASON, message=message)
         self.writes.append((time.time(), name))
 
     # -- what happened -----------------------------------------------------------------------------------------

@@ -109,7 +109,8 @@ def _node(allocation: dict[str, Any]) -> str | None:
     return next(iter(names)) if len(names) == 1 else None
 
 
-def _data_identity(claim: dict[str, Any], result: dict[str, Any], attribute: str) -> str | None:
+def data_identity(claim: dict[str, Any], result: dict[str, Any], attribute: str) -> str | None:
+    """The device a claim's status.devices[].data names for an allocated entry (a count entry's, where written)."""
     name = attribute.rpartition("/")[2]
     for entry in (claim.get("status") or {}).get("devices") or []:
         if result_key(entry) == result_key(result):
@@ -158,7 +159,7 @@ def holdings(
             current[name] = (key, held)
             out += held
         for h, x in zip(current[name][1], results, strict=True):
-            h.identity = h.identity or _data_identity(r.obj, x, attribute)
+            h.identity = h.identity or data_identity(r.obj, x, attribute)
             if not h.conditions:
                 continue
             states = device_conditions(r.obj, x)

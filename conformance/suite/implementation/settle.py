@@ -4,12 +4,13 @@ again, for good) and the binding conditions a namespace's claims ever showed Tru
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kubernetes.client.exceptions import ApiException
 
 from conformance.cluster.waits import WaitTimeout, wait_for
 from conformance.implementation.faults import FaultInjector
+from conformance.observe.attachments import data_identity
 from conformance.observe.devices import Lease
 from conformance.observe.invariants import PERSIST_S
 from conformance.observe.recorder import PROBE_PERIOD_S, Recorder
@@ -67,11 +68,25 @@ class LetGo:
     detached_s: float | None = None  # from the moment counted from to the probe's first answer without them attached
     down_s: float = 0.0  # seconds the scenario itself held the begun detach back (added to the deadline)
     last_seen: str = ""  # the wait's message when it ran out
+    # Each device on its own (a claim of several is judged per device): seconds to the first probe answer without it
+    # attached there, and what was last seen of it (the probe's state, its free entries).
+    gone_s: dict[str, float] = field(default_factory=dict)
+    last: dict[str, str] = field(default_factory=dict)
 
     def problem(self) -> str:
         if self.after_s is not None and self.after_s <= self.deadline_s + self.down_s:
             return ""
-        return self.last_seen or f"{self.devices} let go after {self.after_s}s, promised {self.deadline_s:g}s"
+        said = self.last_seen or f"{self.devices} let go after {self.after_s}s, promised {self.deadline_s:g}s"
+        return f"{said}\n" + "\n".join(f"  {line}" for line in self.per_device())
+
+    def per_device(self) -> list[str]:
+        """One line per device: when it left the node (or that it never did) and what was last seen of it."""
+        out = []
+        for d in self.devices:
+            gone = self.gone_s.get(d)
+            when = f"detached after {gone:g}s" if gone is not None else "never seen detached"
+            out.append(f"{d}: {when}; last seen: {self.last.get(d, 'nothing')}")
+        return out
 
 
 def let_go(
@@ -103,15 +118,21 @@ def let_go(
 
     def observe() -> tuple[dict[str, tuple[str, str]], list[str]]:
         states = {d: s for d, s in probe.now().items() if d in devices and (where is None or s[0] == where)}
+        # Per device: its free entries (identified: exactly one, for good; count-based: no idle copy left on the node)
+        offers = {d: watcher.free_entries(d, where) for d in devices}
         if lease.counted is not None:
             complete, said = watcher.counted_complete(lease.counted.pool, lease.counted.model)
-            idle = [f for d in devices for f in watcher.free_entries(d, where)]
-            free = [said, *idle]
-            back = not idle and complete
+            free = [said, *(f for entries in offers.values() for f in entries)]
+            back = not any(offers.values()) and complete
         else:
-            offers = [watcher.free_entries(d) for d in devices]
-            free = [f for entries in offers for f in entries]
-            back = all(len(entries) == 1 for entries in offers)
+            free = [f for entries in offers.values() for f in entries]
+            back = all(len(entries) == 1 for entries in offers.values())
+        for d in devices:
+            state = states.get(d)
+            if state is None:
+                seen.gone_s.setdefault(d, round(time.monotonic() - since, 3))
+            said_d = f"{state[1]} on {state[0]}" if state else "not attached"
+            seen.last[d] = f"{said_d}; {'idle copies' if where else 'free entries'} {offers[d]}"
         if not states and seen.detached_s is None:
             seen.detached_s = round(time.monotonic() - since, 3)
         if not states and back:
@@ -145,19 +166,37 @@ def attached_at(probe: Recorder, device: str, node: str, since: float) -> float 
     return next((s.sent for s in probe.samples(since) if s.states.get(device) == (node, "attached")), None)
 
 
-def unbacked_conditions(history: History, attached: float | None) -> list[str]:
-    """Binding conditions a claim of the namespace showed True before the fabric said the attach was done (`attached`,
-    None: it never was), one probe period of tolerance: a condition that claims an attach that had not happened."""
+def listed_since(probe: Recorder, node: str, since: float, among: set[str] | None = None) -> list[str]:
+    """Devices the fabric listed on `node` (attaching, attached, detaching) from `since` (time.time()) on that its
+    first answer then did not list there (an earlier holder's), within `among` where given (identified entries: the
+    scenario's leased devices; count-based: a node the scenario has to itself)."""
+    samples = probe.samples(since)
+    before = {d for d, (n, _) in samples[0].states.items() if n == node} if samples else set()
+    found = {d for s in samples for d, (n, _) in s.states.items() if n == node} - before
+    return sorted(found if among is None else found & among)
+
+
+def unbacked_conditions(ctx: Context, history: History, attached: dict[str, float | None]) -> list[str]:
+    """Binding conditions a claim of the namespace showed True before the fabric said THAT device's attach was done
+    (`attached`: device -> when the probe first said it attached to the node, None: never), one probe period of
+    tolerance: a condition that claims an attach that had not happened. Each device of a claim on its own; an entry
+    that names no device (a count entry without status data) is compared with the first attach of any of them."""
+    known = [at for at in attached.values() if at is not None]
+    first = min(known) if known else None
+    attribute = ctx.profile.identity_attribute
     found = []
     for event in history.events("claim"):
-        if attached is not None and event.at >= attached - PROBE_PERIOD_S:
-            continue
         claim = event.obj
         for result in allocation_results(claim):
+            ident = ctx.identity(result["pool"], result["device"]) or data_identity(claim, result, attribute)
+            at = attached.get(ident, first) if ident else first
+            if at is not None and event.at >= at - PROBE_PERIOD_S:
+                continue
             wanted = set(result.get("bindingConditions") or ())
             for type_, status in device_conditions(claim, result).items():
                 if type_ in wanted and status == "True":
                     name = claim["metadata"]["name"]
-                    device = f"{result.get('pool')}/{result.get('device')}"
-                    found.append(f"claim {name} r{event.revision} {device}: {type_} True at {event.at:.3f}")
+                    device = f"{result.get('pool')}/{result.get('device')}" + (f" ({ident})" if ident else "")
+                    said = f"attached at {at:.3f}" if at is not None else "never attached"
+                    found.append(f"claim {name} r{event.revision} {device}: {type_} True at {event.at:.3f}, {said}")
     return found

@@ -5,7 +5,9 @@ scenario's own node) at once, doing nothing, as long as it is armed: the stack's
 them. The pod is created; once the stack has tried the attach (the fault's hits) the outage lasts OUTAGE_S more. No
 binding condition may say the device is attached before the fabric did; after the outage everything converges: the
 pod ends bound where the fabric attached its device (a binding timeout on the way is accepted only where the outage
-alone reaches the bindingTimeout), and once it is gone the device is detached and offered again.
+alone reaches the bindingTimeout), and once it is gone the device is detached and offered again. Two claim shapes
+(shape.py): one device, and `devicesPerClaim` devices over two requests (the outage refuses the operations of every
+device of the claim), each device's conditions compared with THAT device's attach, each device let go on its own.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from conformance.implementation.faults import FaultInjector
 from conformance.observe.recorder import PROBE_PERIOD_S
 from conformance.suite.implementation.outcome import Outcome, bind_timeout, follow
 from conformance.suite.implementation.settle import LetGo, attached_at, let_go, unbacked_conditions
-from conformance.suite.scenario import Context, result_fixture, scenario
+from conformance.suite.implementation.shape import Shape, shaped_claim, shaped_fixture, shaped_scenario
+from conformance.suite.scenario import Context
 
 OUTAGE_S = 6.0  # how long the fabric stays out of reach once the stack has met it
 
@@ -39,31 +42,33 @@ class Outage:
     let_go: LetGo | None = None
 
 
-@scenario(
+@shaped_scenario(
     "fabric-unreachable",
     "the fabric manager is out of reach for the pod's attach for a while: no condition claims an attach, all converge",
     ("IMP-15",),
     probe=True,
     faults=True,
 )
-def fabric_unreachable(ctx: Context) -> Outage:
+def fabric_unreachable(ctx: Context, shape: Shape) -> Outage:
     probe = ctx.probe
     injector = ctx.profile.fault_injector
     assert probe is not None and injector is not None  # probe=True, faults=True
-    node, lease, ns = ctx.remote_fabric(exclusive=ctx.counted)
+    claimed = shaped_claim(ctx, shape, exclusive=ctx.counted)
+    node, ns, leased = claimed.node, claimed.ns, claimed.identities
     seen = Outage(node)
     faults = FaultInjector(
         ctx.implementation.resolve(injector.url),
-        frozenset(lease.identities),
+        frozenset(leased),
         frozenset({node}) if ctx.counted else frozenset(),
     )
-    target: dict[str, Any] = {"node": node} if ctx.counted else {"device": lease.identities[0]}
+    # Count-based: every operation on the scenario's own node; identified: every device of the claim.
+    targets: list[dict[str, Any]] = [{"node": node}] if ctx.counted else [{"device": d} for d in leased]
     began = time.time()
     with faults, ctx.history(ns) as history:
-        fault = faults.arm("unreachable", count=1_000_000, **target)
+        armed = [faults.arm("unreachable", count=1_000_000, **target) for target in targets]
         ctx.objects.create(pinned_pod("app", "gpu", node), ns)
         hits = wait_for(
-            lambda: faults.hits(fault),
+            lambda: [h for fault in armed for h in faults.hits(fault)],
             bool,
             timeout=bind_timeout(ctx.profile),
             expected=f"the stack to try the attach to {node} (the unreachable fault to refuse it)",
@@ -72,14 +77,15 @@ def fabric_unreachable(ctx: Context) -> Outage:
         )
         met = time.time()
         probe.after(met + OUTAGE_S, timeout=OUTAGE_S + 10)  # the outage goes on, observed
-        faults.disarm(fault)
+        for fault in armed:
+            faults.disarm(fault)
         back = time.time()
         # The refusals may also hit the detach of a device left attached on the node before (count-based: faults by
         # node): only devices the fabric did not list when the scenario began are the pod's.
         first = probe.samples(began)
         listed = set(first[0].states) if first else set()
-        devices = ({str(h["device"]) for h in hits} | set(lease.identities)) - listed
-        seen.refused = len(faults.hits(fault))
+        devices = ({str(h["device"]) for h in hits} | set(leased)) - listed
+        seen.refused = sum(len(faults.hits(fault)) for fault in armed)
         seen.attached_during = [
             f"{s.sent:.3f} {d}: {s.states[d]}"
             for s in probe.samples(began)
@@ -89,16 +95,16 @@ def fabric_unreachable(ctx: Context) -> Outage:
         ]
         needed = (back - met) + ctx.profile.promises.attach_s + PREBIND_POLL_S
         seen.timeout_expected = needed >= float(ctx.cluster.info.binding_timeout_s)
-        seen.outcome = follow(ctx, history, node, bind_timeout(ctx.profile) + float(ctx.cluster.info.binding_timeout_s))
+        extra = float(ctx.cluster.info.binding_timeout_s) + (claimed.count - 1) * ctx.profile.promises.attach_s
+        seen.outcome = follow(ctx, history, node, bind_timeout(ctx.profile) + extra)
         used = sorted({i for i in seen.outcome.final_identities() if i})
-        first = min((a for d in used if (a := attached_at(probe, d, node, began)) is not None), default=None)
-        seen.unbacked = unbacked_conditions(history, first)
+        seen.unbacked = unbacked_conditions(ctx, history, {d: attached_at(probe, d, node, began) for d in used})
     ctx.cluster.core.delete_namespaced_pod("app", ns, grace_period_seconds=0)
-    seen.let_go = let_go(ctx, used, lease, time.monotonic(), ctx.profile.promises.detach_s)
+    seen.let_go = let_go(ctx, used, claimed.lease, time.monotonic(), ctx.profile.promises.detach_s)
     return seen
 
 
-outage = result_fixture("outage", "fabric-unreachable")
+outage = shaped_fixture("outage", "fabric-unreachable")
 
 
 @pytest.mark.requirement("IMP-15")

@@ -34,21 +34,11 @@ from conformance.observe.devices import Lease
 from conformance.observe.views import SCHEDULE_S, Allocation, History
 from conformance.suite.implementation.outcome import Outcome, bind_timeout, follow
 from conformance.suite.implementation.settle import LetGo, attached_at, delete_pod, let_go
+from conformance.suite.implementation.shape import claim_size, shaped_claim
 from conformance.suite.scenario import Context, result_fixture, scenario
 
 SLOW_S = 4.0  # the one slowed attach: well behind the others (each about a second in the reference fabric)
 REASON = "ConformanceInjectedFailure"
-
-
-def claim_size(ctx: Context, spare: int = 0) -> tuple[int, list[str]]:
-    """N (the profile's devicesPerClaim, bounded by the fabric devices reaching one fabric-only node, less `spare`)
-    and the fabric-only nodes that many reach; skips when no node is reached by two plus the spares."""
-    wanted = ctx.profile.devices_per_claim
-    for n in range(wanted, 1, -1):
-        nodes = ctx.fabric_only_nodes(n + spare)
-        if nodes:
-            return n, nodes
-    pytest.skip(f"no node without node-local {ctx.profile.driver} devices is reached by {2 + spare} fabric devices")
 
 
 def _faults(ctx: Context, leases: list[Lease], node: str) -> FaultInjector:
@@ -81,28 +71,16 @@ class MultiRun:
     faults=True,
 )
 def multi_device(ctx: Context) -> MultiRun:
-    n, nodes = claim_size(ctx)
-    first = n // 2
-    if ctx.counted:  # capacity of one model on a node of its own: the slowed attach is selected by node
-        lease = ctx.lease(n, "fabric", nodes, exclusive=True)
-        leases, node = [lease], lease.node or nodes[0]
-        klass = ctx.device_class(lease)
-        classes = [klass, klass]
-    else:
-        node = nodes[0]
-        leases = [ctx.lease(first, "fabric", node), ctx.lease(n - first, "fabric", node)]
-        classes = [ctx.device_class(lease) for lease in leases]
-    run = MultiRun(node, {"gpu-a": first, "gpu-b": n - first})
-    ns = ctx.namespace()
-    template = [(name, klass, count) for (name, count), klass in zip(run.requests.items(), classes, strict=True)]
-    ctx.objects.create(requests_claim_template("gpus", template), ns)
+    claimed = shaped_claim(ctx, "multi", exclusive=ctx.counted)
+    node, leases, ns, n = claimed.node, claimed.leases, claimed.ns, claimed.count
+    run = MultiRun(node, dict(claimed.requests))
     probe = ctx.probe
     assert probe is not None  # probe=True
     with ctx.history(ns) as history, _faults(ctx, leases, node) as faults:
         target = {"node": node} if ctx.counted else {"device": leases[1].identities[0]}
         slow = faults.arm("slow", **target, count=1, delaySeconds=SLOW_S)
         created = time.time()
-        ctx.objects.create(pinned_pod("app", "gpus", node), ns)
+        ctx.objects.create(pinned_pod("app", "gpu", node), ns)
         # The attaches may run one after another (fabricConcurrency): N of them, one slowed.
         extra = SLOW_S + (n - 1) * ctx.profile.promises.attach_s
         run.outcome = seen = follow(ctx, history, node, timeout=bind_timeout(ctx.profile, extra))

@@ -24,24 +24,28 @@ What fails it: a stack that never detaches a device from a node that is gone (it
 waits for a node that never comes back: `--broken-keep-on-deleted-node`), one that detaches but never offers the
 device again, one that keeps offering the node's hot-plugged copy on a slice of the deleted node (two free entries).
 Judged the same under every binding model: the device is the one the pod ended with (the fabric copy, or the
-node-local copy's physical device under reschedule-to-local and counted entries).
+node-local copy's physical device under reschedule-to-local and counted entries). Both claim shapes (shape.py) at
+once, on the one node of its own: a pod with a claim of one device and, where the profile claims multiDeviceClaims, a
+pod with a claim of `devicesPerClaim` devices over two requests; every device of both is judged on its own.
 """
 
 from __future__ import annotations
 
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 import pytest
 
-from conformance.cluster.manifests import claim_template, pinned_pod
+from conformance.cluster.manifests import pinned_pod
 from conformance.cluster.nodes import fake_node, wait_nodes_ready
 from conformance.cluster.providers.base import NodeSpec
 from conformance.cluster.waits import WaitTimeout, wait_for
 from conformance.observe.slices import allocation_results
 from conformance.observe.views import History
-from conformance.suite.implementation.outcome import follow
+from conformance.suite.implementation.outcome import bind_timeout, follow
 from conformance.suite.implementation.settle import LetGo, let_go
+from conformance.suite.implementation.shape import MULTI, Shape, shaped_claim
 from conformance.suite.scenario import Context, reads_capability, result_fixture, scenario
 
 RELEASE_BOUND_S = 30.0  # the resourceclaim controller's deallocation and the watches' delivery on a loaded machine
@@ -57,12 +61,16 @@ CAPABILITY = reads_capability("nodeLifecycle")
 class NodeGone:
     node: str
     sibling: str  # the live node of the same fabric whose labels it got
-    identity: str = ""
-    bound: list[str] = field(default_factory=list)  # problems of the binding before the node was deleted
-    attached_before: tuple[str, str] | None = None  # the probe's word on the device right before the deletion
-    released_after_s: float | None = None  # node deleted -> the claim released by the control plane
+    identities: dict[str, list[str]] = field(default_factory=dict)  # claim shape -> devices its pod ended with
+    bound: list[str] = field(default_factory=list)  # problems of the bindings before the node was deleted
+    attached_before: dict[str, tuple[str, str] | None] = field(default_factory=dict)  # the probe, right before
+    released_after_s: float | None = None  # node deleted -> the claims released by the control plane
     let_go: LetGo | None = None
     left: list[str] = field(default_factory=list)  # slices of the driver still naming the node at the end
+
+    @property
+    def devices(self) -> list[str]:
+        return sorted({d for found in self.identities.values() for d in found})
 
 
 def _spare_machine(ctx: Context) -> tuple[str, NodeSpec]:
@@ -152,37 +160,52 @@ def node_deleted(ctx: Context) -> NodeGone:
             f"no fabric pool of {ctx.profile.driver} reaches {node}, added with the labels of {sibling.name} (which "
             f"they reach), within {REACH_S:g}s: the implementation does not serve a node that joins at run time"
         )
-    lease = ctx.lease(1, "fabric", node, exclusive=ctx.counted)
-    ns = ctx.namespace()
-    ctx.objects.create(claim_template("gpu", ctx.device_class(lease)), ns)
-    pod = pinned_pod("app", "gpu", node)
-    pod["spec"]["tolerations"] = [{"key": TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
+    shapes: list[Shape] = ["one", "multi"] if ctx.profile.capabilities.get(MULTI) else ["one"]
+    # One holder on the node (tainted: only this scenario's pods land there), so no part: count-based, both claims
+    # are capacity of one model on it.
+    claims = {shape: shaped_claim(ctx, shape, exclusive=ctx.counted, node=node) for shape in shapes}
     probe = ctx.probe
     assert probe is not None  # probe=True: skipped without one
-    with ctx.history(ns) as history:
-        ctx.objects.create(pod, ns)
-        bound = follow(ctx, history, node)
-        seen.bound = bound.binding_problems()
-        identity = next((i for i in bound.final_identities() if i), None) or next(iter(lease.identities), None)
-        if identity is None:
-            raise AssertionError(f"the pod's device has no physical identity in any slice:\n  {bound.describe()}")
-        seen.identity = identity
-        seen.attached_before = probe.now().get(identity)
+    with ExitStack() as stack:
+        histories = {shape: stack.enter_context(ctx.history(c.ns)) for shape, c in claims.items()}
+        for c in claims.values():
+            pod = pinned_pod("app", "gpu", node)
+            pod["spec"]["tolerations"] = [{"key": TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
+            ctx.objects.create(pod, c.ns)
+        for shape, c in claims.items():
+            extra = (c.count - 1) * ctx.profile.promises.attach_s  # attaches may run one after another
+            bound = follow(ctx, histories[shape], node, timeout=bind_timeout(ctx.profile, extra))
+            seen.bound += [f"[{shape}] {p}" for p in bound.binding_problems()]
+            found = sorted({i for i in bound.final_identities() if i})
+            if len(found) < c.count:
+                found = sorted(set(found) | set(c.identities))
+            if len(found) < c.count:
+                raise AssertionError(
+                    f"[{shape}] {c.count} devices asked, {len(found)} with a physical identity in any slice:\n"
+                    f"  {bound.describe()}"
+                )
+            seen.identities[shape] = found
+        now = probe.now()
+        seen.attached_before = {d: now.get(d) for d in seen.devices}
 
         deleted = time.time()
         ctx.cluster.core.delete_node(node)
         _wait_node_gone(ctx, node)
-        ctx.cluster.core.delete_namespaced_pod("app", ns, grace_period_seconds=0)  # what pod GC does 40-90 s later
-        ctx.say(f"deleted node {node} with {identity} attached, then its pod (as pod GC would); waiting for the claim")
+        for c in claims.values():  # what pod GC does 40-90 s later
+            ctx.cluster.core.delete_namespaced_pod("app", c.ns, grace_period_seconds=0)
+        ctx.say(f"deleted node {node} with {seen.devices} attached, then its pods (as pod GC would); waiting")
         try:
-            released = wait_for(
-                lambda: _released(history, deleted),
-                lambda at: at is not None,
-                timeout=RELEASE_BOUND_S,
-                expected=f"the claim of the pod on the deleted node {node} released (the pod force-deleted as pod "
-                "garbage collection does, then the resourceclaim controller)",
-                describe=lambda _: history.describe(),
-                max_interval=0.5,
+            released = max(
+                wait_for(
+                    lambda history=history: _released(history, deleted),
+                    lambda at: at is not None,
+                    timeout=RELEASE_BOUND_S,
+                    expected=f"the claim of the pod on the deleted node {node} released (the pod force-deleted as "
+                    "pod garbage collection does, then the resourceclaim controller)",
+                    describe=lambda _, history=history: history.describe(),
+                    max_interval=0.5,
+                )
+                for history in histories.values()
             )
         except WaitTimeout as exc:
             pytest.skip(f"the control plane did not release the claim within {RELEASE_BOUND_S:g}s: not judged\n{exc}")
@@ -190,7 +213,7 @@ def node_deleted(ctx: Context) -> NodeGone:
     seen.released_after_s = round(released - deleted, 3)
     ctx.measure("node_deleted_to_released_seconds", seen.released_after_s)
     since = time.monotonic() - (time.time() - released)  # the release, on let_go's clock
-    seen.let_go = let_go(ctx, [identity], lease, since, ctx.profile.promises.detach_s)
+    seen.let_go = let_go(ctx, seen.devices, claims["one"].lease, since, ctx.profile.promises.detach_s)
     assert ctx.invariants is not None
     watcher = ctx.invariants
 
@@ -220,14 +243,13 @@ gone = result_fixture("gone", "node-deleted")
 @pytest.mark.requirement("IMP-16")
 def test_a_device_on_a_deleted_node_is_detached_and_offered_again(gone: NodeGone) -> None:
     assert not gone.bound, "before the node was deleted:\n" + "\n".join(gone.bound)
-    assert gone.attached_before == (gone.node, "attached"), (
-        f"right before {gone.node} was deleted the probe said {gone.identity}: {gone.attached_before}"
-    )
+    away = {d: s for d, s in gone.attached_before.items() if s != (gone.node, "attached")}
+    assert not away, f"right before {gone.node} was deleted the probe said {away}"
     assert gone.let_go is not None
     problem = gone.let_go.problem()
     assert not problem, (
-        f"{gone.node} deleted with {gone.identity} attached; the control plane released the claim "
-        f"{gone.released_after_s}s later; then: {problem}"
+        f"{gone.node} deleted with {gone.identities} (claim shape -> devices) attached; the control plane released "
+        f"the claims {gone.released_after_s}s later; then: {problem}"
     )
 
 

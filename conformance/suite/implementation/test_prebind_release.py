@@ -9,7 +9,11 @@
   end bound where the fabric attached its device (by any allowed path: the timeout on the way is the scenario's).
 
 The physical device is the one the fault hit (count-based entries: the fault selects the attaches to the scenario's
-own node). The run-wide record judges IMP-10..12 over the same moments as well (test_fabric_truth.py).
+own node). Two claim shapes (shape.py): one device, and `devicesPerClaim` devices over two requests, where the fault
+holds back ONE device's attach while the others complete: every device the fabric listed on the node for the claim
+(the leased ones; count-based: any, on a node the scenario has to itself) must be let go, each judged on its own, and
+each device's conditions are compared with THAT device's attach. The run-wide record judges IMP-10..12 over the same
+moments as well (test_fabric_truth.py).
 """
 
 from __future__ import annotations
@@ -30,9 +34,11 @@ from conformance.suite.implementation.settle import (
     attaching,
     delete_pod,
     let_go,
+    listed_since,
     unbacked_conditions,
 )
-from conformance.suite.scenario import Context, result_fixture, scenario, skip_if_binding_timeout_fixed
+from conformance.suite.implementation.shape import Shape, shaped_claim, shaped_fixture, shaped_scenario
+from conformance.suite.scenario import Context, skip_if_binding_timeout_fixed
 
 SLOW_S = 6.0  # the slowed attach: still in flight well after the pod and its claim were deleted
 # The claim waits in PreBind this long with its attach in flight before the pod is deleted: a stack that reports the
@@ -46,6 +52,7 @@ class Walk:
     mode: str
     device: str = ""  # the physical device whose attach the fault slowed or hung
     in_flight: tuple[str, str] | None = None  # the probe's state of it when the claim went away (or timed out)
+    devices: list[str] = field(default_factory=list)  # every device the fabric listed on the node for the claim
     claim_gone_s: float | None = None  # from the deletion to the claim gone from the API
     unbacked: list[str] = field(default_factory=list)  # conditions True before the fabric said attached
     let_go: LetGo | None = None
@@ -78,12 +85,13 @@ def _delete(ctx: Context, ns: str, history: History) -> float:
     return round(time.monotonic() - began, 3)
 
 
-def _prebind_delete(ctx: Context, mode: Literal["slow", "hang"]) -> Walk:
+def _prebind_delete(ctx: Context, mode: Literal["slow", "hang"], shape: Shape) -> Walk:
     probe = ctx.probe
     assert probe is not None  # probe=True
-    node, lease, ns = ctx.remote_fabric(exclusive=ctx.counted)
+    claimed = shaped_claim(ctx, shape, exclusive=ctx.counted)
+    node, ns = claimed.node, claimed.ns
     seen = Walk(node, mode)
-    faults, fault = _arm(ctx, node, frozenset(lease.identities), mode)
+    faults, fault = _arm(ctx, node, frozenset(claimed.identities), mode)
     began = time.time()
     with faults, ctx.history(ns) as history:
         ctx.objects.create(pinned_pod("app", "gpu", node), ns)
@@ -91,21 +99,30 @@ def _prebind_delete(ctx: Context, mode: Literal["slow", "hang"]) -> Walk:
         seen.in_flight = probe.after(time.time() + WAITING_S, timeout=WAITING_S + 10).get(seen.device)
         seen.claim_gone_s = _delete(ctx, ns, history)
         ended = time.monotonic()
+        seen.devices = _claim_devices(ctx, claimed.identities, node, began, seen.device)
         if mode == "hang":  # the attach completes only now, its claim gone
             faults.release_fault(fault)
         else:  # the slowed attach ends at most SLOW_S after it started
             ended += SLOW_S
-        seen.let_go = let_go(ctx, [seen.device], lease, ended, ctx.profile.promises.detach_s)
-        seen.unbacked = unbacked_conditions(history, attached_at(probe, seen.device, node, began))
+        seen.let_go = let_go(ctx, seen.devices, claimed.lease, ended, ctx.profile.promises.detach_s)
+        attached = {d: attached_at(probe, d, node, began) for d in seen.devices}
+        seen.unbacked = unbacked_conditions(ctx, history, attached)
     return seen
+
+
+def _claim_devices(ctx: Context, leased: list[str], node: str, began: float, hit: str) -> list[str]:
+    """Every device the fabric listed on the node for the claim since `began`, and the one the fault hit."""
+    probe = ctx.probe
+    assert probe is not None
+    return sorted({hit, *listed_since(probe, node, began, None if ctx.counted else set(leased))})
 
 
 for _mode in ("slow", "hang"):
 
-    def _run(ctx: Context, mode: Literal["slow", "hang"] = _mode) -> Walk:  # type: ignore[assignment]
-        return _prebind_delete(ctx, mode)
+    def _run(ctx: Context, shape: Shape, mode: Literal["slow", "hang"] = _mode) -> Walk:  # type: ignore[assignment]
+        return _prebind_delete(ctx, mode, shape)
 
-    scenario(
+    shaped_scenario(
         f"prebind-delete-{_mode}",
         f"the pod is deleted while its claim waits in PreBind, its attach {'slowed' if _mode == 'slow' else 'hung'}",
         ("IMP-13",),
@@ -114,22 +131,24 @@ for _mode in ("slow", "hang"):
     )(_run)
 
 
-@scenario(
+@shaped_scenario(
     "late-attach-after-timeout",
     "the attach hangs past the binding timeout, then completes: no attachment without a live allocation, the pod binds",
     ("IMP-14",),
     probe=True,
     faults=True,
 )
-def late_attach(ctx: Context) -> Walk:
+def late_attach(ctx: Context, shape: Shape) -> Walk:
     probe = ctx.probe
     assert probe is not None  # probe=True
     info = ctx.cluster.info
     skip_if_binding_timeout_fixed(info)
-    node, lease, ns = ctx.remote_fabric(exclusive=ctx.counted)
+    claimed = shaped_claim(ctx, shape, exclusive=ctx.counted)
+    node, ns = claimed.node, claimed.ns
     seen = Walk(node, "hang")
     timeout_s = float(info.binding_timeout_s)
-    faults, fault = _arm(ctx, node, frozenset(lease.identities), "hang")
+    faults, fault = _arm(ctx, node, frozenset(claimed.identities), "hang")
+    began = time.time()
     with faults, ctx.history(ns) as history:
         ctx.objects.create(pinned_pod("app", "gpu", node), ns)
         seen.device = attaching(ctx, faults, fault, node, bind_timeout(ctx.profile))
@@ -142,17 +161,21 @@ def late_attach(ctx: Context) -> Walk:
         seen.in_flight = probe.now().get(seen.device)
         released = time.monotonic()
         faults.release_fault(fault)  # the late attach completes
-        seen.outcome = follow(ctx, history, node, bind_timeout(ctx.profile) + timeout_s)
+        extra = timeout_s + (claimed.count - 1) * ctx.profile.promises.attach_s
+        seen.outcome = follow(ctx, history, node, bind_timeout(ctx.profile) + extra)
     used = {i for i in seen.outcome.final_identities() if i}
-    if seen.device not in used:  # bound with another device: the late one must be let go meanwhile
-        seen.let_go = let_go(ctx, [seen.device], lease, released, ctx.profile.promises.detach_s)
+    # Every device of the timed-out allocation the pod did not end with must be let go meanwhile (the late one too).
+    seen.devices = _claim_devices(ctx, claimed.identities, node, began, seen.device)
+    left = [d for d in seen.devices if d not in used]
+    if left:
+        seen.let_go = let_go(ctx, left, claimed.lease, released, ctx.profile.promises.detach_s)
     ctx.cluster.core.delete_namespaced_pod("app", ns, grace_period_seconds=0)
     return seen
 
 
-slow = result_fixture("slow", "prebind-delete-slow")
-hang = result_fixture("hang", "prebind-delete-hang")
-late = result_fixture("late", "late-attach-after-timeout")
+slow = shaped_fixture("slow", "prebind-delete-slow")
+hang = shaped_fixture("hang", "prebind-delete-hang")
+late = shaped_fixture("late", "late-attach-after-timeout")
 
 
 def _check_prebind(walk: Walk) -> None:
@@ -161,7 +184,10 @@ def _check_prebind(walk: Walk) -> None:
     )
     assert walk.let_go is not None
     problem = walk.let_go.problem()
-    assert not problem, f"{walk.device} (attach {walk.mode}, claim deleted while attaching): {problem}"
+    assert not problem, (
+        f"{walk.devices} (the claim's devices; the attach of {walk.device} {walk.mode}, claim deleted while "
+        f"attaching): {problem}"
+    )
 
 
 @pytest.mark.requirement("IMP-13")
@@ -174,10 +200,21 @@ def test_a_hung_attach_whose_pod_was_deleted_leaves_nothing_attached(hang: Walk)
     _check_prebind(hang)
 
 
+def _check_backed(walk: Walk) -> None:
+    assert not walk.unbacked, (
+        f"binding conditions True before the fabric said THAT device was attached (attach {walk.mode}; the claim's "
+        f"devices {walk.devices}):\n  " + "\n  ".join(walk.unbacked)
+    )
+
+
 @pytest.mark.requirement("IMP-13")
-def test_no_condition_claims_an_attach_that_did_not_happen(slow: Walk, hang: Walk) -> None:
-    found = slow.unbacked + hang.unbacked
-    assert not found, "binding conditions True before the fabric said the device was attached:\n  " + "\n  ".join(found)
+def test_no_condition_claims_an_attach_that_did_not_happen(slow: Walk) -> None:
+    _check_backed(slow)
+
+
+@pytest.mark.requirement("IMP-13")
+def test_no_condition_claims_a_hung_attach_that_did_not_happen(hang: Walk) -> None:
+    _check_backed(hang)
 
 
 @pytest.mark.requirement("IMP-14")
@@ -193,6 +230,9 @@ def test_a_late_attach_does_not_stay_without_a_live_allocation(late: Walk) -> No
         f"{late.device} was attached before the binding timeout ({late.in_flight}): the late attach was not walked"
     )
     if late.let_go is None:
-        return  # the pod was bound with the late-attached device: it has a live allocation
+        return  # the pod was bound with every device the fabric attached for it: each has a live allocation
     problem = late.let_go.problem()
-    assert not problem, f"{late.device} attached after its allocation timed out, pod bound with another: {problem}"
+    assert not problem, (
+        f"of {late.devices} attached for the claim (the attach of {late.device} hung past its allocation's "
+        f"timeout), those the pod was not bound with: {problem}"
+    )

@@ -205,12 +205,21 @@ class DevicePool:
         return f"{head} && {attrs}.{name} == {json.dumps(model)}"
 
     def lease_counted(
-        self, holder: str, count: int, nodes: list[str], *, exclusive: bool = False, timeout: float = LEASE_WAIT_S
+        self,
+        holder: str,
+        count: int,
+        nodes: list[str],
+        *,
+        exclusive: bool = False,
+        timeout: float = LEASE_WAIT_S,
+        model: str | None = None,
     ) -> Lease:
-        """`count` entries of one model's capacity in a pool reaching one of `nodes` (the first that has room).
-        `exclusive`: no other scenario leases on that node meanwhile (a fault selected by node must hit this
-        scenario's attaches only)."""
-        reach = {n: [c for c in self.counted.values() if n in c.nodes] for n in nodes}
+        """`count` entries of one model's capacity in a pool reaching one of `nodes` (the first that has room; of
+        `model` if given, else the pool with the most entries first: a model with few devices stays for the scenario
+        that asks for it). `exclusive`: no other scenario leases on that node meanwhile (a fault selected by node must
+        hit this scenario's attaches only)."""
+        pools = sorted(self.counted.values(), key=lambda c: (-c.entries, c.pool, c.model))
+        reach = {n: [c for c in pools if n in c.nodes and model in (None, c.model)] for n in nodes}
         if not nodes or max(sum(c.entries for c in pools) for pools in reach.values()) < count:
             pytest.skip(f"needs {count} count entries of {self.driver} reaching one of {nodes}")
         deadline = time.monotonic() + timeout

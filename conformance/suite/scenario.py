@@ -309,8 +309,9 @@ class Context(ClusterContext):
         *,
         exclusive: bool = False,
         part: str = "",
+        model: str | None = None,
     ) -> Lease:
-        """`count` devices of `kind` reaching `node`. Count-based fabric pools are leased by capacity (pool, model,
+        """`count` devices of `kind` reaching `node` (count-based: of `model`, if given). Count-based fabric pools are leased by capacity (pool, model,
         count) on `node` or the first of a list of nodes with room; `exclusive` then keeps the node to this
         scenario (faults selected by node). `part`: a part of the scenario that holds its lease apart from the
         others (its own node, where exclusive), for a scenario that stages several steps side by side. Fewer fabric
@@ -326,7 +327,7 @@ class Context(ClusterContext):
                 if isinstance(node, str)
                 else node or sorted({n for c in self.pool.counted.values() for n in c.nodes})
             )
-            lease = self.pool.lease_counted(holder, count, nodes, exclusive=exclusive)
+            lease = self.pool.lease_counted(holder, count, nodes, exclusive=exclusive, model=model)
             if exclusive and self.invariants is not None and lease.node:
                 self.leases.append(lease)  # released with the scenario even if the wait below fails
                 # A class of the model also matches an attached copy left on the node by an earlier scenario: the

@@ -410,3 +410,15 @@ def test_detach_shared_early_detaches_once_a_pod_leaves_the_claim() -> None:
         assert not first.detaches
         later = plan_for(settings, devices, (Claim.from_api(one),), memory=Memory(idle_since=first.idle_since))
         assert bool(later.detaches) is detached
+
+
+def test_detach_first_only_keeps_the_other_devices_of_a_released_claim_attached() -> None:
+    devices = [dev(0, "attached", "node-0"), dev(1, "attached", "node-0")]
+    broken = Settings(driver=DRIVER, broken_detach_first_only=True)
+    held = plan_for(broken, devices, (_two_device_claim(("True", "True")),))
+    memory = Memory(idle_since={**held.idle_since, "uuid-fabric-0-0": NOW - 3600, "uuid-fabric-0-1": NOW - 3600})
+    guards = tuple(rule(Purpose.DETACH, d) for d in devices)
+    wrong = plan_for(broken, devices, taints=guards, memory=memory)
+    assert [d.uuid for d in wrong.detaches] == ["uuid-fabric-0-0"], "only the claim's first device is detached"
+    right = plan_for(KEEP, devices, taints=guards, memory=memory)
+    assert sorted(d.uuid for d in right.detaches) == ["uuid-fabric-0-0", "uuid-fabric-0-1"]

@@ -42,6 +42,7 @@ BROKEN_FLAGS = {
     "--broken-detach-shared-early": "IMP-20: a shared claim's device is detached once one of its pods is gone",
     "--broken-late-quarantine": "IMP-4: a failed device is hidden only 10 s after its failure is reported",
     "--broken-reassign-failed-device": "IMP-4: counted: a device whose attach failed is given to the next entry",
+    "--broken-detach-first-only": "IMP-5: a released claim of several devices gets only its first device detached",
 }
 
 

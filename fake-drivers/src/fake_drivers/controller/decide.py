@@ -314,6 +314,9 @@ def _device(
     ):
         _timer(plan, memory, f"unready:{d.uuid}", now)
         plan.states[key] = f"{d.state} {d.node}, its claim went away before ready: never detached (broken on purpose)"
+    elif d.state == ATTACHED and settings.broken_detach_first_only and f"notfirst:{d.uuid}" in memory.idle_since:
+        _timer(plan, memory, f"notfirst:{d.uuid}", now)
+        plan.states[key] = f"idle on {d.node}, not its claim's first device: never detached (broken on purpose)"
     elif d.state == ATTACHED and node_gone and settings.broken_keep_on_deleted_node:
         plan.states[key] = f"idle on {d.node}, a deleted node: never detached (broken on purpose)"
     elif d.state == ATTACHED:
@@ -348,6 +351,8 @@ def _broken_while_held(
     now: float,
 ) -> None:
     """The broken modes that act on a held device (selftests only; every one off by default)."""
+    if settings.broken_detach_first_only and any(_not_first(settings, h) for h in holders):
+        _timer(plan, memory, f"notfirst:{d.uuid}", now)  # remembered once nobody holds it: never detached then
     if settings.broken_keep_unready_attach and any(h.via_fabric and not h.ready() and not h.failed() for h in holders):
         _timer(plan, memory, f"unready:{d.uuid}", now)  # remembered once nobody holds it: never detached then
     if settings.broken_detach_shared_early and d.state == ATTACHED and not busy:
@@ -364,6 +369,12 @@ def _broken_while_held(
     if due and _timer(plan, memory, f"used:{d.uuid}", now) >= BROKEN_DETACH_AFTER_S:
         plan.detaches.append(Detach(d.uuid, d.node, recheck=False))
         plan.states[f"device {d.name}"] = f"in use on {d.node}, detached (broken on purpose)"
+
+
+def _not_first(settings: Settings, holding: Holding) -> bool:
+    """--broken-detach-first-only: the holding is a device of a claim of several, not the claim's first one."""
+    results = [r for r in holding.claim.results if r.driver == settings.driver]
+    return len(results) > 1 and holding.result != results[0]
 
 
 def _broken_report_all(settings: Settings, plan: Plan, snap: Snapshot) -> None:

@@ -35,8 +35,8 @@ def _entry_slice(model: str) -> dict[str, Any]:
 
 def test_the_reference_models_agree() -> None:
     prof = load_profile(COUNTED).profile
-    body = {"attachments": [], "free": [FREE | {"model": "fake-gpu"}]}
-    errors, notes = probe_problems(prof, body, [_entry_slice("fake-gpu")])
+    body = {"attachments": [], "free": [FREE | {"model": "fake-gpu"}, FREE | {"model": "fake-accel"}]}
+    errors, notes = probe_problems(prof, body, [_entry_slice("fake-gpu"), _entry_slice("fake-accel")])
     assert errors == [] and any("fake-gpu" in n for n in notes)
 
 
@@ -45,7 +45,7 @@ def test_a_probe_model_that_is_not_the_pools_value_is_named() -> None:
     body = {"attachments": [], "free": [FREE | {"model": "A100"}]}
     errors, _ = probe_problems(prof, body, [_entry_slice("nvidia-a100")])
     text = "\n".join(errors)
-    assert "perModel names ['fake-gpu']" in text and "fabric entries carry model ['nvidia-a100']" in text, text
+    assert "perModel names ['fake-accel', 'fake-gpu']" in text and "fabric entries carry model ['nvidia-a100']" in text, text
 
 
 def test_counted_entries_need_the_free_counts_and_the_shape_is_checked() -> None:
@@ -85,4 +85,4 @@ def test_profile_check_asks_a_running_probe(probe: str) -> None:
     result = CliRunner().invoke(main, ["profile", "check", str(COUNTED), "--probe-url", probe])
     assert result.exit_code == 1, result.output
     assert "probe: the probe's free[].model values: ['A100']" in result.output
-    assert "perModel names ['fake-gpu']" in result.output
+    assert "perModel names ['fake-accel', 'fake-gpu']" in result.output

@@ -311,9 +311,9 @@ class Context(ClusterContext):
         part: str = "",
         model: str | None = None,
     ) -> Lease:
-        """`count` devices of `kind` reaching `node` (count-based: of `model`, if given). Count-based fabric pools are leased by capacity (pool, model,
-        count) on `node` or the first of a list of nodes with room; `exclusive` then keeps the node to this
-        scenario (faults selected by node). `part`: a part of the scenario that holds its lease apart from the
+        """`count` devices of `kind` reaching `node`. Count-based fabric pools are leased by capacity (pool, model,
+        count) on `node` or the first of a list of nodes with room (of `model`, if given); `exclusive` keeps the node
+        to this scenario (faults selected by node). `part`: a part of the scenario that holds its lease apart from the
         others (its own node, where exclusive), for a scenario that stages several steps side by side. Fewer fabric
         devices published than the profile declares (`published`) are waited for up to the promise, then fail; a
         scenario that needs more than the profile declares is skipped (the pool's lease says why)."""

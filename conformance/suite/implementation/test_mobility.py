@@ -10,10 +10,17 @@ B; and the pod on B binds with X attached to B. Then X is let go as usual.
 
 Per binding model: keep-in-pool offers X while it idles on A, so B's claim is allocated X while X is still attached
 to A (the "attached elsewhere" path of a stack); reschedule-to-local lists X in the fabric pool only once free, so B
-waits until A's copy is gone. Count-based entries name no device: A and B are nodes of one fabric the scenario has
-to itself, and B's pod is created once the probe shows A's device gone from A (steered by the probe: a stack that
-hands out free devices in some order may well pick it again); the device B gets is the stack's choice, and its path
-is judged the same way (listed on any other node, it must leave there before it is listed on B).
+waits until A's copy is gone.
+
+Count-based entries name no device, so the suite steers the fabric, by its truth, until only X can go to B: it takes
+a model of which the fabric (the probe's free counts) has at most HOLD_MAX + 1 free devices on a fabric reaching two
+nodes without node-local devices, A and B, the scenario's alone, and all that model's capacity. A pod on A holds all
+free devices of the model but one with a claim of its own; a second pod on A gets the last one, X (its node-local
+copy names it). Once that pod and its claim are deleted, a pod pinned to B asks for one device of the model: every
+other device of the model stays attached to A for the holder, so the only device the fabric can give B is X, once it
+has left A. B must end with X, X must leave A before it is listed on B, and no condition for B may be True before X
+is attached to B. Where no model is that small, or the probe shows another free device of the model when B asks, the
+move cannot be forced: skipped, saying so (a stack's own order of handing out devices is never relied on).
 """
 
 from __future__ import annotations
@@ -24,12 +31,14 @@ from dataclasses import dataclass, field
 import pytest
 
 from conformance.cluster.manifests import claim_template, pinned_pod
-from conformance.cluster.waits import wait_for
 from conformance.observe.attachments import stamp
-from conformance.observe.recorder import PROBE_PERIOD_S, Sample
+from conformance.observe.devices import CountedPool
+from conformance.observe.recorder import Sample
 from conformance.suite.implementation.outcome import Outcome, bind_timeout, follow
 from conformance.suite.implementation.settle import LetGo, delete_pod, let_go
 from conformance.suite.scenario import Context, result_fixture, scenario
+
+HOLD_MAX = 16  # count-based: the most free devices of one model the suite holds with its own pod to force a move
 
 
 @dataclass
@@ -37,7 +46,7 @@ class Move:
     used: str  # the device the pod on A ended with
     node_a: str
     node_b: str
-    device: str = ""  # the device the pod on B ended with (identified: the one A used; count-based: the stack's)
+    device: str = ""  # the device the pod on B ended with (the one A used, or a failure; count-based: forced)
     first: Outcome | None = None
     second: Outcome | None = None
     path: list[str] = field(default_factory=list)  # the device's states in the probe from A's binding on, changes only
@@ -57,25 +66,18 @@ def device_mobility(ctx: Context) -> Move:
         pytest.skip(f"no node without node-local {ctx.profile.driver} devices is reached by a fabric pool")
     probe = ctx.probe
     assert probe is not None  # probe=True
-    if ctx.counted:  # capacity on a node the scenario has to itself (what is attached there is its); B's comes later
-        lease_a = ctx.lease(1, "fabric", nodes, exclusive=True, part="a")
-        assert lease_a.counted is not None and lease_a.node is not None
-        node_a = lease_a.node
-        others = [n for n in nodes if n != node_a and n in lease_a.counted.nodes]
-        if not others:
-            pytest.skip(f"no second node without node-local devices on the fabric of {node_a}: nothing can move")
-        node_b, classes = others[0], (ctx.device_class(lease_a), "")
-    else:
-        node_a = nodes[0]
-        lease_a = lease_b = ctx.lease(1, "fabric", node_a)
-        reach = lease_a.devices[0].nodes - {node_a}
-        # B: preferably a node without node-local devices too (other scenarios' pods there ask for their own devices).
-        others = [n for n in nodes if n in reach] or sorted(n.name for n in ctx.nodes() if n.name in reach)
-        if not others:
-            pytest.skip(f"the fabric device {lease_a.identities[0]} reaches no node but {node_a}: it cannot move")
-        node_b = others[0]
-        klass = ctx.device_class(lease_a)
-        classes = (klass, klass)
+    if ctx.counted:
+        return _counted_move(ctx, nodes)
+    node_a = nodes[0]
+    lease_a = lease_b = ctx.lease(1, "fabric", node_a)
+    reach = lease_a.devices[0].nodes - {node_a}
+    # B: preferably a node without node-local devices too (other scenarios' pods there ask for their own devices).
+    others = [n for n in nodes if n in reach] or sorted(n.name for n in ctx.nodes() if n.name in reach)
+    if not others:
+        pytest.skip(f"the fabric device {lease_a.identities[0]} reaches no node but {node_a}: it cannot move")
+    node_b = others[0]
+    klass = ctx.device_class(lease_a)
+    classes = (klass, klass)
 
     ns_a = ctx.namespace(f"{ctx.scenario.name}-a")
     ctx.objects.create(claim_template("gpu", classes[0]), ns_a)
@@ -90,19 +92,6 @@ def device_mobility(ctx: Context) -> Move:
             raise AssertionError(f"the device of the pod on {node_a} has no physical identity:\n  {first.describe()}")
         move = Move(used, node_a, node_b, first=first)
         delete_pod(ctx, ns_a, history_a)
-    if ctx.counted:
-        wait_for(
-            lambda: probe.now().get(used),
-            lambda state: state is None or state[0] != node_a,
-            timeout=ctx.profile.promises.detach_s + PROBE_PERIOD_S,
-            expected=f"{used} gone from {node_a} after its pod and claim (detachSeconds)",
-        )
-        # A goes back before B is leased: holding two nodes of one fabric at once would wait for both to be free.
-        ctx.pool.release(lease_a)
-        ctx.leases.remove(lease_a)
-        lease_b = ctx.lease(1, "fabric", others, exclusive=True, part="b")
-        move.node_b = node_b = lease_b.node or others[0]
-        classes = (classes[0], ctx.device_class(lease_b))
     ns_b = ctx.namespace(f"{ctx.scenario.name}-b")
     ctx.objects.create(claim_template("gpu", classes[1]), ns_b)
     with ctx.history(ns_b) as history_b:
@@ -118,6 +107,103 @@ def device_mobility(ctx: Context) -> Move:
         released = time.monotonic()
         delete_pod(ctx, ns_b, history_b)
     move.let_go = let_go(ctx, [move.device], lease_b, released, ctx.profile.promises.detach_s)
+    return move
+
+
+def _small_model(ctx: Context, nodes: list[str]) -> tuple[CountedPool, list[str]]:
+    """count-based: the (pool, model) with the fewest entries whose fabric has 2..HOLD_MAX + 1 free devices of the
+    model and reaches two of `nodes`; skips, naming what each has, when none does (the move cannot be forced)."""
+    watcher = ctx.invariants
+    assert watcher is not None
+    ctx.refresh()
+    tried = []
+    for c in sorted(ctx.pool.counted.values(), key=lambda c: (c.entries, c.pool, c.model)):
+        reach = [n for n in nodes if n in c.nodes]
+        free = watcher.fabric_free(watcher.pool_nodes(c.pool), c.model)
+        tried.append(f"{c.pool}/{c.model}: {free} free in the fabric, reaching {len(reach)} such nodes")
+        if free is not None and 2 <= free <= HOLD_MAX + 1 and len(reach) >= 2:
+            return c, reach
+    pytest.skip(
+        "IMP-19 on count-based pools: the move cannot be forced here. Entries name no device, so the suite makes the "
+        "device A used the only free one of its model by holding every other free device of that model with its own "
+        f"pod; it does so for a model with at most {HOLD_MAX + 1} free devices on a fabric reaching two nodes without "
+        "node-local devices, and there is none (" + "; ".join(tried) + ")"
+    )
+
+
+def _counted_move(ctx: Context, nodes: list[str]) -> Move:
+    """count-based: A's device X made the only free device of its model when B asks (the module's docstring)."""
+    probe, watcher = ctx.probe, ctx.invariants
+    assert probe is not None and watcher is not None
+    pool, reach = _small_model(ctx, nodes)
+    # All of the model's capacity, A and B the scenario's own: no other scenario's pod attaches a device of it.
+    lease_a = ctx.lease(pool.entries, "fabric", reach, exclusive=True, part="a", model=pool.model)
+    node_a = lease_a.node or reach[0]
+    lease_b = ctx.lease(0, "fabric", [n for n in reach if n != node_a], exclusive=True, part="b", model=pool.model)
+    node_b = lease_b.node or reach[1]
+    free = watcher.fabric_free(watcher.pool_nodes(pool.pool), pool.model) or 0
+    if free < 2:
+        pytest.skip(
+            f"IMP-19 on count-based pools: {pool.pool}/{pool.model} has {free} free devices now: nothing to hold"
+        )
+    klass = ctx.device_class(lease_a)
+    ns_hold, ns_a = ctx.namespace(f"{ctx.scenario.name}-hold"), ctx.namespace(f"{ctx.scenario.name}-a")
+    ctx.objects.create(claim_template("gpu", klass, count=free - 1), ns_hold)
+    ctx.objects.create(claim_template("gpu", klass), ns_a)
+    with ctx.history(ns_hold) as history_hold, ctx.history(ns_a) as history_a:
+        ctx.objects.create(pinned_pod("hold", "gpu", node_a), ns_hold)
+        ctx.objects.create(pinned_pod("app", "gpu", node_a), ns_a)
+        holder = follow(
+            ctx, history_hold, node_a, bind_timeout(ctx.profile, (free - 1) * ctx.profile.promises.attach_s)
+        )
+        first = follow(ctx, history_a, node_a, bind_timeout(ctx.profile, free * ctx.profile.promises.attach_s))
+        problems = holder.binding_problems() + first.binding_problems()
+        if problems:
+            raise AssertionError(
+                f"the pods on {node_a} (before the move) did not bind as owed:\n" + "\n".join(problems)
+            )
+        held = {i for i in holder.final_identities() if i}
+        used = next((i for i in first.final_identities() if i), None)
+        if used is None or used in held or len(held) != free - 1:
+            raise AssertionError(
+                f"the devices of the pods on {node_a} are not {free} distinct named devices: the holder's {held}, the "
+                f"pod's {used}\n  {holder.describe()}\n  {first.describe()}"
+            )
+        move = Move(used, node_a, node_b, first=first)
+        delete_pod(ctx, ns_a, history_a)
+        # Steered by the fabric's truth: when B asks, no device of the model is free but X (idle on A, or free).
+        states, counts = probe.now(), watcher.fabric_free(watcher.pool_nodes(pool.pool), pool.model)
+        others = (counts or 0) - (1 if states.get(used) is None else 0)
+        if counts is None or others > 0:
+            pytest.skip(
+                f"IMP-19 on count-based pools: the move could not be forced: when the pod on {node_b} asked, the "
+                f"fabric had {others if counts is not None else 'no count of'} free devices of {pool.model} besides "
+                f"{used} ({states.get(used) or 'free'}; the holder's: {sorted(held)})"
+            )
+        ns_b = ctx.namespace(f"{ctx.scenario.name}-b")
+        ctx.objects.create(claim_template("gpu", klass), ns_b)
+        with ctx.history(ns_b) as history_b:
+            ctx.objects.create(pinned_pod("app", "gpu", node_b), ns_b)
+            # The device first has to leave A (its idle grace, a detach): that time comes on top of the bind.
+            move.second = second = follow(
+                ctx, history_b, node_b, bind_timeout(ctx.profile, ctx.profile.promises.detach_s)
+            )
+            assert first.binding is not None and second.binding is not None
+            ctx.measure("move_seconds", round(second.binding.at - first.binding.at, 3))
+            move.device = next((i for i in second.final_identities() if i), "")
+            move.path, move.problems = judge_move(probe.samples(first.binding.at), used, node_b)
+            if move.device != used:
+                move.problems.insert(
+                    0,
+                    f"the pod on {node_b} ended with {move.device or 'a device of no known identity'}, not {used}: the "
+                    f"only device of {pool.model} the fabric had free (every other one attached to {node_a} for the "
+                    f"suite's holder: {sorted(held)})",
+                )
+            ctx.say(f"{ctx.scenario.name}: {_moved(move).splitlines()[0]}")
+            released = time.monotonic()
+            delete_pod(ctx, ns_b, history_b)
+        delete_pod(ctx, ns_hold, history_hold, pod="hold")
+    move.let_go = let_go(ctx, [move.device or used], lease_b, released, ctx.profile.promises.detach_s)
     return move
 
 

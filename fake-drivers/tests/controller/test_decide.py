@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -9,7 +10,7 @@ import pytest
 from fake_drivers.controller.decide import Failure, Memory, Snapshot, decide
 from fake_drivers.controller.model import Claim, FabricDevice, NodeCopy, TaintRule, allocation_node
 from fake_drivers.controller.objects import pool_slices, still_applies, with_condition
-from fake_drivers.controller.settings import Mode, Purpose, Settings
+from fake_drivers.controller.settings import FabricEntries, Mode, Purpose, Settings
 
 DRIVER = "gpu.example.com"
 KEEP = Settings(driver=DRIVER, idle_grace_s=10, taint_settle_s=1, quarantine_s=60)
@@ -422,3 +423,13 @@ def test_detach_first_only_keeps_the_other_devices_of_a_released_claim_attached(
     assert [d.uuid for d in wrong.detaches] == ["uuid-fabric-0-0"], "only the claim's first device is detached"
     right = plan_for(KEEP, devices, taints=guards, memory=memory)
     assert sorted(d.uuid for d in right.detaches) == ["uuid-fabric-0-0", "uuid-fabric-0-1"]
+
+
+def test_accept_attached_elsewhere_counted_gives_an_idle_device_to_an_entry_and_reports_it() -> None:
+    counted = Settings(driver=DRIVER, mode=Mode.RESCHEDULE_TO_LOCAL, fabric_entries=FabricEntries.COUNTED)
+    broken = replace(counted, broken_accept_attached_elsewhere=True)
+    idle = [dev(0, "attached", "node-1")]
+    entry = claim(device="gpu-0", conditions={})
+    assert not plan_for(counted, idle, (entry,)).assignments, "an attached device is not free: nobody gets it"
+    wrong = plan_for(broken, idle, (entry,))
+    assert [a.uuid for a in wrong.assignments] == [idle[0].uuid]

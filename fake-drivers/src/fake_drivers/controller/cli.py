@@ -38,7 +38,8 @@ BROKEN_FLAGS = {
     "--broken-abort-on-other-driver": "IMP-17: once it meets an allocated claim of another driver with binding "
     "conditions, every reconcile pass aborts (CoHDI's scaler on a pool it did not know)",
     "--broken-report-all-on-first": "IMP-18: once one device of a claim is reported, all its devices are",
-    "--broken-accept-attached-elsewhere": "IMP-19: a device attached to another node is reported, not moved",
+    "--broken-accept-attached-elsewhere": "IMP-19: a device attached to another node is reported, not moved "
+    "(counted: a device idle on another node is given to an entry)",
     "--broken-detach-shared-early": "IMP-20: a shared claim's device is detached once one of its pods is gone",
     "--broken-late-quarantine": "IMP-4: a failed device is hidden only 10 s after its failure is reported",
     "--broken-reassign-failed-device": "IMP-4: counted: a device whose attach failed is given to the next entry",

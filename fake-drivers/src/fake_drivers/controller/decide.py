@@ -407,9 +407,11 @@ def _available(
     free: dict[tuple[str, str], list[FabricDevice]] = defaultdict(list)
     # broken on purpose: a device whose attach failed is given to the next count entry like any free one
     forgotten = {Purpose.QUARANTINE} if settings.broken_reassign_failed_device else set()
+    # broken on purpose: a device idle on another node is given to an entry (and reported there, not moved)
+    states = (FREE, ATTACHED) if settings.broken_accept_attached_elsewhere else (FREE,)
     for d in sorted(snap.devices, key=lambda d: d.name):
         if (
-            d.state == FREE
+            d.state in states
             and not held.get(d.uuid)
             and not any((purpose, d.uuid) in taints for purpose in Purpose if purpose not in forgotten)
             and (d.uuid not in memory.failures or settings.broken_reassign_failed_device)

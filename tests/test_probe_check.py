@@ -45,7 +45,9 @@ def test_a_probe_model_that_is_not_the_pools_value_is_named() -> None:
     body = {"attachments": [], "free": [FREE | {"model": "A100"}]}
     errors, _ = probe_problems(prof, body, [_entry_slice("nvidia-a100")])
     text = "\n".join(errors)
-    assert "perModel names ['fake-accel', 'fake-gpu']" in text and "fabric entries carry model ['nvidia-a100']" in text, text
+    assert (
+        "perModel names ['fake-accel', 'fake-gpu']" in text and "fabric entries carry model ['nvidia-a100']" in text
+    ), text
 
 
 def test_counted_entries_need_the_free_counts_and_the_shape_is_checked() -> None:

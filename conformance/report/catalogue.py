@@ -175,6 +175,11 @@ _COUNTED_LET_GO = (
     "let go = nothing of the device attached to the scenario's node, no copy of it offered there, and the pool offers "
     "as many entries as the probe counts free (less the free devices whose last attach failed)"
 )
+# The lifecycle scenarios run for two claim shapes (suite/implementation/shape.py): what the `-multi` ones read.
+_MULTI = (
+    " Each also runs as `<scenario>-multi` (the capability `multiDeviceClaims`): one claim of `devicesPerClaim` "
+    "devices over two requests, every device of it judged on its own, the failure naming each device"
+)
 _FIXED_TIMEOUT = "a release whose binding timeout is fixed (1.34: 600 s) cannot be waited out: skipped with that reason"
 _NO_NODE = "no schedulable Ready node without NoSchedule taints (or none told apart by hostname): skipped, said so"
 
@@ -330,12 +335,16 @@ DOCS: dict[str, Doc] = {
     ),
     "IMP-5": Doc(
         "detach-on-release: pod and claim deleted: within `promises.detachSeconds` the probe shows the device detached "
-        "and it is offered free again, for at least 1 s (a transient offer does not count)",
+        "and it is offered free again, for at least 1 s (a transient offer does not count)." + _MULTI + ": each "
+        "device of the claim detached within the promise (its own time), and all offered again",
         models={
-            "keep-in-pool": "detached, then exactly one free entry of it for 1 s",
-            "reschedule-to-local": "the same (the fabric pool lists it again)",
+            "keep-in-pool": "detached, then exactly one free entry of it for 1 s; multi: the claim's leased fabric "
+            "devices, each with exactly one free entry",
+            "reschedule-to-local": "the same (the fabric pool lists it again); multi: the devices are the node-local "
+            "copies' physical devices the pod ended with",
             "counted": "detached, no copy of it offered, and the pool offers at least as many entries as the probe "
-            "counts free, less the free devices whose last attach failed, for 1 s",
+            "counts free, less the free devices whose last attach failed, for 1 s; multi: the devices the node-local "
+            "copies name, on the scenario's own node",
         },
     ),
     "IMP-6": Doc(
@@ -403,29 +412,39 @@ DOCS: dict[str, Doc] = {
     "IMP-13": Doc(
         "prebind-delete-slow, prebind-delete-hang: the claim waits in PreBind with its attach slowed or hung, then pod "
         "and claim are deleted: no binding condition True before the fabric said attached; the device detached and "
-        "offered again within `detachSeconds` of the attach's end",
+        "offered again within `detachSeconds` of the attach's end." + _MULTI + ": ONE device's attach slowed or hung "
+        "while the others complete; every device the fabric listed on the node for the claim is let go, and each "
+        "device's conditions are compared with THAT device's attach",
         models={
-            "keep-in-pool": "the leased device, slowed or hung; detached, then exactly one free entry for 1 s",
+            "keep-in-pool": "the leased device, slowed or hung; detached, then exactly one free entry for 1 s; multi: "
+            "the claim's leased devices the probe listed on the node",
             "reschedule-to-local": _SAME,
             "counted": "the fault selects the attach to the scenario's own node; the device is the one it hit; "
-            + _COUNTED_LET_GO,
+            + _COUNTED_LET_GO
+            + "; multi: every device the probe listed on that node (the scenario's alone) since the pod, the entries' "
+            "conditions compared with the device `status.devices[].data` names, else with the first attach",
         },
     ),
     "IMP-14": Doc(
         "late-attach-after-timeout: the attach hangs until the scheduler's `bindingTimeout` clears the allocation, "
         "then completes: the pod still ends bound where the fabric attached its device, and a late-attached device the "
-        "pod did not end with is let go within `detachSeconds`",
+        "pod did not end with is let go within `detachSeconds`." + _MULTI + ": one device hangs, the others attach; "
+        "the pod binds with every device attached, and every device attached for the claim it did not end with is "
+        "let go",
         models={
             "keep-in-pool": "the hung device is re-allocated to the same pod (one leased device) or let go",
-            "reschedule-to-local": "the same, bound with the node-local copy",
-            "counted": "the fault selects by node; a late device the pod did not end with must be let go",
+            "reschedule-to-local": "the same, bound with the node-local copies",
+            "counted": "the fault selects by node; any device the probe listed on the scenario's node that the pod "
+            "did not end with must be let go",
         },
         skips=_FIXED_TIMEOUT,
     ),
     "IMP-15": Doc(
         "fabric-unreachable: the fault injector's `unreachable` mode refuses the pod's attach and detach for 6 s after "
         "the stack first meets it: nothing attached meanwhile, no binding condition True before the fabric said "
-        "attached; afterwards the pod binds where its device is attached and, once deleted, the device is let go",
+        "attached; afterwards the pod binds where its device is attached and, once deleted, the device is let go."
+        + _MULTI
+        + ": the outage refuses every device of the claim (count-based: every operation on the scenario's node)",
         models={
             "keep-in-pool": "bound with the fabric allocation afterwards",
             "reschedule-to-local": _LOCAL,
@@ -436,7 +455,9 @@ DOCS: dict[str, Doc] = {
         "node-deleted: a Node of its own (a machine the fabric reaches that is no node yet: the probe's "
         "`free[].nodes`), the pod binds there, then the Node is deleted and its pod removed as pod GC would: from the "
         "control plane's release of the claim the device must be detached and offered again for 1 s within "
-        "`detachSeconds`, and no slice of the driver may still name the node",
+        "`detachSeconds`, and no slice of the driver may still name the node. With the capability `multiDeviceClaims` "
+        "a second pod on the same node holds a claim of `devicesPerClaim` devices over two requests: every device of "
+        "both claims must be let go, each named in the failure",
         models={
             "keep-in-pool": "the leased device, attached to the added node; then detached, exactly one free entry",
             "reschedule-to-local": "the same, the device being the node-local copy's (its slice goes with the node)",
@@ -507,11 +528,14 @@ DOCS: dict[str, Doc] = {
             "keep-in-pool": "the leased device is offered while it idles on A, so B's claim gets it while it is still "
             "attached to A: the stack must move it (detach, then attach) before reporting",
             "reschedule-to-local": "B waits until the device is free again (listed only when free), then the same",
-            "counted": "A and B are nodes of one fabric, each the scenario's alone; B's pod is created once the probe "
-            "shows A's device gone from A; the device B gets is the stack's choice, and its path is judged the same "
-            "(listed on another node, it must leave there before it is listed on B)",
+            "counted": "forced by the fabric's truth: a model whose fabric has at most 17 free devices, all its "
+            "capacity and nodes A and B the scenario's alone; a suite pod on A holds every free device of the model "
+            "but one, a pod on A gets the last (X, named by its node-local copy), is deleted, and B's pod asks: X is "
+            "the only device the fabric can give B; B must end with X, X must leave A before it is listed on B",
         },
-        skips="when no fabric device reaches two nodes",
+        skips="when no fabric device reaches two nodes; count-based: when no model has 2..17 free devices on a "
+        "fabric reaching two nodes without node-local devices, or the probe shows another free device of the model "
+        "when B asks (the move cannot be forced: said so)",
     ),
     "IMP-20": Doc(
         "shared-claim-attach: one ResourceClaim used by 3 pods pinned to one node: the device is attached once, every "

@@ -20,6 +20,8 @@ import pytest
 
 from conformance.cluster.manifests import requests_claim_template
 from conformance.observe.devices import Lease
+from conformance.observe.views import History
+from conformance.suite.implementation.outcome import Outcome, bind_timeout, follow
 from conformance.suite.scenario import REGISTRY, Context, ScenarioFailed, scenario
 
 Shape = Literal["one", "multi"]
@@ -50,6 +52,23 @@ class Claimed:
     def lease(self) -> Lease:
         """The lease a count-based let-go is judged on (its node): the first."""
         return self.leases[0]
+
+
+def bound_devices(ctx: Context, claimed: Claimed, history: History, label: str = "") -> tuple[Outcome, list[str]]:
+    """Wait for the claim's pod to bind (its attaches may run one after another) and name every device it ended with:
+    the node-local copies' (reschedule-to-local, counted entries), else the leased ones; fails when fewer than the
+    claim asked for have a physical identity."""
+    extra = (claimed.count - 1) * ctx.profile.promises.attach_s
+    bound = follow(ctx, history, claimed.node, timeout=bind_timeout(ctx.profile, extra))
+    found = sorted({i for i in bound.final_identities() if i})
+    if len(found) < claimed.count:
+        found = sorted(set(found) | set(claimed.identities))
+    if len(found) < claimed.count:
+        raise AssertionError(
+            f"{label}{claimed.count} devices asked, {len(found)} with a physical identity in any slice:\n"
+            f"  {bound.describe()}"
+        )
+    return bound, found
 
 
 def claim_size(ctx: Context, spare: int = 0) -> tuple[int, list[str]]:

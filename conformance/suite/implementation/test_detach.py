@@ -18,9 +18,8 @@ import pytest
 
 from conformance.cluster.manifests import pinned_pod
 from conformance.observe.invariants import PERSIST_S
-from conformance.suite.implementation.outcome import bind_timeout, follow
 from conformance.suite.implementation.settle import LetGo, delete_pod, let_go
-from conformance.suite.implementation.shape import Shape, shaped_claim, shaped_fixture, shaped_scenario
+from conformance.suite.implementation.shape import Shape, bound_devices, shaped_claim, shaped_fixture, shaped_scenario
 from conformance.suite.scenario import Context
 
 SAMPLE_S = 0.2  # sampling period of the release observation: the resolution of the measured times
@@ -53,17 +52,7 @@ def detach_on_release(ctx: Context, shape: Shape) -> Release:
     assert probe is not None  # probe=True: skipped without one
     with ctx.history(ns) as history:
         ctx.objects.create(pinned_pod("app", "gpu", node), ns)
-        extra = (claimed.count - 1) * ctx.profile.promises.attach_s  # attaches may run one after another
-        bound = follow(ctx, history, node, timeout=bind_timeout(ctx.profile, extra))
-    # The devices the pod used: the node-local copies' (reschedule-to-local, counted entries), else the leased ones.
-    identities = sorted({i for i in bound.final_identities() if i})
-    if len(identities) < claimed.count:
-        identities = sorted(set(identities) | set(claimed.identities))
-    if len(identities) < claimed.count:
-        raise AssertionError(
-            f"{claimed.count} devices asked, {len(identities)} with a physical identity in any slice:\n"
-            f"  {bound.describe()}"
-        )
+        _, identities = bound_devices(ctx, claimed, history)
     now = probe.now()
     seen = Release(identities, node, {i: now.get(i) for i in identities}, ctx.profile.promises.detach_s)
 

@@ -43,9 +43,8 @@ from conformance.cluster.providers.base import NodeSpec
 from conformance.cluster.waits import WaitTimeout, wait_for
 from conformance.observe.slices import allocation_results
 from conformance.observe.views import History
-from conformance.suite.implementation.outcome import bind_timeout, follow
 from conformance.suite.implementation.settle import LetGo, let_go
-from conformance.suite.implementation.shape import MULTI, Shape, shaped_claim
+from conformance.suite.implementation.shape import MULTI, Shape, bound_devices, shaped_claim
 from conformance.suite.scenario import Context, reads_capability, result_fixture, scenario
 
 RELEASE_BOUND_S = 30.0  # the resourceclaim controller's deallocation and the watches' delivery on a loaded machine
@@ -173,17 +172,8 @@ def node_deleted(ctx: Context) -> NodeGone:
             pod["spec"]["tolerations"] = [{"key": TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
             ctx.objects.create(pod, c.ns)
         for shape, c in claims.items():
-            extra = (c.count - 1) * ctx.profile.promises.attach_s  # attaches may run one after another
-            bound = follow(ctx, histories[shape], node, timeout=bind_timeout(ctx.profile, extra))
+            bound, found = bound_devices(ctx, c, histories[shape], f"[{shape}] ")
             seen.bound += [f"[{shape}] {p}" for p in bound.binding_problems()]
-            found = sorted({i for i in bound.final_identities() if i})
-            if len(found) < c.count:
-                found = sorted(set(found) | set(c.identities))
-            if len(found) < c.count:
-                raise AssertionError(
-                    f"[{shape}] {c.count} devices asked, {len(found)} with a physical identity in any slice:\n"
-                    f"  {bound.describe()}"
-                )
             seen.identities[shape] = found
         now = probe.now()
         seen.attached_before = {d: now.get(d) for d in seen.devices}

@@ -96,16 +96,17 @@ def test_each_broken_variant_fails_its_scenario(tmp_path: Path, flag: str, modul
             "--broken-accept-attached-elsewhere",
             "test_mobility.py",
             "test_the_device_leaves_the_first_node_before_it_is_attached_to_the_second",
-            "the probe never listed it on",
+            # the judgement of the move, or the run-wide watcher seeing the idle device offered above the free count
+            ("the probe never listed it on", "invariants broken while it ran"),
         ),
     ],
 )
 def test_each_counted_broken_variant_fails_its_scenario(
-    tmp_path: Path, flag: str, module: str, test: str, says: str
+    tmp_path: Path, flag: str, module: str, test: str, says: tuple[str, ...]
 ) -> None:
     old = '"--fabric-entries", "counted"]'
     profile = profile_variant(tmp_path, old, f'"--fabric-entries", "counted", "{flag}"]', "reference-counted.yaml")
     code, out, outcomes = run_suite(tmp_path / "junit.xml", "--profile", str(profile), target=f"{IMPL}/{module}")
     assert code == 1, f"expected a failure (exit 1), got {code}:\n{out[-3000:]}"
     assert outcomes.get(test) == "failure", f"{test} did not fail with {flag}: {outcomes}\n{out[-3000:]}"
-    assert says in out, out[-4000:]
+    assert any(phrase in out for phrase in says), out[-4000:]

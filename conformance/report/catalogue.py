@@ -177,7 +177,7 @@ _COUNTED_LET_GO = (
 )
 # The lifecycle scenarios run for two claim shapes (suite/implementation/shape.py): what the `-multi` ones read.
 _MULTI = (
-    " Each also runs as `<scenario>-multi` (the capability `multiDeviceClaims`): one claim of `devicesPerClaim` "
+    " Also run as `<scenario>-multi` (the capability `multiDeviceClaims`): one claim of `devicesPerClaim` "
     "devices over two requests, every device of it judged on its own, the failure naming each device"
 )
 _FIXED_TIMEOUT = "a release whose binding timeout is fixed (1.34: 600 s) cannot be waited out: skipped with that reason"

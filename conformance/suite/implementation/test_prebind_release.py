@@ -202,8 +202,8 @@ def test_a_hung_attach_whose_pod_was_deleted_leaves_nothing_attached(hang: Walk)
 
 def _check_backed(walk: Walk) -> None:
     assert not walk.unbacked, (
-        f"binding conditions True before the fabric said THAT device was attached (attach {walk.mode}; the claim's "
-        f"devices {walk.devices}):\n  " + "\n  ".join(walk.unbacked)
+        f"binding conditions True before the fabric said the device was attached (each device's own attach; attach "
+        f"{walk.mode}; the claim's devices {walk.devices}):\n  " + "\n  ".join(walk.unbacked)
     )
 
 

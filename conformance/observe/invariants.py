@@ -343,6 +343,10 @@ class InvariantWatcher:
         free device is withheld; without a failed device on the fabric there is none."""
         nodes = self.pool_nodes(pool)
         offered = self.counted_offered().get((pool, model), [])
+        # An allocated entry stands for a free device the pool no longer offers until the stack has attached it (its
+        # assignment waits for the attach): the pool may be short by as many.
+        allocated = self.counted_offered(allocated=set()).get((pool, model), [])
+        pending = len(allocated) - len(offered)
         free = self.fabric_free(nodes, model)
         failed = sorted(
             d for d, (node, m) in self.record.failed_attaches().items() if node in nodes and m in (None, model)
@@ -350,7 +354,9 @@ class InvariantWatcher:
         said = f"{pool}/{model}: {len(offered)} entries offered, {free} free in the fabric"
         if failed:
             said += f" ({len(failed)} of them after a failed attach, may be withheld: {failed[:3]})"
-        return free is not None and len(offered) >= free - len(failed), said
+        if pending:
+            said += f", {pending} entries allocated (their devices perhaps not attached yet)"
+        return free is not None and len(offered) + pending >= free - len(failed), said
 
     def pool_nodes(self, pool: str) -> frozenset[str]:
         """The live nodes a pool's slices reach."""

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from conformance.cluster.manifests import claim_template, pinned_pod
+from conformance.cluster.waits import wait_for
 from conformance.observe.attachments import stamp
 from conformance.observe.devices import CountedPool
 from conformance.observe.recorder import Sample
@@ -171,8 +172,21 @@ def _counted_move(ctx: Context, nodes: list[str]) -> Move:
             )
         move = Move(used, node_a, node_b, first=first)
         delete_pod(ctx, ns_a, history_a)
+        # The stack's pool first agrees with the fabric (no entry of the model offered beyond its free devices): a
+        # pool rewrite still to come after the pods' reallocations would hand B an entry no device stands for.
+        nodes_of = watcher.pool_nodes(pool.pool)
+        wait_for(
+            lambda: (
+                len(watcher.counted_offered().get((pool.pool, pool.model), [])),
+                watcher.fabric_free(nodes_of, pool.model),
+            ),
+            lambda seen: seen[1] is not None and seen[0] <= seen[1],
+            timeout=ctx.profile.promises.detach_s,
+            expected=f"{pool.pool} offering no more entries of {pool.model} than the fabric has free (offered, free)",
+            max_interval=0.2,
+        )
         # Steered by the fabric's truth: when B asks, no device of the model is free but X (idle on A, or free).
-        states, counts = probe.now(), watcher.fabric_free(watcher.pool_nodes(pool.pool), pool.model)
+        states, counts = probe.now(), watcher.fabric_free(nodes_of, pool.model)
         others = (counts or 0) - (1 if states.get(used) is None else 0)
         if counts is None or others > 0:
             pytest.skip(

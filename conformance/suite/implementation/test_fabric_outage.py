@@ -77,6 +77,7 @@ def fabric_unreachable(ctx: Context, shape: Shape) -> Outage:
         )
         met = time.time()
         probe.after(met + OUTAGE_S, timeout=OUTAGE_S + 10)  # the outage goes on, observed
+        ending = time.time()  # the outage ends with the first fault disarmed (a claim of several: one per device)
         for fault in armed:
             faults.disarm(fault)
         back = time.time()
@@ -89,7 +90,7 @@ def fabric_unreachable(ctx: Context, shape: Shape) -> Outage:
         seen.attached_during = [
             f"{s.sent:.3f} {d}: {s.states[d]}"
             for s in probe.samples(began)
-            if s.sent < back
+            if s.sent < ending
             for d in devices
             if d in s.states
         ]

@@ -216,10 +216,10 @@ def not_shown(summary: dict[str, dict[str, Any]]) -> list[str]:
 
 
 def not_applicable(summary: dict[str, dict[str, Any]]) -> list[str]:
-    """The requirements not applicable to the profile's binding model, one line per reason (what the terminal lists
-    apart from what was not shown to pass)."""
-    shared: dict[str, list[str]] = {}
-    for rid, e in summary.items():
-        if e["outcome"] == NOT_APPLICABLE:
-            shared.setdefault(headline(e["reason"], 400), []).append(rid)
-    return [f"{', '.join(rids)}: {why}" for why, rids in shared.items()]
+    """The requirements not applicable to the profile's binding model, each with why (what the terminal lists apart
+    from what was not shown to pass)."""
+    return [
+        f"{rid:8} {e['level']:6} {headline(e['reason'], 400)}"
+        for rid, e in summary.items()
+        if e["outcome"] == NOT_APPLICABLE
+    ]

@@ -114,9 +114,11 @@ def judge(
 
 
 def _by_reason(entries: dict[str, dict[str, Any]], ids: list[str]) -> dict[str, list[str]]:
+    """Not-applicable requirements grouped by why, without each one's own detail in brackets (one line for all the
+    fabric-only ones; the requirements list each one's detail)."""
     out: dict[str, list[str]] = {}
     for rid in ids:
-        out.setdefault(_headline(entries[rid]), []).append(rid)
+        out.setdefault(_headline(entries[rid]).split(" (", 1)[0], []).append(rid)
     return out
 
 

@@ -168,7 +168,9 @@ class Readier:
         claims = self.custom.list_cluster_custom_object(RESOURCE_GROUP, RESOURCE_VERSION, "resourceclaims")["items"]
         nodes = [self.node]
         if self.all_nodes:
-            nodes += sorted({r["pool"] for c in claims for r in _results(c) if r["driver"] == self.driver} - {self.node})
+            nodes += sorted(
+                {r["pool"] for c in claims for r in _results(c) if r["driver"] == self.driver} - {self.node}
+            )
         for node in nodes:
             devices = self.manager.devices(node)
             held = self.held(claims, node)
@@ -248,7 +250,9 @@ class Readier:
                 RESOURCE_GROUP, RESOURCE_VERSION, held.namespace, "resourceclaims", held.claim, body
             )
         except ApiException as exc:
-            log.warning("claim %s/%s: %s %s: %s %s", held.namespace, held.claim, condition, reason, exc.status, exc.reason)
+            log.warning(
+                "claim %s/%s: %s %s: %s %s", held.namespace, held.claim, condition, reason, exc.status, exc.reason
+            )
             return
         claim["status"] = body["status"]  # a second report in this round builds on this one
         log.info("claim %s/%s device %s: %s=True (%s)", held.namespace, held.claim, held.device, condition, reason)
@@ -264,11 +268,15 @@ def _results(claim: dict[str, Any]) -> list[dict[str, Any]]:
 @click.option("--node", required=True, help="the node this daemon serves")
 @click.option("--device-manager", required=True, help="base URL of the device manager (fake-fabric-manager)")
 @click.option("--driver", default="fpga.local.example.com", help="DRA driver name")
-@click.option("--condition-prefix", default=None, help="prefix of the condition types (default: the driver name; '' none)")
+@click.option(
+    "--condition-prefix", default=None, help="prefix of the condition types (default: the driver name; '' none)"
+)
 @click.option("--ready-condition", default="ready", help="binding condition type (after the prefix)")
 @click.option("--failed-condition", default="prepare-failed", help="binding failure condition type (after the prefix)")
 @click.option("--interval", type=click.FloatRange(min=0.05), default=0.5, help="seconds between rounds")
-@click.option("--quarantine-seconds", type=float, default=60.0, help="a device whose readying failed is hidden this long")
+@click.option(
+    "--quarantine-seconds", type=float, default=60.0, help="a device whose readying failed is hidden this long"
+)
 @click.option("--broken-ready-before-prepared", is_flag=True, hidden=True)
 @click.option("--broken-no-failure-condition", is_flag=True, hidden=True)
 @click.option("--broken-write-other-nodes", is_flag=True, hidden=True)
@@ -296,13 +304,22 @@ def main(
         broken_ready_before_prepared=broken_ready_before_prepared,
         broken_no_failure_condition=broken_no_failure_condition,
     )
-    broken = [flag for flag, on in zip(BROKEN_FLAGS, (broken_ready_before_prepared, broken_no_failure_condition,
-                                                      broken_write_other_nodes), strict=True) if on]
+    broken = [
+        flag
+        for flag, on in zip(
+            BROKEN_FLAGS,
+            (broken_ready_before_prepared, broken_no_failure_condition, broken_write_other_nodes),
+            strict=True,
+        )
+        if on
+    ]
     if broken:
         log.warning("BROKEN ON PURPOSE (selftests only): %s", ", ".join(broken))
     api = config.new_client_from_config(config_file=kubeconfig)
     uid = client.CoreV1Api(api).read_node(node).metadata.uid
-    readier = Readier(api, DeviceManager(device_manager), node, uid, driver, conditions, policy, broken_write_other_nodes)
+    readier = Readier(
+        api, DeviceManager(device_manager), node, uid, driver, conditions, policy, broken_write_other_nodes
+    )
     stop = stop_event(log, "removing the slice and stopping")
     log.info("node %s, driver %s, conditions %s / %s", node, driver, conditions.ready, conditions.failed)
     first = True
@@ -322,7 +339,9 @@ def main(
             for item in readier.own_slices():
                 delete_slice(readier.custom, item["metadata"]["name"])
         except ApiException as exc:
-            log.warning("cannot remove the slice of node %s (%s %s): left to its owner, the Node", node, exc.status, exc.reason)
+            log.warning(
+                "cannot remove the slice of node %s (%s %s): left to its owner, the Node", node, exc.status, exc.reason
+            )
 
 
 if __name__ == "__main__":

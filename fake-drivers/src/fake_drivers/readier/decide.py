@@ -101,7 +101,9 @@ def decide(
         failed_for_it = device.failed_at is not None and device.failed_at >= h.allocated_at - 1.0
         if device.state == FREE and failed_for_it and device.uuid not in inflight:
             if not policy.broken_no_failure_condition:
-                plan.report_failed.append((h, device.reason or "PreparationFailed", device.message or "readying failed"))
+                plan.report_failed.append(
+                    (h, device.reason or "PreparationFailed", device.message or "readying failed")
+                )
             continue
         if device.state == ATTACHED and device.node == node:
             plan.report_ready.append(h)

@@ -2,11 +2,12 @@
 controller.serviceAccount, and the accounts processes run as with {sa_kubeconfig:...}).
 
 Per account the suite authenticates with a bound token (TokenRequest API) and:
-- writes device conditions itself (an account a perNode process runs as: with a token bound to a pod on a node,
-  its own-driver claim allocated on that node, as its daemon there), with every verb the account may use on
-  resourceclaims/status (update: PUT, patch: a merge PATCH), on claims the admin client allocated in the
-  scheduler's place: one to a suite-owned driver (manifests.unique_driver), which must be refused (1.36+, resourceclaims/driver), one to the profile's
-  driver but to a pool and device that do not exist, without binding conditions, which must be allowed;
+- writes device conditions itself (an account a perNode process runs as: with a token bound to a pod on a node, its
+  own-driver claim allocated on that node, as its daemon there), with every verb the account may use on
+  resourceclaims/status (update: PUT, patch: a merge PATCH), on claims the admin client allocated in the scheduler's
+  place: one to a suite-owned driver (manifests.unique_driver), which must be refused (1.36+,
+  resourceclaims/driver), one to the profile's driver but to a pool and device that do not exist, without binding
+  conditions, which must be allowed;
 - reads its effective rules: a SelfSubjectRulesReview in every namespace of the cluster (rules bound cluster-wide
   show in each), judged against the minimum the KEP's roles need (rights.py MINIMUM);
 - asks SelfSubjectAccessReviews over a catalogue of sensitive rights (rights.SENSITIVE), which also catches a right

@@ -98,3 +98,31 @@ def allocate_on(ctx: Context, ns: str, driver: str, node: str | None, prefix: st
     claim["status"] = {"allocation": allocation}
     api = client.CustomObjectsApi(ctx.cluster.api)
     return api.replace_namespaced_custom_object_status(G, V, ns, "resourceclaims", claim["metadata"]["name"], claim)
+
+
+def write_condition(api: client.CustomObjectsApi, claim: dict[str, Any], verb: str) -> tuple[int, str]:
+    """Write one device condition as the ServiceAccount, by PUT (update) or merge PATCH (patch): (200, "") or the
+    refusal (status, message)."""
+    [result] = claim["status"]["allocation"]["devices"]["results"]
+    condition = {
+        "type": f"{result['driver']}/conformance-check",
+        "status": "True",
+        "reason": "Conformance",
+        "message": "written by the conformance suite (IMP-9, RDY-8)",
+        "lastTransitionTime": "2025-01-01T00:00:00Z",
+    }
+    body = dict(claim)
+    body["status"] = dict(claim["status"])
+    body["status"]["devices"] = [
+        {"driver": result["driver"], "pool": result["pool"], "device": result["device"], "conditions": [condition]}
+    ]
+    meta = claim["metadata"]
+    try:
+        if verb == "patch":
+            patch = {"status": {"devices": body["status"]["devices"]}}
+            api.patch_namespaced_custom_object_status(G, V, meta["namespace"], "resourceclaims", meta["name"], patch)
+        else:
+            api.replace_namespaced_custom_object_status(G, V, meta["namespace"], "resourceclaims", meta["name"], body)
+    except ApiException as exc:
+        return exc.status, str(exc.body)
+    return 200, ""

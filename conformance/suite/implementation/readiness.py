@@ -109,12 +109,23 @@ class Gate:
         return "\n  ".join(lines)
 
 
-def judge(ctx: Context, history: History, node: str, probe: ReadinessSampler | None, claim: str | None = None) -> Gate:
-    """Judge one claim (default: the namespace's one) against the probe: each binding condition True only once its
-    device is ready on the allocation's node; the binding only once every device is ready there."""
+def judge(
+    ctx: Context,
+    history: History,
+    node: str,
+    probe: ReadinessSampler | None,
+    claim: str | None = None,
+    pod: str | None = None,
+) -> Gate:
+    """Judge one claim (default: the namespace's one) and its pod (default: the first bound) against the probe: each
+    binding condition True only once its device is ready on the allocation's node; the binding only once every device
+    is ready there."""
     allocations = history.allocations(claim)
     bindings = history.bindings()
-    binding = min(bindings.values(), key=lambda b: b.revision) if bindings else None
+    if pod is not None:
+        binding = bindings.get(pod)
+    else:
+        binding = min(bindings.values(), key=lambda b: b.revision) if bindings else None
     identity = {d: ctx.identity(*d) for a in allocations for d in a.devices}
     gate = Gate(node, allocations, binding, identity, probed=probe is not None)
     if binding is not None and allocations:

@@ -40,6 +40,7 @@ from conformance.implementation.profile import Right
 from conformance.implementation.serviceaccount import service_account_kubeconfig
 from conformance.report.outcomes import NOTE_PROPERTY
 from conformance.suite.implementation.nodecredentials import allocate_on, node_bound_client, per_node_accounts
+from conformance.suite.implementation.nodecredentials import write_condition as _write_condition
 from conformance.suite.implementation.rights import (
     SENSITIVE,
     Item,
@@ -113,34 +114,6 @@ def _allocate(ctx: Context, ns: str, driver: str, pool: str, device: str) -> dic
     }
     api = client.CustomObjectsApi(ctx.cluster.api)
     return api.replace_namespaced_custom_object_status(G, V, ns, "resourceclaims", claim["metadata"]["name"], claim)
-
-
-def _write_condition(api: client.CustomObjectsApi, claim: dict[str, Any], verb: str) -> tuple[int, str]:
-    """Write one device condition as the ServiceAccount, by PUT (update) or merge PATCH (patch): (200, "") or the
-    refusal (status, message)."""
-    [result] = claim["status"]["allocation"]["devices"]["results"]
-    condition = {
-        "type": f"{result['driver']}/conformance-check",
-        "status": "True",
-        "reason": "Conformance",
-        "message": "written by the conformance suite (IMP-9)",
-        "lastTransitionTime": "2025-01-01T00:00:00Z",
-    }
-    body = dict(claim)
-    body["status"] = dict(claim["status"])
-    body["status"]["devices"] = [
-        {"driver": result["driver"], "pool": result["pool"], "device": result["device"], "conditions": [condition]}
-    ]
-    meta = claim["metadata"]
-    try:
-        if verb == "patch":
-            patch = {"status": {"devices": body["status"]["devices"]}}
-            api.patch_namespaced_custom_object_status(G, V, meta["namespace"], "resourceclaims", meta["name"], patch)
-        else:
-            api.replace_namespaced_custom_object_status(G, V, meta["namespace"], "resourceclaims", meta["name"], body)
-    except ApiException as exc:
-        return exc.status, str(exc.body)
-    return 200, ""
 
 
 def _allowed(api: client.ApiClient, group: str, resource: str, verb: str, name: str = "", namespace: str = "") -> bool:

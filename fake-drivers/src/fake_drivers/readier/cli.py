@@ -296,6 +296,7 @@ def main(
 ) -> None:
     """Publish this node's devices with binding conditions; ready the allocated ones, then report them."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # a request per round: not worth a line each
     prefix = driver if condition_prefix is None else condition_prefix
     name = (lambda t: f"{prefix}/{t}") if prefix else (lambda t: t)
     conditions = Conditions(name(ready_condition), name(failed_condition))

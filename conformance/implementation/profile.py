@@ -513,6 +513,14 @@ class Profile(_Strict):
         Endpoint | None,
         Field(alias="faultInjector", description="makes attaches and detaches fail, hang or slow (protocols page)"),
     ] = None
+    readiness_probe: Annotated[
+        Endpoint | None,
+        Field(
+            alias="readinessProbe",
+            description="node-local readiness gate: per device, ready or not, on which node, since when (protocols "
+            "page); the requirements judged on it are skipped without one",
+        ),
+    ] = None
     controller: Controller = Field(
         default_factory=Controller, description="the composable controller's process and ServiceAccount"
     )

@@ -88,6 +88,8 @@ def _r(id_: str, area: str, level: str, title: str, section: str) -> Requirement
 
 
 _API, _SCH, _IMP = "Design Details / API", "Design Details / Scheduler", "Design Details / Composable controller"
+# The KEP's readiness gate for devices that need preparation before binding (no fabric: node-local devices).
+_RDY = "Summary / Motivation (device preparation before binding); Design Details / Scheduler"
 _NODE = "KEP-4381 (DRA) / kubelet plugin: NodePrepareResources, NodeUnprepareResources, CDI"
 REQUIREMENTS: tuple[Requirement, ...] = (
     _r("BASE-1", "baseline", "MUST", "a node-local device without conditions is allocated, bound, Running", _SCH),
@@ -197,6 +199,38 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "MUST",
         "a shared claim: one attach, every pod binds there, attached until the last pod is gone, then let go",
         _IMP,
+    ),
+    _r("RDY-1", "readiness", "MUST", "node-local devices carry binding conditions; the allocation copies them", _RDY),
+    _r(
+        "RDY-2",
+        "readiness",
+        "MUST",
+        "conditions written per allocated device, of the implementation's own driver",
+        _RDY,
+    ),
+    _r("RDY-3", "readiness", "MUST", "a binding condition is True only once its device is ready on its node", _RDY),
+    _r("RDY-4", "readiness", "MUST", "the pod binds only once every device of its claim is ready, on that node", _RDY),
+    _r(
+        "RDY-5",
+        "readiness",
+        "MUST",
+        "a readying failure: failure condition True with reason and message, reallocation, device not picked again",
+        _RDY,
+    ),
+    _r(
+        "RDY-6",
+        "readiness",
+        "MUST",
+        "a restart of the condition writer before, during or after a readying loses nothing",
+        _RDY,
+    ),
+    _r("RDY-7", "readiness", "MUST", "a burst of pods: every one binds on ready devices, no device held twice", _RDY),
+    _r(
+        "RDY-8",
+        "readiness",
+        "SHOULD",
+        "least privilege per node: a node's writer writes only its node's claims and slices",
+        _RDY,
     ),
     _r("SCALE-1", "scale", "SHOULD", "many pods waiting in PreBind all bind, none lost", "Test Plan / e2e"),
 )

@@ -111,7 +111,8 @@ def _check_files(loaded: LoadedProfile, result: CheckResult) -> None:
         if proc.ready and proc.ready.ca_file:
             result.errors += _placeholder_errors(proc.ready.ca_file, f"{where}.ready.caFile", proc, prof, n)
     everyone = len(prof.processes)
-    for name, endpoint in (("fabricProbe", prof.fabric_probe), ("faultInjector", prof.fault_injector)):
+    named = (("fabricProbe", prof.fabric_probe), ("faultInjector", prof.fault_injector))
+    for name, endpoint in (*named, ("readinessProbe", prof.readiness_probe)):
         if endpoint is None:
             continue
         for attr, text in (("url", endpoint.url), ("caFile", endpoint.ca_file), ("token", endpoint.token)):

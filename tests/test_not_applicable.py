@@ -91,10 +91,15 @@ def test_not_applicable_never_hides_a_failure_or_a_missing_must() -> None:
     assert found.result == "failure" and found.shown.startswith("failure (")
 
 
-def test_the_same_requirements_apply_to_fabric_models() -> None:
+def test_fabric_models_count_out_only_the_readiness_gates_requirements() -> None:
     summary = _summary("keep-in-pool")
-    assert not [e for e in summary.values() if e["outcome"] == "not-applicable"]
-    assert judge(summary, "implementation", model="keep-in-pool").shown == "success"
+    apart = sorted(rid for rid, e in summary.items() if e["outcome"] == "not-applicable")
+    assert apart == sorted(rid for rid, a in APPLIES.items() if "keep-in-pool" not in a.models)
+    assert all(rid.startswith("RDY-") for rid in apart)
+    assert summary[apart[0]]["reason"].startswith("not applicable to bindingModel keep-in-pool: only to node-local (")
+    found = judge(summary, "implementation", model="keep-in-pool")
+    assert found.result == "success"
+    assert found.shown == f"success ({len(apart)} requirements not applicable to bindingModel keep-in-pool)"
 
 
 def test_certification_junit_marks_them_apart(tmp_path: Path) -> None:

@@ -63,6 +63,13 @@ def _fabric(why: str) -> Applies:
     return Applies(FABRIC_MODELS, why)
 
 
+def _gate(fabric: str) -> Applies:
+    """A requirement of the node-local readiness gate; `fabric`: the requirements that judge a fabric's gate."""
+    return Applies(
+        frozenset({"node-local"}), f"it judges a node-local readiness gate; a fabric's is its attach: {fabric}"
+    )
+
+
 # The designs an implementation may have (profile bindingModel x fabricEntries) that the requirement reference tells
 # apart: what a requirement's check asks of each, where that differs (Doc.models).
 DESIGNS: dict[str, str] = {
@@ -264,6 +271,15 @@ APPLIES: dict[str, Applies] = {
     "IMP-19": _fabric("it judges a device moved through the fabric from one node to another"),
     "IMP-20": _fabric("it judges a shared claim's one attach and the detach after its last pod"),
     "NODE-3": _fabric("it orders the kubelet's unprepare before the fabric's detach"),
+    # The node-local readiness gate's own requirements: a fabric device's gate is its attach, which IMP-* judge.
+    "RDY-1": _gate("IMP-1"),
+    "RDY-2": _gate("IMP-3, IMP-18"),
+    "RDY-3": _gate("IMP-3, IMP-11"),
+    "RDY-4": _gate("IMP-2"),
+    "RDY-5": _gate("IMP-4"),
+    "RDY-6": _gate("IMP-8"),
+    "RDY-7": _gate("IMP-6"),
+    "RDY-8": _gate("IMP-9"),
 }
 
 _SAME = "the same"

@@ -140,6 +140,17 @@ class Outcome:
             problems += self._same_physical_device()
         return problems
 
+    def placement_problems(self) -> list[str]:
+        """bindingModel node-local (no fabric to ask what is attached): bound on the pinned node with devices of that
+        node's own slices, reached without a detour (an allocation edited in place or failed on the way)."""
+        if self.binding is None or self.final is None:
+            return [f"the pod was not bound:\n  {self.describe()}"]
+        problems = [f"bound to {self.binding.node}, pinned to {self.node}"] if self.binding.node != self.node else []
+        for device in self.final.devices:
+            if (where := self.local_node.get(device)) != self.binding.node:
+                problems.append(f"{device} is not a device of {self.binding.node} (its slice's node: {where!r})")
+        return problems + self.detours()
+
     def _same_physical_device(self) -> list[str]:
         """reschedule-to-local: every node-local copy the pod ended with is a copy of a device the fabric allocation
         before it held (attached for this claim); per device, so a claim of several may also end with fabric devices

@@ -123,7 +123,9 @@ def settled_slices(
     seen: list[tuple[float, tuple[Any, ...]]] = []
 
     def owed(slices: list[dict[str, Any]]) -> list[str]:
-        return count_shortfall(slices, profile) + shortfalls(slices, nodes(), local_nodes(slices), need_remote)
+        # Reach is a fabric pool's: a node-local readiness gate's devices sit on their nodes.
+        reach = shortfalls(slices, nodes(), local_nodes(slices), need_remote) if profile.has_fabric else []
+        return count_shortfall(slices, profile) + reach
 
     def settled(slices: list[dict[str, Any]]) -> bool:
         state = tuple(sorted((s["metadata"]["name"], s["metadata"]["resourceVersion"]) for s in slices))

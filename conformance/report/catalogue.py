@@ -76,6 +76,7 @@ DESIGNS: dict[str, str] = {
     "keep-in-pool": "keep-in-pool, identified entries",
     "reschedule-to-local": "reschedule-to-local, identified entries",
     "counted": "reschedule-to-local, counted entries",
+    "node-local": "node-local readiness gate (no fabric)",
 }
 
 
@@ -560,9 +561,10 @@ DOCS: dict[str, Doc] = {
         "(not judgeable)",
     ),
     "NODE-1": Doc(
-        "kubelet-path: a pod pinned to a node without node-local devices gets a leased fabric device and binds; on "
-        "a node with a real kubelet its container must start, and crictl on the node must show CDI devices for it "
-        "that resolve in a CDI spec on that node, with every environment edit of those devices in the container",
+        "kubelet-path: a pod pinned to a node without node-local devices gets a leased fabric device (for a node-local "
+        "readiness gate: a node's own device with binding conditions) and binds; on a node with a real kubelet its "
+        "container must start, and crictl on the node must show CDI devices for it that resolve in a CDI spec on "
+        "that node, with every environment edit of those devices in the container",
         skips=_NODE_SKIPS,
     ),
     "NODE-2": Doc(
@@ -589,6 +591,8 @@ DOCS: dict[str, Doc] = {
             "keep-in-pool": "its own pod binds on the fabric allocation while the other claims live",
             "reschedule-to-local": "its own pod binds on the node-local copy while the other claims live",
             "counted": "its own pod binds on capacity of a node the scenario has to itself",
+            "node-local": "its own pod, pinned to a node with its devices, binds there with a device of that node's "
+            "own slices (no fabric to ask), reached without a failure or an in-place edit",
         },
     ),
     "IMP-18": Doc(
@@ -639,8 +643,10 @@ DOCS: dict[str, Doc] = {
         skips="when no node without node-local devices is reached by a fabric pool",
     ),
     "SCALE-1": Doc(
-        "scale: `--scale-pods` pods (default 16; the KEP's 1000 with `--scale-pods 1000`) with fabric devices wait in "
-        "PreBind and all bind, none lost; then as many with node-local devices only, for the throughput ratio",
-        skips="needs as many fabric devices as pods; " + _NO_NODE,
+        "scale: `--scale-pods` pods (default 16; the KEP's 1000 with `--scale-pods 1000`) with the implementation's "
+        "devices with binding conditions (fabric devices; for a node-local readiness gate its node-local ones, the "
+        "latency measured as `ready_to_bind_seconds`) wait in PreBind and all bind, none lost; then as many with "
+        "suite-owned node-local devices without conditions, for the throughput ratio",
+        skips="needs as many devices with binding conditions as pods; " + _NO_NODE,
     ),
 }

@@ -97,7 +97,11 @@ class Outcome:
         return [a for a in self.allocations if any(self.meanings.get(f["type"]) == "reschedule" for f in a.failures)]
 
     def describe(self) -> str:
-        lines = [f"pinned to {self.node}, binding model {self.model}, path {self.path}"]
+        # A node-local readiness gate's devices carry the conditions on their node: no fabric to name.
+        path = self.path
+        if self.model == "node-local" and path == "fabric":
+            path = "node-local with binding conditions"
+        lines = [f"pinned to {self.node}, binding model {self.model}, path {path}"]
         start = self.allocations[0].at if self.allocations else 0.0
         for a in self.allocations:
             failures = [f"{f['type']} ({f.get('reason')})" for f in a.failures]

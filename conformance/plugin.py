@@ -723,10 +723,13 @@ class RequirementReporter:
                 )
             self.requirement_of[item.nodeid] = marker.args[0]
             self.module_of[item.nodeid] = getattr(getattr(item, "module", None), "__name__", "")
-            if why := CATALOGUE[marker.args[0]].not_applicable(self.model):  # not run; reported not-applicable
+            req = CATALOGUE[marker.args[0]]
+            if why := req.not_applicable(self.model):  # not run (no fixture either): reported not-applicable
                 item.add_marker(pytest.mark.skip(reason=NOT_APPLICABLE_PREFIX + why))
+                for label in (allure.epic("KEP-5007"), allure.feature(req.area), allure.story(req.id)):
+                    item.add_marker(label)
                 item.add_marker(allure.tag(NOT_APPLICABLE))
-                item.user_properties += [("requirement", marker.args[0]), ("outcome", NOT_APPLICABLE)]
+                item.user_properties += [("requirement", req.id), ("level", req.level), ("outcome", NOT_APPLICABLE)]
         # Run-wide judgements last: by then every selected scenario has started, and they wait for all to end.
         items.sort(key=lambda item: item.get_closest_marker("run_wide") is not None)
         modules = {item.module.__name__ for item in items if isinstance(item, pytest.Function)}
@@ -836,7 +839,7 @@ class RequirementReporter:
                 "url": profile.url,
                 "driver": profile.driver,
                 "bindingModel": profile.binding_model,
-                "fabricEntries": profile.fabric_entries,
+                **({"fabricEntries": profile.fabric_entries} if profile.has_fabric else {}),  # none without a fabric
                 "file": str(loaded.path),
             }
         run["wallSeconds"] = round(time.monotonic() - self.started, 1)

@@ -29,6 +29,39 @@ class Requirement:
         """What the suite checks for this requirement (None: not written yet, which a unit test refuses)."""
         return DOCS.get(self.id)
 
+    @property
+    def applies(self) -> Applies | None:
+        """The binding models it applies to (None: every model)."""
+        return APPLIES.get(self.id)
+
+    def not_applicable(self, model: str | None) -> str | None:
+        """Why the requirement does not apply to a profile of bindingModel `model`, or None (it applies; so does
+        every requirement to a run without a profile). Its tests are then not run, and it is reported `not-applicable`:
+        neither passed nor skipped, counted out of the verdict."""
+        applies = self.applies
+        if model is None or applies is None or model in applies.models:
+            return None
+        if applies.models == FABRIC_MODELS:
+            return f"fabric-only: bindingModel {model} has no fabric ({applies.why})"
+        return f"not applicable to bindingModel {model}: only to {', '.join(sorted(applies.models))} ({applies.why})"
+
+
+# The profile's binding models (conformance/implementation/profile.py BINDING_MODELS; a unit test keeps them equal).
+BINDING_MODELS = ("keep-in-pool", "reschedule-to-local", "node-local")
+FABRIC_MODELS = frozenset({"keep-in-pool", "reschedule-to-local"})  # devices reached through a fabric
+
+
+@dataclass(frozen=True)
+class Applies:
+    """The binding models a requirement applies to, and what it judges that the others lack."""
+
+    models: frozenset[str]
+    why: str
+
+
+def _fabric(why: str) -> Applies:
+    return Applies(FABRIC_MODELS, why)
+
 
 # The designs an implementation may have (profile bindingModel x fabricEntries) that the requirement reference tells
 # apart: what a requirement's check asks of each, where that differs (Doc.models).
@@ -202,6 +235,36 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     _r("SCALE-1", "scale", "SHOULD", "many pods waiting in PreBind all bind, none lost", "Test Plan / e2e"),
 )
 CATALOGUE: dict[str, Requirement] = {r.id: r for r in REQUIREMENTS}
+
+# Requirements that apply to some binding models only (absent: every model), decided from what each requirement
+# means: an attach, a detach, the fabric's truth, a fabric entry and its node-local copy exist only where a fabric
+# does. A node-local readiness gate (bindingModel node-local) has its own requirements for what it owes instead
+# (readiness before the conditions, failure conditions, the writer's restarts). What applies to every model: IMP-9
+# (least privilege), IMP-17 (other drivers), SCALE-1 (many pods in PreBind), NODE-1 and NODE-2 (the kubelet path).
+APPLIES: dict[str, Applies] = {
+    "IMP-1": _fabric("it judges the published fabric entries: bindsToNode, the nodes a fabric pool reaches"),
+    "IMP-2": _fabric("it judges what the fabric says is attached where the pod binds"),
+    "IMP-3": _fabric("it judges binding conditions against the fabric's attach"),
+    "IMP-4": _fabric("it judges an attach failure and the failed fabric device's quarantine"),
+    "IMP-5": _fabric("it judges the detach of a released device"),
+    "IMP-6": _fabric(
+        "it judges one physical device offered both as a fabric entry and as its node-local copy; a node-local device "
+        "has one entry, and no device held by two claims is the scheduler's SCH-9"
+    ),
+    "IMP-7": _fabric("it judges the move of a claim from its fabric device to the hot-plugged node-local copy"),
+    "IMP-8": _fabric("its steps are those of an attach and a detach, staged in the fabric"),
+    "IMP-10": _fabric("it judges the fabric's attachment while the pod runs"),
+    "IMP-11": _fabric("it judges binding conditions against the fabric's attachments"),
+    "IMP-12": _fabric("it judges attachments that outlive their claims"),
+    "IMP-13": _fabric("it judges an attach slowed or hung in the fabric and the detach after a delete in PreBind"),
+    "IMP-14": _fabric("it judges a fabric attach completing after the binding timeout"),
+    "IMP-15": _fabric("it judges a fabric manager out of reach"),
+    "IMP-16": _fabric("it judges the detach of a device attached to a deleted node"),
+    "IMP-18": _fabric("it judges each device's attach and detach"),
+    "IMP-19": _fabric("it judges a device moved through the fabric from one node to another"),
+    "IMP-20": _fabric("it judges a shared claim's one attach and the detach after its last pod"),
+    "NODE-3": _fabric("it orders the kubelet's unprepare before the fabric's detach"),
+}
 
 _SAME = "the same"
 _LOCAL = "bound with the node-local copy of the attached device afterwards"

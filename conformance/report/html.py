@@ -24,8 +24,8 @@ h1{font-size:22px}h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ddd
 table{border-collapse:collapse;width:100%;font-size:13px}th,td{border:1px solid #ddd;padding:4px 6px;
 vertical-align:top;text-align:left}th{background:#f4f4f4}
 .passed,.success{background:#dff3df}.failed,.failure{background:#f8d7d7}.skipped,.partial,.not-covered{background:#fff2cc}
-.not-certified{background:#eee}.verdict{display:inline-block;padding:10px 16px;margin:4px 12px 4px 0;border-radius:6px;
-font-size:15px}pre{white-space:pre-wrap;margin:0;font-size:12px}small{color:#666}
+.not-certified,.not-applicable{background:#eee}.verdict{display:inline-block;padding:10px 16px;margin:4px 12px 4px 0;
+border-radius:6px;font-size:15px}pre{white-space:pre-wrap;margin:0;font-size:12px}small{color:#666}
 .timeline{overflow-x:auto;border:1px solid #eee;margin:6px 0}
 """
 
@@ -44,7 +44,7 @@ def _verdicts(report: dict[str, Any]) -> str:
     for subject, v in found.items():
         reasons = "".join(f"<li><pre>{_e(r)}</pre></li>" for r in v.get("reasons", []))
         out.append(
-            f'<div class="verdict {_e(v["result"])}"><b>{_e(subject)}</b>: {_e(v["result"])}</div>'
+            f'<div class="verdict {_e(v["result"])}"><b>{_e(subject)}</b>: {_e(v.get("summary") or v["result"])}</div>'
             + (f"<ul>{reasons}</ul>" if reasons else "")
         )
     out.append(f"<p>Run result: <b>{_e(report.get('result'))}</b></p>")

@@ -264,6 +264,11 @@ APPLIES: dict[str, Applies] = {
     "IMP-19": _fabric("it judges a device moved through the fabric from one node to another"),
     "IMP-20": _fabric("it judges a shared claim's one attach and the detach after its last pod"),
     "NODE-3": _fabric("it orders the kubelet's unprepare before the fabric's detach"),
+    # The node-local readiness gate's own requirements: a fabric stack's conditions follow its attach (IMP-*).
+    **{
+        f"RDY-{n}": Applies(frozenset({"node-local"}), "it judges the readying of node-local devices, not an attach")
+        for n in range(1, 9)
+    },
 }
 
 _SAME = "the same"

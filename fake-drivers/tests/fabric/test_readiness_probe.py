@@ -9,7 +9,9 @@ from fabric_harness import RunningFabric
 def test_a_device_is_ready_on_its_node_once_its_attach_completed(fabric: RunningFabric) -> None:
     device = fabric.devices[0]["uuid"]
     before = {d["device"]: d for d in fabric.client.get("/v1/readiness").json()["devices"]}
-    assert before[device]["ready"] is False and before[device]["state"] == "unprepared" and before[device]["node"] is None
+    assert (
+        before[device]["ready"] is False and before[device]["state"] == "unprepared" and before[device]["node"] is None
+    )
     response = fabric.client.post(f"/v1/devices/{device}/attach", json={"node": "node-0"})
     assert response.status_code == 200, response.text
     after = {d["device"]: d for d in fabric.client.get("/v1/readiness").json()["devices"]}

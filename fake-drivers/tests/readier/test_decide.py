@@ -11,7 +11,9 @@ NOW = 1000.0
 
 
 def device(name: str, state: str = FREE, failed_at: float | None = None) -> NodeDevice:
-    return NodeDevice(f"uuid-{name}", name, "fake-fpga", {}, state, NODE if state != FREE else None, failed_at, "R", "M")
+    return NodeDevice(
+        f"uuid-{name}", name, "fake-fpga", {}, state, NODE if state != FREE else None, failed_at, "R", "M"
+    )
 
 
 def held(name: str, conditions: dict[str, str] | None = None, allocated_at: float = NOW - 5) -> Held:

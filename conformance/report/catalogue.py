@@ -474,16 +474,17 @@ DOCS: dict[str, Doc] = {
         },
     ),
     "IMP-9": Doc(
-        "least-privilege: for every ServiceAccount of the stack (`serviceAccounts`, `controller.serviceAccount`, those "
-        "processes get with `{sa_kubeconfig:...}`), with its own token: for every verb it may use on "
+        "least-privilege: for every ServiceAccount of the stack (`serviceAccounts`, `controller.serviceAccount`, "
+        "those processes get with `{sa_kubeconfig:...}`), with its own token: for every verb it may use on "
         "`resourceclaims/status`, its own driver's conditions allowed and another driver's refused "
         "(`resourceclaims/driver`; at least one account must write status; an account a `perNode` process runs as "
-        "writes with a token bound to a pod on a node, on a claim allocated there, and needs `associated-node:*`); "
-        "its rules and a catalogue of sensitive rights judged against the minimum of the KEP's roles "
-        "(conformance/suite/implementation/rights.py `MINIMUM`) less the reads every ServiceAccount of the cluster holds; dry-run writes of another driver's ResourceSlice, "
-        "which the cluster must refuse (RBAC cannot restrict slices by driver: the reference installs a "
-        "ValidatingAdmissionPolicy). Every right beyond that fails, naming the account, the rule, where it holds and "
-        "the Role granting it, unless declared in `rights`",
+        "writes with a token bound to a pod on a node, on a claim allocated there, and needs "
+        "`associated-node:*`); its rules and a catalogue of sensitive rights judged against the minimum of the "
+        "KEP's roles (conformance/suite/implementation/rights.py `MINIMUM`) less the reads every ServiceAccount "
+        "of the cluster holds; dry-run writes of another driver's ResourceSlice, which the cluster must refuse "
+        "(RBAC cannot restrict slices by driver: the reference installs a ValidatingAdmissionPolicy). Every right "
+        "beyond that fails, naming the account, the rule, where it holds and the Role granting it, unless "
+        "declared in `rights`",
         skips="on 1.34 and 1.35 status is authorized per claim, not per driver: the refusal test is skipped there "
         "with that reason (the requirement is then partial)",
     ),

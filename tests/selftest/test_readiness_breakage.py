@@ -27,7 +27,9 @@ def _central_rights(tmp_path: Path, profile: Path) -> None:
     text = RBAC.read_text()
     assert NODE_VERBS in text, f"{RBAC} no longer grants {NODE_VERBS}; update this selftest"
     broken = tmp_path / "readier-rbac-arbitrary.yaml"
-    central = 'verbs: ["associated-node:update", "associated-node:patch", "arbitrary-node:update", "arbitrary-node:patch"]'
+    central = (
+        'verbs: ["associated-node:update", "associated-node:patch", "arbitrary-node:update", "arbitrary-node:patch"]'
+    )
     broken.write_text(text.replace(NODE_VERBS, central))
     original = str(ROOT / "fixtures" / "profiles" / "../../fake-drivers/deploy/readier-rbac.yaml")
     content = profile.read_text()

@@ -486,15 +486,17 @@ DOCS: dict[str, Doc] = {
         },
     ),
     "IMP-9": Doc(
-        "least-privilege: for every ServiceAccount of the stack (`serviceAccounts`, `controller.serviceAccount`, those "
-        "processes get with `{sa_kubeconfig:...}`), with its own token: for every verb it may use on "
+        "least-privilege: for every ServiceAccount of the stack (`serviceAccounts`, `controller.serviceAccount`, "
+        "those processes get with `{sa_kubeconfig:...}`), with its own token: for every verb it may use on "
         "`resourceclaims/status`, its own driver's conditions allowed and another driver's refused "
-        "(`resourceclaims/driver`; at least one account must write status); its rules and a catalogue of sensitive "
-        "rights judged against the minimum of the KEP's roles (conformance/suite/implementation/rights.py `MINIMUM`) "
-        "less the reads every ServiceAccount of the cluster holds; dry-run writes of another driver's ResourceSlice, "
-        "which the cluster must refuse (RBAC cannot restrict slices by driver: the reference installs a "
-        "ValidatingAdmissionPolicy). Every right beyond that fails, naming the account, the rule, where it holds and "
-        "the Role granting it, unless declared in `rights`",
+        "(`resourceclaims/driver`; at least one account must write status; an account a `perNode` process runs as "
+        "writes with a token bound to a pod on a node, on a claim allocated there, and needs "
+        "`associated-node:*`); its rules and a catalogue of sensitive rights judged against the minimum of the "
+        "KEP's roles (conformance/suite/implementation/rights.py `MINIMUM`) less the reads every ServiceAccount "
+        "of the cluster holds; dry-run writes of another driver's ResourceSlice, which the cluster must refuse "
+        "(RBAC cannot restrict slices by driver: the reference installs a ValidatingAdmissionPolicy). Every right "
+        "beyond that fails, naming the account, the rule, where it holds and the Role granting it, unless "
+        "declared in `rights`",
         skips="on 1.34 and 1.35 status is authorized per claim, not per driver: the refusal test is skipped there "
         "with that reason (the requirement is then partial)",
     ),
@@ -641,6 +643,62 @@ DOCS: dict[str, Doc] = {
             "counted": "the node is the scenario's own: exactly one device arrives there; " + _COUNTED_LET_GO,
         },
         skips="when no node without node-local devices is reached by a fabric pool",
+    ),
+    "RDY-1": Doc(
+        "readiness-gate (bindingModel node-local): the driver's devices with `bindingConditions` sit in slices with "
+        "a `nodeName`, each with `bindingFailureConditions` and the identity attribute (the readiness probe names "
+        "devices by it); the claim's first allocation carries the same two lists as the slice entries of its devices",
+        skips="bindingModel other than node-local (the fabric models' devices are judged by IMP-1)",
+    ),
+    "RDY-2": Doc(
+        "readiness-gate: one claim of two devices on one node, one of them readied slower (a `slow` fault, where the "
+        "profile has a `faultInjector`): the pod binds with both devices of the profile's driver allocated, and each "
+        "device's binding conditions are reported True in its own `status.devices` entry (per device, not one for "
+        "the claim)",
+        skips="bindingModel other than node-local",
+    ),
+    "RDY-3": Doc(
+        "readiness-gate: each binding condition seen True (watch delivery time) is judged against the first readiness "
+        "probe answer taken after it: the device is ready on the allocation's node, and ready since no later than "
+        "0.5 s after the condition (the two clocks); judged per device, the slowed one too. Also judged in "
+        "readiness-failure, readiness-restart and readiness-burst",
+        skips="bindingModel other than node-local; no `readinessProbe` (whether a device is ready is what it says)",
+    ),
+    "RDY-4": Doc(
+        "readiness-gate: the pod binds on the node its allocation pins, and the first probe answer after the binding "
+        "says every device of the claim is ready there, since no later than 0.5 s after the binding",
+        skips="bindingModel other than node-local; no `readinessProbe`",
+    ),
+    "RDY-5": Doc(
+        "readiness-failure: two devices on one node leased to one claim of one device, a `fail` fault armed on each; "
+        "once the failure condition shows on the device the claim got, the other fault is disarmed. The failure "
+        "condition (one of the result's `bindingFailureConditions`) is True with a reason and a message, the claim is "
+        "allocated again, never again with the failed device, and the pod binds on a device that is ready",
+        skips="bindingModel other than node-local; no `faultInjector` (operation attach = the readying)",
+    ),
+    "RDY-6": Doc(
+        "readiness-restart (runs alone): for every restartable role, three claims of one device each are staged and "
+        "the role is killed and started once for all: a pod created while it is down (before-readying), a readying "
+        "hung across the restart and let go after it (readying-in-flight), a readying let go while it is down so the "
+        "probe says ready with nobody to report it (ready-unreported). Every pod binds, no failure condition, "
+        "conditions True only once ready",
+        skips="bindingModel other than node-local; no `faultInjector`; no restartable role. A role restarted by a "
+        "command cannot be held down: only readying-in-flight runs for it, and the test says so",
+    ),
+    "RDY-7": Doc(
+        "readiness-burst: 8 pods at once (or as many as devices are published), each with its own claim from one "
+        "class of exactly the 8 leased devices: every pod binds, no device is held by two claims at overlapping "
+        "revisions, and each binding and condition is judged against the probe as in RDY-3 and RDY-4",
+        skips="bindingModel other than node-local; fewer than 2 gated devices",
+    ),
+    "RDY-8": Doc(
+        "node-privilege: every account a `perNode` process runs as, with a token bound to a pod on node A: no "
+        "`resourceclaims/driver` `arbitrary-node:update|patch` for the driver; each status verb it holds is refused "
+        "on a claim allocated on node B and allowed on one allocated on A; dry-run writes of the driver's slices for "
+        "node B, for no node, and of node B's published slice are refused. IMP-9 judges the same accounts against the "
+        "KEP's minimum",
+        skips="bindingModel other than node-local; no `perNode` process with a ServiceAccount (a central writer is "
+        "IMP-9's); fewer than two nodes",
     ),
     "SCALE-1": Doc(
         "scale: `--scale-pods` pods (default 16; the KEP's 1000 with `--scale-pods 1000`) with the implementation's "

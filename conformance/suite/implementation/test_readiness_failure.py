@@ -7,16 +7,20 @@ is ready (the readiness probe, where the profile has one).
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
 import pytest
 
 from conformance.cluster.manifests import claim_template, pod_with_claim_template
+from conformance.cluster.waits import WaitTimeout, wait_for
 from conformance.implementation.faults import FaultInjector
+from conformance.observe.slices import device_identity, driver_slices
 from conformance.observe.views import SCHEDULE_S
 from conformance.suite.implementation.readiness import Gate, gated_node, judge, require_model, sampler, wait_bound
 from conformance.suite.scenario import Context, result_fixture, scenario
 
+QUARANTINE_WAIT_S = 90.0
 REASON, MESSAGE = "FPGAProgrammingFailed", "injected by the conformance suite: the bitstream did not load"
 
 
@@ -59,6 +63,7 @@ def readiness_failure(ctx: Context) -> Failure:
                     injector.disarm(fault)  # the reallocation's readying must succeed
             wait_bound(ctx, history, extra_s=timeout)
             gate = judge(ctx, history, node, probe)
+        _offered_again(ctx, failed_identity)
     seen = Failure(gate, first, failed_identity)
     failed_at = first["device"]
     for a in gate.allocations:
@@ -67,6 +72,23 @@ def readiness_failure(ctx: Context) -> Failure:
     if gate.ready_to_bind is not None:
         ctx.measure("ready_to_bind_after_failure_seconds", gate.ready_to_bind)
     return seen
+
+
+def _offered_again(ctx: Context, identity: str | None) -> None:
+    """Hold the lease until the failed device is published again (its quarantine over), so the next scenario that
+    leases it is not left waiting for a device the scheduler cannot pick; not a requirement: bounded, never fails."""
+    if identity is None:
+        return
+    attribute, driver = ctx.profile.identity_attribute, ctx.profile.driver
+
+    def published() -> bool:
+        slices = driver_slices(ctx.cluster, driver)
+        return any(
+            device_identity(d, attribute, driver) == identity for s in slices for d in s["spec"].get("devices") or []
+        )
+
+    with contextlib.suppress(WaitTimeout):
+        wait_for(published, bool, timeout=QUARANTINE_WAIT_S, expected=f"{identity} published again")
 
 
 failure = result_fixture("failure", "readiness-failure")

@@ -401,7 +401,9 @@ def scenarios(
     # still on their way. Past the promise the run goes on; scenarios that need what is missing fail with the cause.
     watcher = InvariantWatcher(recorder, prof.driver, prof.identity_attribute).start()
     publish = PublishLog(pytestconfig.stash.get(_READY_KEY, time.time()), prof.promises.publish_s)
-    slices = settled_slices(cluster, prof, publish, watcher.live_nodes, any(sc.remote for sc in selected))
+    # A node without node-local devices reached by a fabric pool: owed only where there is a fabric.
+    need_remote = prof.has_fabric and any(sc.remote for sc in selected)
+    slices = settled_slices(cluster, prof, publish, watcher.live_nodes, need_remote)
     if publish.owed:
         say(
             f"the implementation still owes, {publish.rel(time.time())} after its readiness (promises.publishSeconds="
@@ -415,12 +417,14 @@ def scenarios(
     )
     pool.refresh(slices, watcher.live_nodes(), counted=prof.fabric_entries == "counted")
     _mark(pytestconfig, "devicesRead")
-    kinds = [d.kind for d in pool.devices.values()]
+    kinds = [d.kind for d in pool.devices.values()]  # "fabric": some copy carries binding conditions
     counted = ", ".join(f"{c.pool}/{c.model}: {c.entries}" for c in pool.counted.values())
-    say(
-        f"devices of {prof.driver}: {kinds.count('fabric')} fabric, {kinds.count('local')} node-local"
-        + (f"; count entries {counted}" if counted else "")
+    found = (
+        f"{kinds.count('fabric')} fabric, {kinds.count('local')} node-local"
+        if prof.has_fabric  # node-local: every device is on its node; no fabric to name
+        else f"{kinds.count('fabric')} node-local with binding conditions, {kinds.count('local')} without"
     )
+    say(f"devices of {prof.driver}: {found}" + (f"; count entries {counted}" if counted else ""))
     if prof.fabric_entries == "counted":  # offered count entries never above the fabric's free count
         watcher.model_attribute = prof.model_attribute
         watcher.counted_persist_s = prof.promises.attach_s
@@ -719,10 +723,13 @@ class RequirementReporter:
                 )
             self.requirement_of[item.nodeid] = marker.args[0]
             self.module_of[item.nodeid] = getattr(getattr(item, "module", None), "__name__", "")
-            if why := CATALOGUE[marker.args[0]].not_applicable(self.model):  # not run; reported not-applicable
+            req = CATALOGUE[marker.args[0]]
+            if why := req.not_applicable(self.model):  # not run (no fixture either): reported not-applicable
                 item.add_marker(pytest.mark.skip(reason=NOT_APPLICABLE_PREFIX + why))
+                for label in (allure.epic("KEP-5007"), allure.feature(req.area), allure.story(req.id)):
+                    item.add_marker(label)
                 item.add_marker(allure.tag(NOT_APPLICABLE))
-                item.user_properties += [("requirement", marker.args[0]), ("outcome", NOT_APPLICABLE)]
+                item.user_properties += [("requirement", req.id), ("level", req.level), ("outcome", NOT_APPLICABLE)]
         # Run-wide judgements last: by then every selected scenario has started, and they wait for all to end.
         items.sort(key=lambda item: item.get_closest_marker("run_wide") is not None)
         modules = {item.module.__name__ for item in items if isinstance(item, pytest.Function)}
@@ -832,7 +839,7 @@ class RequirementReporter:
                 "url": profile.url,
                 "driver": profile.driver,
                 "bindingModel": profile.binding_model,
-                "fabricEntries": profile.fabric_entries,
+                **({"fabricEntries": profile.fabric_entries} if profile.has_fabric else {}),  # none without a fabric
                 "file": str(loaded.path),
             }
         run["wallSeconds"] = round(time.monotonic() - self.started, 1)

@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conformance.docs.requirement_reference import render
 from conformance.implementation import profile as profile_module
-from conformance.implementation.profile import API_VERSION, KIND, load_profile
+from conformance.implementation.profile import API_VERSION, KIND, Profile, load_profile
+from conformance.observe.publishing import count_shortfall, devices_published
 from conformance.report.catalogue import APPLIES, BINDING_MODELS, CATALOGUE, FABRIC_MODELS, REQUIREMENTS
 from conformance.report.outcomes import (
     Outcomes,
@@ -22,7 +24,8 @@ from conformance.report.outcomes import (
     write_certification_junit,
 )
 from conformance.report.verdict import EXIT_PARTIAL, exit_status, judge, overall, verdicts
-from conformance.suite.profilecheck import plan
+from conformance.suite.profilecheck import plan, suite_modules
+from conformance.suite.scenario import REGISTRY
 
 pytest_plugins = ["pytester"]
 
@@ -91,12 +94,15 @@ def test_not_applicable_never_hides_a_failure_or_a_missing_must() -> None:
     assert found.result == "failure" and found.shown.startswith("failure (")
 
 
-def test_the_same_requirements_apply_to_fabric_models() -> None:
+def test_fabric_models_count_out_only_the_readiness_gates_requirements() -> None:
     summary = _summary("keep-in-pool")
-    # every requirement but the node-local readiness gate's own (RDY-*)
-    assert not [i for i, e in summary.items() if e["outcome"] == "not-applicable" and not i.startswith("RDY-")]
-    shown = judge(summary, "implementation", model="keep-in-pool").shown
-    assert shown == "success (8 requirements not applicable to bindingModel keep-in-pool)", shown
+    apart = sorted(rid for rid, e in summary.items() if e["outcome"] == "not-applicable")
+    assert apart == sorted(rid for rid, a in APPLIES.items() if "keep-in-pool" not in a.models)
+    assert all(rid.startswith("RDY-") for rid in apart)
+    assert summary[apart[0]]["reason"].startswith("not applicable to bindingModel keep-in-pool: only to node-local (")
+    found = judge(summary, "implementation", model="keep-in-pool")
+    assert found.result == "success"
+    assert found.shown == f"success ({len(apart)} requirements not applicable to bindingModel keep-in-pool)"
 
 
 def test_certification_junit_marks_them_apart(tmp_path: Path) -> None:
@@ -168,3 +174,30 @@ def test_an_applicable_must_skipped_on_node_local_is_still_partial(pytester: pyt
     result = pytester.runpytest("-p", "no:cacheprovider", f"--profile={profile}")
     assert result.ret == EXIT_PARTIAL
     result.stdout.fnmatch_lines(["*IMP-17 MUST skipped*", "*1 skipped, 1 not applicable*"])
+
+
+def _gated_slice(node: str, devices: int) -> dict:
+    device = {"name": "d", "bindingConditions": ["x/ready"], "bindingFailureConditions": ["x/failed"]}
+    return {"spec": {"driver": "x", "pool": {"name": node}, "nodeName": node, "devices": [device] * devices}}
+
+
+def test_a_node_local_profile_owes_its_gated_devices_and_no_fabric() -> None:
+    """published.fabricDevices counts a readiness gate's node-local devices with conditions; no fabric is owed."""
+    base = {"apiVersion": API_VERSION, "kind": KIND, "name": "p", "version": "1", "driver": "x"}
+    prof = Profile.model_validate({**base, "bindingModel": "node-local", "published": {"fabricDevices": 6}})
+    slices = [_gated_slice("node-0", 4), _gated_slice("node-1", 1)]
+    assert count_shortfall(slices, prof) == ["5 of 6 node-local devices with binding conditions published"]
+    assert devices_published(slices, prof) == (5, "node-local devices with binding conditions on 2 nodes")
+    assert count_shortfall([*slices, _gated_slice("node-2", 1)], prof) == []
+    fabric = Profile.model_validate({**base, "published": {"fabricDevices": 1}})
+    assert count_shortfall(slices, fabric) == ["0 of 1 fabric devices published"]  # node-local copies are no fabric
+
+
+def test_the_requirement_reference_says_where_each_requirement_applies() -> None:
+    suite_modules()
+    reqs = tuple(r for r in REQUIREMENTS if r.id in ("IMP-2", "IMP-17", "RDY-1") and r.doc is not None)
+    page = render(reqs, list(REGISTRY.values()), {})
+    assert "| [IMP-2](#imp-2) | MUST | implementation | keep-in-pool, reschedule-to-local |" in page
+    assert "**Applies to.** bindingModel `keep-in-pool`, `reschedule-to-local` only; `not-applicable`" in page
+    assert "| node-local readiness gate (no fabric) | not applicable: not run, counted out |" in page
+    assert "**Applies to.** every binding model." in page

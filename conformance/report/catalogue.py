@@ -63,12 +63,20 @@ def _fabric(why: str) -> Applies:
     return Applies(FABRIC_MODELS, why)
 
 
+def _gate(fabric: str) -> Applies:
+    """A requirement of the node-local readiness gate; `fabric`: the requirements that judge a fabric's gate."""
+    return Applies(
+        frozenset({"node-local"}), f"it judges a node-local readiness gate; a fabric's is its attach: {fabric}"
+    )
+
+
 # The designs an implementation may have (profile bindingModel x fabricEntries) that the requirement reference tells
 # apart: what a requirement's check asks of each, where that differs (Doc.models).
 DESIGNS: dict[str, str] = {
     "keep-in-pool": "keep-in-pool, identified entries",
     "reschedule-to-local": "reschedule-to-local, identified entries",
     "counted": "reschedule-to-local, counted entries",
+    "node-local": "node-local readiness gate (no fabric)",
 }
 
 
@@ -264,11 +272,15 @@ APPLIES: dict[str, Applies] = {
     "IMP-19": _fabric("it judges a device moved through the fabric from one node to another"),
     "IMP-20": _fabric("it judges a shared claim's one attach and the detach after its last pod"),
     "NODE-3": _fabric("it orders the kubelet's unprepare before the fabric's detach"),
-    # The node-local readiness gate's own requirements: a fabric stack's conditions follow its attach (IMP-*).
-    **{
-        f"RDY-{n}": Applies(frozenset({"node-local"}), "it judges the readying of node-local devices, not an attach")
-        for n in range(1, 9)
-    },
+    # The node-local readiness gate's own requirements: a fabric device's gate is its attach, which IMP-* judge.
+    "RDY-1": _gate("IMP-1"),
+    "RDY-2": _gate("IMP-3, IMP-18"),
+    "RDY-3": _gate("IMP-3, IMP-11"),
+    "RDY-4": _gate("IMP-2"),
+    "RDY-5": _gate("IMP-4"),
+    "RDY-6": _gate("IMP-8"),
+    "RDY-7": _gate("IMP-6"),
+    "RDY-8": _gate("IMP-9"),
 }
 
 _SAME = "the same"
@@ -551,9 +563,10 @@ DOCS: dict[str, Doc] = {
         "(not judgeable)",
     ),
     "NODE-1": Doc(
-        "kubelet-path: a pod pinned to a node without node-local devices gets a leased fabric device and binds; on "
-        "a node with a real kubelet its container must start, and crictl on the node must show CDI devices for it "
-        "that resolve in a CDI spec on that node, with every environment edit of those devices in the container",
+        "kubelet-path: a pod pinned to a node without node-local devices gets a leased fabric device (for a node-local "
+        "readiness gate: a node's own device with binding conditions) and binds; on a node with a real kubelet its "
+        "container must start, and crictl on the node must show CDI devices for it that resolve in a CDI spec on "
+        "that node, with every environment edit of those devices in the container",
         skips=_NODE_SKIPS,
     ),
     "NODE-2": Doc(
@@ -580,6 +593,8 @@ DOCS: dict[str, Doc] = {
             "keep-in-pool": "its own pod binds on the fabric allocation while the other claims live",
             "reschedule-to-local": "its own pod binds on the node-local copy while the other claims live",
             "counted": "its own pod binds on capacity of a node the scenario has to itself",
+            "node-local": "its own pod, pinned to a node with its devices, binds there with a device of that node's "
+            "own slices (no fabric to ask), reached without a failure or an in-place edit",
         },
     ),
     "IMP-18": Doc(
@@ -686,8 +701,10 @@ DOCS: dict[str, Doc] = {
         "IMP-9's); fewer than two nodes",
     ),
     "SCALE-1": Doc(
-        "scale: `--scale-pods` pods (default 16; the KEP's 1000 with `--scale-pods 1000`) with fabric devices wait in "
-        "PreBind and all bind, none lost; then as many with node-local devices only, for the throughput ratio",
-        skips="needs as many fabric devices as pods; " + _NO_NODE,
+        "scale: `--scale-pods` pods (default 16; the KEP's 1000 with `--scale-pods 1000`) with the implementation's "
+        "devices with binding conditions (fabric devices; for a node-local readiness gate its node-local ones, the "
+        "latency measured as `ready_to_bind_seconds`) wait in PreBind and all bind, none lost; then as many with "
+        "suite-owned node-local devices without conditions, for the throughput ratio",
+        skips="needs as many devices with binding conditions as pods; " + _NO_NODE,
     ),
 }

@@ -144,12 +144,19 @@ def _requirements(report: dict[str, Any], present: set[str]) -> str:
 
 
 def _scenarios(report: dict[str, Any], timelines: dict[str, dict[str, Any]], present: set[str]) -> str:
+    # A node-local readiness gate has no fabric: its lanes show no attach, and the legend says nothing of one.
+    fabric = (report.get("implementation") or {}).get("bindingModel") != "node-local"
+    legend = (
+        "(green), attached in the fabric (orange). The dashed line is the scenario's end; a device's lane follows "
+        "the fabric until its detach."
+        if fabric
+        else "(green). The dashed line is the scenario's end."
+    )
     out = [
         '<h2 id="scenarios">Scenarios and their timelines</h2>',
         "<p><small>Times are seconds from the scenario's start. Red diamonds are the moments that decide a "
-        "requirement (hover for time, detail, resourceVersion); bars: allocated (blue), conditions ready / pod bound "
-        "(green), attached in the fabric (orange). The dashed line is the scenario's end; a device's lane follows "
-        "the fabric until its detach.</small></p>",
+        f"requirement (hover for time, detail, resourceVersion); bars: allocated (blue), conditions ready / pod bound "
+        f"{legend}</small></p>",
     ]
     index = []
     for name, entry in sorted((report.get("scenarios") or {}).items()):

@@ -645,9 +645,10 @@ DOCS: dict[str, Doc] = {
         skips="when no node without node-local devices is reached by a fabric pool",
     ),
     "RDY-1": Doc(
-        "readiness-gate (bindingModel node-local): the driver's devices with `bindingConditions` sit in slices with "
-        "a `nodeName`, each with `bindingFailureConditions` and the identity attribute (the readiness probe names "
-        "devices by it); the claim's first allocation carries the same two lists as the slice entries of its devices",
+        "readiness-gate (bindingModel node-local): the driver's devices with `bindingConditions` are node-local "
+        "(no `allNodes` slice, no `bindsToNode`), each with `bindingFailureConditions` and the identity attribute "
+        "(the readiness probe names devices by it); the claim's first allocation carries the same two lists as "
+        "the slice entries of its devices",
         skips="bindingModel other than node-local (the fabric models' devices are judged by IMP-1)",
     ),
     "RDY-2": Doc(
@@ -670,10 +671,11 @@ DOCS: dict[str, Doc] = {
         skips="bindingModel other than node-local; no `readinessProbe`",
     ),
     "RDY-5": Doc(
-        "readiness-failure: two devices on one node leased to one claim of one device, a `fail` fault armed on each; "
-        "once the failure condition shows on the device the claim got, the other fault is disarmed. The failure "
-        "condition (one of the result's `bindingFailureConditions`) is True with a reason and a message, the claim is "
-        "allocated again, never again with the failed device, and the pod binds on a device that is ready",
+        "readiness-failure: two devices on one node leased to one claim of one device, a `fail` fault armed on "
+        "each (for 5 readyings: a stack may retry before it reports); once the failure condition shows on the "
+        "device the claim got, the other fault is disarmed. The failure condition (one of the result's "
+        "`bindingFailureConditions`) is True with a reason and a message, the claim is allocated again, never "
+        "again with the failed device, and the pod binds on a device that is ready",
         skips="bindingModel other than node-local; no `faultInjector` (operation attach = the readying)",
     ),
     "RDY-6": Doc(

@@ -73,14 +73,16 @@ def test_node_local_devices_carry_the_conditions_and_the_allocation_copies_them(
     published: dict[tuple[str, str], dict[str, object]] = {}
     for s in gate.slices:
         for d in s["spec"].get("devices") or []:
-            published[(s["spec"]["pool"]["name"], d["name"])] = {**d, "nodeName": s["spec"].get("nodeName")}
+            published[(s["spec"]["pool"]["name"], d["name"])] = {**d, "allNodes": s["spec"].get("allNodes")}
     gated = [k for k, d in published.items() if d.get("bindingConditions")]
     assert gated, f"no device of {prof.driver} is published with bindingConditions"
     problems = []
     for key in gated:
         d = published[key]
-        if not d.get("nodeName"):
-            problems.append(f"{key}: a device with binding conditions in a slice without nodeName (a fabric pool?)")
+        if d.get("allNodes") or d.get("bindsToNode"):
+            problems.append(
+                f"{key}: a device with binding conditions offered as a fabric device (allNodes/bindsToNode)"
+            )
         if not d.get("bindingFailureConditions"):
             problems.append(f"{key}: bindingConditions without bindingFailureConditions")
         if not device_identity(d, prof.identity_attribute, prof.driver):  # type: ignore[arg-type]

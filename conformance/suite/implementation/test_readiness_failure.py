@@ -49,7 +49,8 @@ def readiness_failure(ctx: Context) -> Failure:
     url = ctx.implementation.resolve(ctx.profile.fault_injector.url)
     timeout = ctx.profile.promises.attach_s + 2 * 5.0 + SCHEDULE_S
     with FaultInjector(url, frozenset(lease.identities)) as injector, sampler(ctx, lease) as probe:
-        faults = {d: injector.arm("fail", d, reason=REASON, message=MESSAGE) for d in lease.identities}
+        # count: a stack may retry a readying before it reports the failure
+        faults = {d: injector.arm("fail", d, count=5, reason=REASON, message=MESSAGE) for d in lease.identities}
         with ctx.history(ns) as history:
             ctx.objects.create(pod_with_claim_template("app", "gpu"), ns)
             first = history.wait(

@@ -242,7 +242,10 @@ def ensure_engine(progress: Progress = _print, state: Path | None = None) -> Eng
     with users.lock():
         shared = users.started_dockerd()
         if shared is not None:  # a suite-started dockerd (maybe still coming up, or left by a crashed run)
-            _wait_answering(lambda: None, state / "dockerd.log")
+            if (problem := docker_problem()) is not None:
+                if shutil.which("docker") is None or os.environ.get(START_ENV) == "never":
+                    raise EngineError(problem)  # no client to talk to it; or told to use only an answering engine
+                _wait_answering(lambda: None, state / "dockerd.log")
             progress(f"using the dockerd the suite started earlier (pid {shared}), with a lease")
             return Engine(log=state / "dockerd.log", progress=progress, users=users, lease=users.join(), pid=shared)
         if (problem := docker_problem()) is None:

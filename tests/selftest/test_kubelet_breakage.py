@@ -37,7 +37,7 @@ def _broken_plugin(tmp_path: Path, flag: str, list_claims: bool) -> Path:
     manifest.write_text(broken)
     return profile_variant(
         tmp_path,
-        '"{profile_dir}/../../fake-drivers/deploy/base/kubelet-plugin.yaml"',
+        f'"{ROOT / "fixtures" / "profiles"}/../../fake-drivers/deploy/base/kubelet-plugin.yaml"',
         f'"{manifest}"',
         source="reference-kind.yaml",
     )

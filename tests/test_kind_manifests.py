@@ -51,7 +51,8 @@ def test_every_object_names_its_namespace_and_every_container_the_reference_imag
     assert all(o["metadata"].get("namespace") == NAMESPACE for o in objects if o["kind"] not in cluster_scoped)
     assert {c["image"] for c in _containers(objects)} == {REFERENCE_IMAGE}
     commands = {c["command"][0] for c in _containers(objects)}
-    assert commands == {"fake-fabric-manager", "fake-node-driver", "reference-controller", "fake-kubelet-plugin"}
+    # The node half is the Go kubelet plugin (a DaemonSet publishing each node's slice), not the Python node driver.
+    assert commands == {"fake-fabric-manager", "reference-controller", "fake-kubelet-plugin"}
 
 
 def test_config_map_fits_the_kind_cluster_and_the_components_accept_it() -> None:

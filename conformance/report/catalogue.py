@@ -592,8 +592,9 @@ DOCS: dict[str, Doc] = {
     ),
     "NODE-2": Doc(
         "kubelet-path: the CDI spec files that resolve the container's devices and were not on the node before the "
-        "pod (the ones written for this claim) must be newer than the pod's PodScheduled transition: prepared on the "
-        "allocated node, not before the binding",
+        "pod (the ones written for this claim) must be newer than the pod's PodScheduled transition, and the fabric "
+        "probe's first answer sent at or after each file was written must list the device attached to that node: "
+        "prepared on the allocated node, not before the binding, never a device not attached there",
         skips=_NODE_SKIPS + "; when the devices resolve only in specs that were there before the pod (static specs)",
     ),
     "NODE-3": Doc(

@@ -71,19 +71,19 @@ def _can(cluster: Cluster, service_account: str, verb: str, resource: str) -> bo
 def test_new_service_accounts_get_exactly_their_rules(
     cluster: Cluster, fabric_namespace: str, objects: ObjectTracker
 ) -> None:
-    """The node driver's and kubelet plugin's RBAC (new here; the controller's is fake-drivers' test_rbac.py)."""
+    """The kubelet plugin's RBAC (new here; the controller's is fake-drivers' test_rbac.py)."""
     rbac = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding"}
-    for doc in manifest_objects([DEPLOY / "base" / "node-driver.yaml", DEPLOY / "base" / "kubelet-plugin.yaml"]):
+    for doc in manifest_objects([DEPLOY / "base" / "kubelet-plugin.yaml"]):
         if doc["kind"] in rbac:
             objects.create(doc)
     expected = {
-        ("fake-node-driver", "create", "resourceslices.resource.k8s.io"): True,
-        ("fake-node-driver", "delete", "resourceslices.resource.k8s.io"): True,
-        ("fake-node-driver", "get", "resourceclaims.resource.k8s.io"): False,
-        ("fake-node-driver", "create", "pods"): False,
         ("fake-kubelet-plugin", "get", "resourceclaims.resource.k8s.io"): True,
+        ("fake-kubelet-plugin", "list", "resourceclaims.resource.k8s.io"): False,
         ("fake-kubelet-plugin", "update", "resourceclaims.resource.k8s.io/status"): False,
-        ("fake-kubelet-plugin", "list", "resourceslices.resource.k8s.io"): False,
+        ("fake-kubelet-plugin", "create", "resourceslices.resource.k8s.io"): True,
+        ("fake-kubelet-plugin", "list", "resourceslices.resource.k8s.io"): True,
+        ("fake-kubelet-plugin", "get", "nodes"): True,
+        ("fake-kubelet-plugin", "create", "pods"): False,
     }
     wait_for(
         lambda: {key: _can(cluster, *key) for key in expected},

@@ -1,6 +1,7 @@
 """The kind provider for real: the built kind, the node image of the release, a Docker engine (the running one, or a
-dockerd the provider starts and stops). The cluster comes up with every worker Ready and labelled, a pod runs on a
-worker's containerd, and stop() leaves nothing: no cluster, no node container, no work folder, no dockerd it started.
+dockerd the provider starts, stopped by its last user). The cluster comes up with every worker Ready and labelled, a
+pod runs on a worker's containerd, and stop() leaves nothing: no cluster, no node container, no work folder, no
+dockerd it started (unless another run still shares it).
 
 Needs the node image (`make kind-image`, or kind's own image where a registry serves it) and the reference image
 the provider loads; without them the test is skipped with the command that builds them.
@@ -86,8 +87,10 @@ def test_kind_cluster_comes_up_runs_a_pod_and_leaves_nothing(
         provider.stop()
     assert f"kind cluster {CLUSTER_NAME} deleted" in said
     assert not kind_workdir(CLUSTER_NAME).exists() and not (tmp_path / ".pytest-kind" / CLUSTER_NAME).exists()
-    if started_dockerd:
-        assert any("stopping the dockerd this run started" in m for m in said), said
+    if started_dockerd and any("other user(s) hold a lease" in m for m in said):
+        pass  # another run shares the suite-started dockerd: its last user stops it (tests/test_engine_users.py)
+    elif started_dockerd:
+        assert any(m.startswith("stopping the dockerd") for m in said), said
         assert subprocess.run(["docker", "info"], capture_output=True, timeout=60).returncode != 0
     else:
         assert not _node_containers(), "node containers left behind"

@@ -1,4 +1,5 @@
-"""A Docker engine for kind: the one already running, else Debian's docker.io started by the suite (and stopped after).
+"""A Docker engine for kind: the one already running, else Debian's docker.io started by the suite (and stopped by its
+last user: runs sharing it hold leases, engine_users.py).
 
 On a machine with a normal Docker nothing here is done. Where none answers, the suite installs Debian's docker.io,
 debootstrap and iptables (apt, --no-install-recommends) and starts dockerd itself (no init system): overlay2,
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from conformance.cluster.kind.engine_users import EngineUsers, process_start
 from conformance.cluster.kind.tools import docker_problem
 from conformance.cluster.toolchain.cache import default_cache_root
 from conformance.cluster.waits import wait_for
@@ -124,29 +126,77 @@ def missing_capabilities() -> list[str]:
 
 @dataclass
 class Engine:
-    """The engine kind talks to; `process` is set only when this run started dockerd (and so stops it)."""
+    """The engine kind talks to. `lease` is set when it is a dockerd the suite started (this run or another): this run
+    is one of its users, and stop() stops it only when no other user is left. `process`: this run started it."""
 
     process: subprocess.Popen[bytes] | None = None
     log: Path | None = None
     progress: Progress = print
+    users: EngineUsers | None = None
+    lease: str | None = None
+    pid: int | None = None  # the suite-started dockerd's pid
 
     @property
     def started_here(self) -> bool:
-        return self.process is not None
+        """The suite started this dockerd (this run or another that shares it): it is stopped by its last user."""
+        return self.lease is not None
+
+    def keep(self) -> str:
+        """Leave dockerd running past this run (a kept cluster): the lease stays until removed by hand."""
+        assert self.users is not None and self.lease is not None
+        with self.users.lock():
+            kept = self.users.keep(self.lease)
+        self.lease = None
+        return f"pid {self.pid}; once the cluster is deleted: rm {kept} && kill {self.pid}"
 
     def stop(self) -> None:
-        if self.process is None:
+        if self.lease is None or self.users is None:
             return
-        proc, self.process = self.process, None
-        self.progress(f"stopping the dockerd this run started (pid {proc.pid})")
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGTERM)
+        lease, self.lease = self.lease, None
+        with self.users.lock():
+            others = self.users.leave(lease)
+            if others:
+                self.progress(
+                    f"leaving the dockerd the suite started (pid {self.pid}) running: {len(others)} other user(s) "
+                    f"hold a lease ({', '.join(others)})"
+                )
+                return
+            if self.users.started_dockerd() != self.pid:
+                return  # gone already (stopped by hand, crashed)
+            who = "this run" if self.process is not None else "an earlier run"
+            self.progress(f"stopping the dockerd {who} started (pid {self.pid}): no other user is left")
+            _terminate(self.pid, self.process)
+            self.users.forget_dockerd()
+
+
+def _terminate(pid: int | None, process: subprocess.Popen[bytes] | None) -> None:
+    """SIGTERM, then SIGKILL to its process group after STOP_TIMEOUT_S; waits for the end (reaps our own child)."""
+    assert pid is not None
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    if process is not None:
         try:
-            proc.wait(timeout=STOP_TIMEOUT_S)
+            process.wait(timeout=STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+                os.killpg(pid, signal.SIGKILL)
+            process.wait()
+        return
+    try:
+        _wait_gone(pid, STOP_TIMEOUT_S)
+    except AssertionError:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+        _wait_gone(pid, 10.0)
+
+
+def _wait_gone(pid: int, timeout: float) -> None:
+    wait_for(
+        lambda: process_start(pid),
+        lambda start: start is None,
+        timeout=timeout,
+        expected=f"dockerd (pid {pid}) to exit",
+    )
 
 
 def _print(message: str) -> None:
@@ -180,40 +230,60 @@ class EngineError(RuntimeError):
     """No Docker engine, and none could be started here."""
 
 
+def dockerd_command(state: Path) -> list[str]:
+    return ["dockerd", "--storage-driver", "overlay2", "--iptables=true", "--pidfile", str(state / "dockerd.pid")]
+
+
 def ensure_engine(progress: Progress = _print, state: Path | None = None) -> Engine:
-    """The running engine (nothing done), else a dockerd started now (Engine.stop stops it)."""
-    if (problem := docker_problem()) is None:
-        return Engine(progress=progress)
-    if not sys.platform.startswith("linux") or os.environ.get(START_ENV) == "never":
-        raise EngineError(problem)
-    install_packages(progress)
+    """The running engine (nothing done; a lease on it if the suite started it), else a dockerd started now with this
+    run's lease. Engine.stop leaves; the last user stops a suite-started dockerd."""
     state = state or default_cache_root() / "docker"
-    state.mkdir(parents=True, exist_ok=True)
-    cmd = ["dockerd", "--storage-driver", "overlay2", "--iptables=true", "--pidfile", str(state / "dockerd.pid")]
-    if drop := missing_capabilities():
-        wrapper = state / "runc-wrapper"
-        real = shutil.which("runc") or "/usr/sbin/runc"
-        wrapper.write_text(_WRAPPER.format(drop=sorted(drop), real=real))
-        wrapper.chmod(0o755)
-        cmd += ["--add-runtime", f"{RUNTIME}={wrapper}", "--default-runtime", RUNTIME]
-        progress(f"no {', '.join(drop)} here: containers run through {wrapper}, which drops them")
-    log = state / "dockerd.log"
-    progress(f"no Docker engine answers: starting dockerd (log {log})")
-    with log.open("ab") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=out, stdin=subprocess.DEVNULL, start_new_session=True)
-    engine = Engine(proc, log, progress)
+    users = EngineUsers(state)
+    with users.lock():
+        shared = users.started_dockerd()
+        if shared is not None:  # a suite-started dockerd (maybe still coming up, or left by a crashed run)
+            if (problem := docker_problem()) is not None:
+                if shutil.which("docker") is None or os.environ.get(START_ENV) == "never":
+                    raise EngineError(problem)  # no client to talk to it; or told to use only an answering engine
+                _wait_answering(lambda: None, state / "dockerd.log")
+            progress(f"using the dockerd the suite started earlier (pid {shared}), with a lease")
+            return Engine(log=state / "dockerd.log", progress=progress, users=users, lease=users.join(), pid=shared)
+        if (problem := docker_problem()) is None:
+            return Engine(progress=progress)
+        if not sys.platform.startswith("linux") or os.environ.get(START_ENV) == "never":
+            raise EngineError(problem)
+        install_packages(progress)
+        state.mkdir(parents=True, exist_ok=True)
+        cmd = dockerd_command(state)
+        if drop := missing_capabilities():
+            wrapper = state / "runc-wrapper"
+            real = shutil.which("runc") or "/usr/sbin/runc"
+            wrapper.write_text(_WRAPPER.format(drop=sorted(drop), real=real))
+            wrapper.chmod(0o755)
+            cmd += ["--add-runtime", f"{RUNTIME}={wrapper}", "--default-runtime", RUNTIME]
+            progress(f"no {', '.join(drop)} here: containers run through {wrapper}, which drops them")
+        log = state / "dockerd.log"
+        progress(f"no Docker engine answers: starting dockerd (log {log})")
+        with log.open("ab") as out:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=out, stdin=subprocess.DEVNULL, start_new_session=True)
+        users.record_dockerd(proc.pid)
+        engine = Engine(proc, log, progress, users, users.join(), proc.pid)
     try:
-        wait_for(
-            lambda: (proc.poll(), docker_problem()),
-            lambda seen: seen[0] is not None or seen[1] is None,
-            timeout=START_TIMEOUT_S,
-            expected="dockerd to answer `docker info`",
-            describe=lambda seen: f"(exit status, problem) = {seen}; log {log}",
-        )
+        _wait_answering(proc.poll, log)
     except BaseException:
         engine.stop()
         raise
     if proc.poll() is not None:
-        engine.process = None
+        engine.stop()
         raise EngineError(f"dockerd exited {proc.returncode}: {log.read_text(errors='replace')[-2000:]}")
     return engine
+
+
+def _wait_answering(exited: Callable[[], int | None], log: Path) -> None:
+    wait_for(
+        lambda: (exited(), docker_problem()),
+        lambda seen: seen[0] is not None or seen[1] is None,
+        timeout=START_TIMEOUT_S,
+        expected="dockerd to answer `docker info`",
+        describe=lambda seen: f"(exit status, problem) = {seen}; log {log}",
+    )

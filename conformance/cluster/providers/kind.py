@@ -207,10 +207,7 @@ class KindProvider:
         finally:
             engine, self.engine = self.engine, None
             if engine is not None and engine.started_here and self.keep:
-                assert engine.process is not None
-                self.progress(
-                    f"leaving the dockerd this run started running for the kept cluster: pid {engine.process.pid}"
-                )
+                self.progress(f"leaving the dockerd the suite started running for the kept cluster: {engine.keep()}")
             elif engine is not None:
                 engine.stop()  # only a dockerd this run started
 

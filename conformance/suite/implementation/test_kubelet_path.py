@@ -4,7 +4,8 @@ One pod, pinned to a node without node-local devices, gets a fabric device as in
 readiness gate: one of its node's own devices with binding conditions); on a node with
 a real kubelet its container must then start with the device: the kubelet called NodePrepareResources of the
 driver's kubelet plugin for the claim, got CDI device names back and handed them to the container runtime, which
-applied the CDI spec's edits. Read from the node itself (kind: the node is a Docker container): crictl's view of the
+applied the CDI spec's edits. The spec must be written after the binding, once the fabric lists the device attached
+to that node (NODE-2). Read from the node itself (kind: the node is a Docker container): crictl's view of the
 container (the CDI devices the kubelet asked for, the environment the container runs with) and the CDI specs on the
 node (which file resolves each device, and when it was written). Then the pod and claim are deleted and the node and
 the fabric probe are sampled together: the device's CDI spec must be gone (NodeUnprepareResources) no later than the
@@ -48,6 +49,9 @@ class KubeletPath:
     missing_env: list[str] = field(default_factory=list)  # edits of a resolved device absent from the container
     prepared_at: dict[str, float] = field(default_factory=dict)  # spec file written for this claim -> mtime
     static: list[str] = field(default_factory=list)  # resolving spec files that were there before the pod
+    # Spec files written while the device was not attached to the node: what the fabric probe's first answer sent
+    # at or after the file's mtime said of the device ((node, state) or None).
+    unattached: dict[str, tuple[str, str] | None] = field(default_factory=dict)
     # Release: seconds from the deletion until the spec was gone / the probe no longer listed the device attached.
     spec_gone_s: float | None = None
     detached_s: float | None = None
@@ -102,6 +106,11 @@ def kubelet_path(ctx: Context) -> KubeletPath:
             files.add(spec.path)
             seen.prepared_at[spec.path] = spec.mtime
         seen.missing_env += [e for e in edits["env"] if e not in runtime.env]
+    if identity:
+        for path_, written in seen.prepared_at.items():
+            fabric_said = probe.after(written).get(identity)
+            if fabric_said != (node, "attached"):
+                seen.unattached[path_] = fabric_said
 
     # Graceful: the kubelet stops the container and unprepares the claim before the pod object goes (then the
     # claim made from the template is deallocated and collected). A forced deletion would race the kubelet.
@@ -149,6 +158,11 @@ def test_the_container_starts_with_its_cdi_device(path: KubeletPath) -> None:
 
 
 def _claim_specs_or_skip(path: KubeletPath) -> None:
+    if not path.cdi_devices:
+        pytest.skip(
+            f"the container {path.container} on {path.node} has no CDI device (NODE-1 fails): when the claim was "
+            "prepared and unprepared cannot be read from its specs"
+        )
     if not path.prepared_at and path.static:
         pytest.skip(
             f"the container's devices resolve only in CDI specs that were on {path.node} before the pod "
@@ -163,6 +177,11 @@ def test_the_device_is_prepared_on_the_allocated_node_after_binding(path: Kubele
     # The API gives the binding to the second (truncated): a spec written before it is older than that second.
     early = {f: round(path.bound_at - t, 1) for f, t in path.prepared_at.items() if t < path.bound_at}
     assert not early, f"CDI specs written before the pod was bound to {path.node} (seconds before): {early}"
+    # The fabric's truth: at (or after) the moment the spec was written, the device was still not attached there.
+    assert not path.unattached, (
+        f"CDI specs of {path.identity} written on {path.node} while the fabric did not list it attached there "
+        f"(the fabric probe's first answer after each file was written: (node, state)): {path.unattached}"
+    )
 
 
 @pytest.mark.requirement("NODE-3")

@@ -267,9 +267,9 @@ class Restart:
 
     def where(self) -> str:
         c = self.spec
-        seen = (
-            f"; came back to claim {self.came_back_to[0]}, fabric {self.came_back_to[1]}" if self.came_back_to else ""
-        )
+        seen = f"; at the kill claim {self.at_kill_seen[0]}, fabric {self.at_kill_seen[1]}" if self.at_kill_seen else ""
+        if self.came_back_to:
+            seen += f"; started again with claim {self.came_back_to[0]}, fabric {self.came_back_to[1]}"
         return (
             f"role {self.role}, cell {c.name} (claim {c.claim} x fabric {c.fabric}; {self.done or 'not restarted'}; "
             f"one restart for {', '.join(self.together) or c.name}){seen}"

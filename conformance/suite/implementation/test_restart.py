@@ -74,6 +74,7 @@ class _Staged:
     held_from: float = 0.0  # time.monotonic(): a held detach seen
     let_on: float = 0.0  # time.monotonic(): its held operation let go
     bound_a: float = 0.0  # a move: when the pod on A was seen bound (the move is judged from there)
+    kill_seen: tuple[str, str] | None = None  # a process role: (claim, fabric) read right after the kill
 
     @property
     def cell(self) -> Cell:
@@ -280,6 +281,10 @@ def _while_down(ctx: Context, staged: dict[str, _Staged], came: list[float]) -> 
     assert probe is not None
 
     def run() -> None:
+        now = time.time()
+        for s in staged.values():  # the state at the kill, before anything is done while the role is down
+            if not s.seen.walked:
+                s.kill_seen = (_claim_state(s.history, now), _fabric_state(ctx, s, now))
         if s := staged.get("allocated-free"):
             s.began = time.time()
             ctx.objects.create(pinned_pod("app", "gpu", s.seen.node), s.ns)
@@ -484,7 +489,7 @@ def _came_back(
     for name, s in staged.items():
         if s.seen.walked:
             continue
-        claim, fabric = _claim_state(s.history, killed), _fabric_state(ctx, s, killed)
+        claim, fabric = s.kill_seen or (_claim_state(s.history, killed), _fabric_state(ctx, s, killed))
         s.seen.at_kill_seen = (claim, fabric)
         s.seen.conditions_at_kill = _conditions_at(s.history, killed)
         s.seen.came_back_to = (_claim_state(s.history, came), _fabric_state(ctx, s, came)) if process else None

@@ -96,7 +96,7 @@ CELLS: tuple[Cell, ...] = (
     ),
     Cell(
         "multi-one-attaching",
-        "allocated",
+        "allocated (reschedule-to-local: or pending, rescheduled for the attached ones)",
         "one attaching, the others attached",
         "a claim of devicesPerClaim devices: one attach held in flight, the others attached",
         "bind",
@@ -150,7 +150,7 @@ AT_KILL: dict[str, tuple[str, str]] = {
     "move-detaching-a": ("*", "detaching from A"),
     "move-attaching-b": ("allocated", "attaching to B"),
     "released-attaching": ("released", "attaching"),
-    "multi-one-attaching": ("allocated", "one attaching, the others attached"),
+    "multi-one-attaching": ("*", "one attaching, the others attached"),
     "allocated-attaching": ("allocated", "attaching"),
     "allocated-attached": ("allocated", "attaching"),
     "allocated-free": ("pending", "free"),

@@ -246,6 +246,7 @@ def _hold_attaches(ctx: Context, staged: list[_Staged], process: bool, others: i
         if s.seen.cell == "released-attaching":
             delete_pod(ctx, s.ns, s.history)
             s.released = time.monotonic()
+            s.history.wait(lambda h: not h.latest("claim"), timeout=SCHEDULE_S, expected="its claim gone (released)")
 
 
 def _wait_attached(ctx: Context, node: str, ids: set[str], held: str, want: int, timeout: float) -> None:

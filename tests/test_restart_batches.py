@@ -76,3 +76,12 @@ def test_the_report_prints_each_cell_with_its_outcome() -> None:
     assert {"claim", "fabric", "expected", "role", "cell"} <= set(rows[1])
     assert len(report["unreachable"]) == len(UNREACHABLE)
     assert isinstance(matrix_report(None)["cells"], str)
+
+
+def test_the_html_report_shows_the_matrix_or_says_it_did_not_run() -> None:
+    from conformance.report.html import _restart_matrix
+
+    walked_not = Restart("allocated-free", "controller", "node-2", walked="its claim was not allocated")
+    page = _restart_matrix({"restartMatrix": matrix_report([walked_not])})
+    assert 'id="restart-matrix"' in page and "allocated-free" in page and "not walked" in page
+    assert "not run" in _restart_matrix({}), "the anchor the page's navigation links to is always there"

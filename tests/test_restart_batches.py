@@ -8,6 +8,7 @@ import itertools
 
 import pytest
 
+from conformance.report.html import _restart_matrix
 from conformance.suite.implementation.restart_cells import (
     AT_KILL,
     BY_NAME,
@@ -79,8 +80,6 @@ def test_the_report_prints_each_cell_with_its_outcome() -> None:
 
 
 def test_the_html_report_shows_the_matrix_or_says_it_did_not_run() -> None:
-    from conformance.report.html import _restart_matrix
-
     walked_not = Restart("allocated-free", "controller", "node-2", walked="its claim was not allocated")
     page = _restart_matrix({"restartMatrix": matrix_report([walked_not])})
     assert 'id="restart-matrix"' in page and "allocated-free" in page and "not walked" in page

@@ -8,6 +8,7 @@ import itertools
 
 import pytest
 
+from conformance.implementation.profile import load_profile
 from conformance.report.html import _restart_matrix
 from conformance.suite.implementation.restart_cells import (
     AT_KILL,
@@ -16,6 +17,7 @@ from conformance.suite.implementation.restart_cells import (
     UNREACHABLE,
     Restart,
     batches,
+    by_design,
     matrix_report,
     not_staged,
 )
@@ -84,3 +86,13 @@ def test_the_html_report_shows_the_matrix_or_says_it_did_not_run() -> None:
     page = _restart_matrix({"restartMatrix": matrix_report([walked_not])})
     assert 'id="restart-matrix"' in page and "allocated-free" in page and "not walked" in page
     assert "not run" in _restart_matrix({}), "the anchor the page's navigation links to is always there"
+
+
+def test_the_tests_are_the_cells_the_design_can_stage() -> None:
+    def cells(name: str) -> set[str]:
+        return set(by_design(load_profile(f"fixtures/profiles/{name}.yaml").profile))
+
+    every = {c.name for c in CELLS}
+    assert cells("reference") == every and by_design(None) == [c.name for c in CELLS]
+    assert every - cells("reference-counted") == {"move-attached-a", "move-detaching-a", "move-attaching-b"}
+    assert every - cells("reference-kind") == {"released-attached", "move-attached-a", "allocated-free"}

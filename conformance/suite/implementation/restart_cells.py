@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from conformance.implementation.profile import Profile
 from conformance.suite.implementation.outcome import Outcome
 from conformance.suite.implementation.settle import LetGo
 
@@ -214,6 +215,20 @@ def not_staged(
     if cell.multi and concurrency == 1:
         return "fabricConcurrency 1: the other attaches cannot run while one is held"
     return ""
+
+
+def by_design(profile: Profile | None) -> list[str]:
+    """The cells some restartable role of the profile can stage by the stack's design (the test ids of the matrix):
+    no move where count entries name no device, no cell staged while a role is down where every role restarts by a
+    command, no multi-device claim the profile does not claim. What a run then lacks (a second node, devices) skips
+    the cell with why; what the design excludes is no cell of that profile (the report still lists it, not staged)."""
+    if profile is None:
+        return [c.name for c in CELLS]
+    command = all(role.process is None for role in profile.restartable())
+    multi = bool(profile.capabilities.get("multiDeviceClaims"))
+    counted = profile.fabric_entries == "counted"
+    kw = {"command": command, "counted": counted, "multi": multi, "concurrency": None, "second_node": True}
+    return [c.name for c in CELLS if not not_staged(c, **kw)]
 
 
 def batches(cells: list[Cell], room: int, concurrency: int | None, devices: dict[str, int]) -> list[list[Cell]]:

@@ -37,14 +37,14 @@ from conformance.cluster.manifests import claim_template, pinned_pod, requests_c
 from conformance.cluster.versions import PREBIND_POLL_S
 from conformance.cluster.waits import WaitTimeout, wait_for
 from conformance.implementation.faults import FaultInjector
-from conformance.implementation.profile import Role
+from conformance.implementation.profile import ProfileError, Role, load_profile
 from conformance.observe.attachments import stamp
 from conformance.observe.devices import Lease
 from conformance.observe.recorder import PROBE_PERIOD_S
 from conformance.observe.slices import allocation_results, device_conditions
 from conformance.observe.views import SCHEDULE_S, History
 from conformance.suite.implementation.outcome import bind_timeout, follow, outcome
-from conformance.suite.implementation.restart_cells import AT_KILL, CELLS, Cell, Restart, batches, not_staged
+from conformance.suite.implementation.restart_cells import AT_KILL, CELLS, Cell, Restart, batches, by_design, not_staged
 from conformance.suite.implementation.settle import LetGo, attaching, delete_pod, let_go
 from conformance.suite.implementation.test_mobility import judge_move
 from conformance.suite.scenario import Context, ScenarioFailed, result_fixture, scenario
@@ -551,13 +551,27 @@ scenario(
 restart_matrix = result_fixture("restart_matrix", "restart")
 
 
-@pytest.fixture(params=[c.name for c in CELLS])
-def restarts(request: pytest.FixtureRequest, restart_matrix: Any) -> Any:
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """One test per cell the profile's design can stage (restart_cells.by_design); without a profile, every cell."""
+    if "cell" not in metafunc.fixturenames:
+        return
+    chosen = metafunc.config.getoption("--profile", None)
+    profile = None
+    if chosen and chosen != "none":
+        try:
+            profile = load_profile(chosen).profile
+        except ProfileError:
+            profile = None  # the plugin refuses the profile, saying why
+    metafunc.parametrize("cell", by_design(profile))
+
+
+@pytest.fixture
+def restarts(cell: str, restart_matrix: Any) -> Any:
     """One cell's restarts (each role): a failed scenario fails the test through the plugin (ScenarioFailed); a cell
-    no role could stage is skipped with why."""
+    no role could stage in this run is skipped with why."""
     if isinstance(restart_matrix, ScenarioFailed):
         return restart_matrix
-    found = [r for r in restart_matrix if r.cell == request.param]
+    found = [r for r in restart_matrix if r.cell == cell]
     if found and all(r.skipped for r in found):
         pytest.skip("; ".join(f"role {r.role}: {r.skipped}" for r in found))
     return [r for r in found if not r.skipped]

@@ -125,7 +125,8 @@ def test_forget_on_restart_never_reports_an_attach_found_in_flight_at_start() ->
 
 def test_forget_unsent_on_restart_drops_the_attach_and_the_detach_decided_but_not_sent_at_start() -> None:
     broken = replace(KEEP, broken_forget_unsent_on_restart=True, idle_grace_s=0.0, taint_settle_s=0.0)
-    # An allocated claim whose device is still free (attach decided, not sent); an idle device nobody holds (detach due).
+    # An allocated claim whose device is still free (attach decided, not sent); an idle device nobody holds (detach
+    # due).
     devices = [dev(0), dev(1, "attached", "node-0")]
     r, kube, fabric = reconciler(broken, devices, [claim_obj()])
     for _ in range(3):

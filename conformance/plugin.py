@@ -66,6 +66,7 @@ from conformance.report.verdict import (
     verdicts,
 )
 from conformance.suite.declared import settings_report, settings_summary
+from conformance.suite.implementation.restart_cells import matrix_report
 from conformance.suite.others import OtherDrivers, other_drivers
 from conformance.suite.scenario import (
     REGISTRY,
@@ -873,6 +874,9 @@ class RequirementReporter:
                 for name, t in sorted(timings.items())
             }
             run["measurements"] = {key: summarize(v) for key, v in sorted(measured.items()) if v}
+            implementation = self.config.stash.get(_RUNNER_KEY, None)
+            if implementation is not None and "restart" in implementation.scenarios:  # IMP-8's matrix, cell by cell
+                run["restartMatrix"] = matrix_report(implementation.finished("restart"))
             evidence = self.config.stash[_EVIDENCE_KEY]
             run["record"] = evidence.write(timings)
             self._attach_evidence(summary, evidence)

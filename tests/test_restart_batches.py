@@ -1,42 +1,98 @@
-"""IMP-8 stages its four steps for one restart where it can: how many fit side by side (conformance/suite/
-implementation/test_restart.py `_batches`).
-
-The scenario context is a stand-in (a fake, said so here): only what `_batches` reads — the fabric-only nodes, the
-pool's fabric count, whether entries are count-based, the profile's fabricConcurrency.
-"""
+"""IMP-8's restart matrix: which cells exist and which combinations are said unreachable, which cells a profile and
+role cannot stage (and why), and how the cells go in batches (conformance/suite/implementation/restart_cells.py).
+Pure code: no cluster."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+import itertools
 
 import pytest
 
-from conformance.suite.implementation.test_restart import STEPS, _batches
+from conformance.implementation.profile import load_profile
+from conformance.report.html import _restart_matrix
+from conformance.suite.implementation.restart_cells import (
+    AT_KILL,
+    BY_NAME,
+    CELLS,
+    UNREACHABLE,
+    Restart,
+    batches,
+    by_design,
+    matrix_report,
+    not_staged,
+)
+
+CLAIMS = ("pending", "allocated", "ready", "released")
+FABRIC = ("free", "attaching", "attached", "detaching")
 
 
-def _ctx(nodes: list[str], fabric: int, *, counted: bool = False, concurrency: int | None = None) -> object:
-    pool = SimpleNamespace(count=lambda kind, node=None: fabric)
-    return SimpleNamespace(
-        remote_nodes=lambda: nodes,
-        counted=counted,
-        pool=pool,
-        profile=SimpleNamespace(fabric_concurrency=concurrency),
-    )
+def test_every_combination_is_a_cell_or_said_unreachable() -> None:
+    staged = {(c.claim, c.fabric) for c in CELLS if not (c.move or c.multi)}
+    said = {(c, f) for c, f, _ in UNREACHABLE}
+    assert not staged & said, "a combination is both staged and said unreachable"
+    assert staged | said == set(itertools.product(CLAIMS, FABRIC)), "every claim x fabric combination is accounted for"
+    assert all(why for _, _, why in UNREACHABLE)
+    assert set(AT_KILL) == set(BY_NAME), "every cell says what the record must show at the kill"
+    moves = {c.fabric for c in CELLS if c.move}
+    assert moves == {"attached to A", "detaching from A", "attaching to B"}
+
+
+def _sizes(room: int, concurrency: int | None, devices: dict[str, int] | None = None) -> list[int]:
+    found = batches(list(CELLS), room, concurrency, devices or {})
+    assert [c for b in found for c in b] == list(CELLS), "every cell once, in order"
+    return [len(b) for b in found]
 
 
 @pytest.mark.parametrize(
-    ("ctx", "sizes", "why"),
+    ("room", "concurrency", "devices", "sizes", "why"),
     [
-        (_ctx(["node-2"], 8), [4], "identified devices: every step on one node, a device each"),
-        (_ctx(["node-2"], 2), [2, 2], "two devices reach the node: two steps per restart"),
-        (_ctx(["node-2", "node-3"], 8, counted=True), [2, 2], "count-based: a node each, two nodes"),
-        (_ctx([f"node-{i}" for i in range(2, 8)], 8, counted=True), [4], "count-based, 6 fabric-only nodes"),
-        (_ctx([f"node-{i}" for i in range(2, 8)], 3, counted=True), [3, 1], "count-based, capacity 3"),
-        (_ctx(["node-2"], 8, concurrency=1), [1, 1, 1, 1], "fabricConcurrency 1: one held operation at a time"),
-        (_ctx(["node-2"], 8, concurrency=3), [3, 1], "fabricConcurrency 3"),
+        (512, None, {}, [12], "identified, many devices reach the node: one restart for every cell"),
+        (6, None, {}, [6, 6], "count-based, 6 fabric-only nodes: a node each"),
+        (512, 1, {}, [1] * 12, "fabricConcurrency 1: one held operation at a time"),
+        (512, 4, {}, [4, 3, 3, 2], "fabricConcurrency 4: the multi-device cell counts two operations"),
+        (8, None, {"multi-one-attaching": 4}, [7, 5], "the multi-device cell takes its claim's devices"),
     ],
 )
-def test_steps_go_in_batches_that_fit(ctx: object, sizes: list[int], why: str) -> None:
-    batches = _batches(ctx)  # type: ignore[arg-type]
-    assert [len(b) for b in batches] == sizes, why
-    assert tuple(s for b in batches for s in b) == STEPS, "every step once, in order"
+def test_cells_go_in_batches_that_fit(
+    room: int, concurrency: int | None, devices: dict[str, int], sizes: list[int], why: str
+) -> None:
+    assert _sizes(room, concurrency, devices) == sizes, why
+
+
+def test_what_a_profile_or_role_cannot_stage_says_why() -> None:
+    kw = {"command": False, "counted": False, "multi": True, "concurrency": None, "second_node": True}
+    assert not any(not_staged(c, **kw) for c in CELLS)
+    command = {c.name for c in CELLS if not_staged(c, **(kw | {"command": True}))}
+    assert command == {"released-attached", "move-attached-a", "allocated-free"}
+    counted = {c.name for c in CELLS if not_staged(c, **(kw | {"counted": True}))}
+    assert counted == {"move-attached-a", "move-detaching-a", "move-attaching-b"}
+    assert "multiDeviceClaims" in not_staged(BY_NAME["multi-one-attaching"], **(kw | {"multi": False}))
+
+
+def test_the_report_prints_each_cell_with_its_outcome() -> None:
+    skipped = Restart("move-attached-a", "controller", "", skipped="count-based entries name no device")
+    walked_not = Restart("allocated-free", "controller", "node-2", walked="its claim was not allocated")
+    report = matrix_report([skipped, walked_not])
+    rows = report["cells"]
+    assert [r["outcome"] for r in rows] == ["not staged", "not walked"]
+    assert rows[0]["why"] and rows[1]["lastSeen"] == ["the cell was not walked: its claim was not allocated"]
+    assert {"claim", "fabric", "expected", "role", "cell"} <= set(rows[1])
+    assert len(report["unreachable"]) == len(UNREACHABLE)
+    assert isinstance(matrix_report(None)["cells"], str)
+
+
+def test_the_html_report_shows_the_matrix_or_says_it_did_not_run() -> None:
+    walked_not = Restart("allocated-free", "controller", "node-2", walked="its claim was not allocated")
+    page = _restart_matrix({"restartMatrix": matrix_report([walked_not])})
+    assert 'id="restart-matrix"' in page and "allocated-free" in page and "not walked" in page
+    assert "not run" in _restart_matrix({}), "the anchor the page's navigation links to is always there"
+
+
+def test_the_tests_are_the_cells_the_design_can_stage() -> None:
+    def cells(name: str) -> set[str]:
+        return set(by_design(load_profile(f"fixtures/profiles/{name}.yaml").profile))
+
+    every = {c.name for c in CELLS}
+    assert cells("reference") == every and by_design(None) == [c.name for c in CELLS]
+    assert every - cells("reference-counted") == {"move-attached-a", "move-detaching-a", "move-attaching-b"}
+    assert every - cells("reference-kind") == {"released-attached", "move-attached-a", "allocated-free"}

@@ -134,7 +134,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "IMP-8",
         "implementation",
         "MUST",
-        "a restart of any role at any step of an attach or detach loses nothing",
+        "a restart of any role in any state of a claim and its device (the restart matrix) loses nothing",
         _IMP,
     ),
     _r("IMP-9", "implementation", "SHOULD", "least privilege, refused on other drivers' claims", _IMP),
@@ -483,16 +483,28 @@ DOCS: dict[str, Doc] = {
         },
     ),
     "IMP-8": Doc(
-        "restart: each restartable role (`roles`, or `controller.process`) is restarted once with a device at each "
-        "step of its life, the four steps staged side by side: detach in flight, attach in flight, attached but no "
-        "condition written, before the attach. Each pod binds where its device is attached with no allocation lost; "
-        "afterwards the devices are detached and offered again within `detachSeconds`. Runs alone (it restarts the "
-        "shared stack)",
+        "restart matrix: each restartable role (`roles`, or `controller.process`) is restarted with a device in every "
+        "reachable combination of the claim's state (pending, allocated, conditions True, released) and the fabric's "
+        "(free, attaching, attached, detaching), one cell each, staged side by side: pending/free, allocated/free "
+        "(decided, not yet sent), allocated/attaching, allocated/attached (no condition written), ready/attached, "
+        "released/attaching, released/attached (no detach sent yet), released/detaching; a device moving from node A "
+        "to B (attached to A or detaching from A with B's claim waiting, attaching to B); a claim of "
+        "`devicesPerClaim` devices with one attach in flight. A cell counts only when the record and the probe show "
+        "its state at the kill. Each pod binds where its devices are attached, no condition True before its attach, "
+        "a bound pod's device stays attached, and afterwards every device is detached and offered again within "
+        "`detachSeconds`. The matrix, the combinations no cell stages and why, and each cell's outcome are in "
+        "conformance-report.yaml (`restartMatrix`) and the HTML report. Runs alone (it restarts the shared stack)",
         models={
-            "keep-in-pool": "one allocation, bound with it, device attached",
-            "reschedule-to-local": "fabric allocation cleared only by `reschedule`, bound with the node-local copy",
-            "counted": "the same; the held attach and detach are selected by node (each step its own node)",
+            "keep-in-pool": "one allocation, bound with it, device attached; a move: B's claim allocated the device "
+            "still on A",
+            "reschedule-to-local": "fabric allocation cleared only by `reschedule`, bound with the node-local copy; a "
+            "move: B's claim pending until the device is free",
+            "counted": "the same; held operations selected by node (each cell its own node); the move cells are not "
+            "staged (entries name no device)",
         },
+        skips="a restart command (not a process) cannot stage the cells changed while the role is down "
+        "(allocated/free, released/attached, the move attached to A); the multi-device cell needs "
+        "`multiDeviceClaims` and `fabricConcurrency` of 2 or more: each such cell is skipped with why",
     ),
     "IMP-9": Doc(
         "least-privilege: for every ServiceAccount of the stack (`serviceAccounts`, `controller.serviceAccount`, "

@@ -215,6 +215,36 @@ def _figures(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _restart_matrix(report: dict[str, Any]) -> str:
+    """IMP-8's restart matrix: each role's restart in each cell (the claim's state x the fabric's) with its outcome,
+    and the combinations no cell stages, with why."""
+    matrix = report.get("restartMatrix")
+    head = '<h2 id="restart-matrix">Restart matrix (IMP-8)</h2>'
+    if not matrix:
+        return f"{head}<p>not run: scenario restart was not selected in this run</p>"
+    cells = matrix.get("cells")
+    if not isinstance(cells, list):
+        return f"{head}<p>{_e(cells)}</p>"
+    css = {"passed": "passed", "failed": "failed", "not walked": "failed", "not staged": "skipped"}
+    rows = "".join(
+        f'<tr class="{css.get(c["outcome"], "")}"><td>{_e(c["role"])}</td><td>{_e(c["cell"])}</td>'
+        f"<td>{_e(c['claim'])}</td><td>{_e(c['fabric'])}</td><td><b>{_e(c['outcome'])}</b></td>"
+        f"<td>{_e(c['expected'])}</td><td><pre>{_e(chr(10).join(c.get('lastSeen') or [c.get('why', '')]))}</pre></td>"
+        "</tr>"
+        for c in cells
+    )
+    unreachable = "".join(
+        f"<tr><td>{_e(u['claim'])}</td><td>{_e(u['fabric'])}</td><td>{_e(u['why'])}</td></tr>"
+        for u in matrix.get("unreachable") or []
+    )
+    return (
+        f"{head}<table><tr><th>role</th><th>cell</th><th>claim</th><th>fabric</th><th>outcome</th><th>expected</th>"
+        f"<th>last seen / why</th></tr>{rows}</table>"
+        f"<h3>Combinations no cell stages</h3><table><tr><th>claim</th><th>fabric</th><th>why</th></tr>{unreachable}"
+        "</table>"
+    )
+
+
 def _artefacts(report: dict[str, Any], folder: Path, present: set[str]) -> str:
     index_path = folder / "artefacts" / "index.json"
     files = ["conformance-report.yaml", "certification-junit.xml", "junit.xml", "MANIFEST.sha256"]
@@ -258,6 +288,7 @@ def render(folder: Path, out: Path | None = None) -> Path:
             ("requirements", "requirements"),
             ("scenarios", "timelines"),
             ("figures", "figures"),
+            ("restart-matrix", "restart matrix"),
             ("settings", "settings"),
             ("identity", "identity"),
             ("artefacts", "artefacts"),
@@ -270,6 +301,7 @@ def render(folder: Path, out: Path | None = None) -> Path:
         + _requirements(report, present)
         + _scenarios(report, timelines, present)
         + _figures(report)
+        + _restart_matrix(report)
         + _settings(report)
         + _identity(report)
         + _artefacts(report, folder, present)

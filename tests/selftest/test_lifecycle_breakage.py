@@ -35,7 +35,7 @@ IMPL = "conformance/suite/implementation"
         (
             "--broken-forget-on-restart",
             "test_restart.py",
-            "test_the_pod_binds_by_an_allowed_path_after_the_restart[attached-unreported]",
+            "test_the_pod_binds_by_an_allowed_path_after_the_restart[allocated-attached]",
             "the pod to be bound",
         ),
         (

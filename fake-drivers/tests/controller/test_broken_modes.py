@@ -123,6 +123,39 @@ def test_forget_on_restart_never_reports_an_attach_found_in_flight_at_start() ->
     assert ("write_condition", "attached") in kube2.calls
 
 
+def test_forget_unsent_on_restart_drops_the_attach_and_the_detach_decided_but_not_sent_at_start() -> None:
+    broken = replace(KEEP, broken_forget_unsent_on_restart=True, idle_grace_s=0.0, taint_settle_s=0.0)
+    # An allocated claim whose device is still free (attach decided, not sent); an idle device nobody holds (detach
+    # due).
+    devices = [dev(0), dev(1, "attached", "node-0")]
+    r, kube, fabric = reconciler(broken, devices, [claim_obj()])
+    for _ in range(3):
+        r.reconcile_once()
+    assert fabric.ops == [], "the work found decided but unsent at start must be lost"
+    assert ("create_taint", "detach") not in kube.calls, "the idle device's detach (its guard first) must be lost"
+    # A claim allocated after the start is served as usual.
+    r.caches.claims.objects.append(claim_obj(name="c2", device="fabric-0-gpu-2"))  # type: ignore[union-attr]
+    fabric.devices_.append(dev(2))
+    r.reconcile_once()
+    assert fabric.done.wait(5) and fabric.ops == [("attach", "uuid-fabric-0-2")]
+    correct, kube2, fabric2 = reconciler(replace(KEEP, idle_grace_s=0.0, taint_settle_s=0.0), devices, [claim_obj()])
+    correct.reconcile_once()
+    assert fabric2.done.wait(5) and ("attach", "uuid-fabric-0-0") in fabric2.ops
+    assert ("create_taint", "detach") in kube2.calls
+
+
+def test_forget_move_on_restart_never_moves_a_device_found_attached_to_another_node() -> None:
+    broken = replace(KEEP, broken_forget_move_on_restart=True)
+    moving = [dev(0, "attached", "node-1")]  # the claim's allocation is on node-0
+    r, _, fabric = reconciler(broken, moving, [claim_obj()])
+    for _ in range(3):
+        r.reconcile_once()
+    assert fabric.ops == [], "the move found at start must be lost"
+    correct, _, fabric2 = reconciler(KEEP, moving, [claim_obj()])
+    correct.reconcile_once()
+    assert fabric2.done.wait(5) and fabric2.ops == [("detach", "uuid-fabric-0-0")]
+
+
 # --- IMP-10..12: the fabric's truth ----------------------------------------------------------------------------
 
 

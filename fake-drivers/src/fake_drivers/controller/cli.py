@@ -44,6 +44,10 @@ BROKEN_FLAGS = {
     "--broken-late-quarantine": "IMP-4: a failed device is hidden only 10 s after its failure is reported",
     "--broken-reassign-failed-device": "IMP-4: counted: a device whose attach failed is given to the next entry",
     "--broken-detach-first-only": "IMP-5: a released claim of several devices gets only its first device detached",
+    "--broken-forget-unsent-on-restart": "IMP-8: work decided but not yet sent to the fabric at start (an allocated "
+    "claim's free device, an idle device due a detach) is kept in memory only and lost: never done",
+    "--broken-forget-move-on-restart": "IMP-8: a device found at start attached to or detaching from another node "
+    "than its claim's allocation is never moved",
 }
 
 

@@ -73,7 +73,7 @@ class Memory:
     failures: Mapping[str, Failure] = field(default_factory=dict)  # uuid -> failed attach
     idle_since: Mapping[str, float] = field(default_factory=dict)  # uuid -> when it was first seen unheld
     rescheduled: Mapping[str, int] = field(default_factory=dict)  # claim uid -> reschedules asked for
-    # --broken-forget-on-restart only: (uuid, claim uid) of attaches found at start, never reported.
+    # --broken-forget-*-on-restart only: (uuid, claim uid) of work found at start, never done ("": a detach).
     forgotten: frozenset[tuple[str, str]] = frozenset()
     # counted: assignments written to claims the watch cache may not show yet
     assigned: Mapping[AssignmentKey, str] = field(default_factory=dict)
@@ -317,6 +317,8 @@ def _device(
     elif d.state == ATTACHED and settings.broken_detach_first_only and f"notfirst:{d.uuid}" in memory.idle_since:
         _timer(plan, memory, f"notfirst:{d.uuid}", now)
         plan.states[key] = f"idle on {d.node}, not its claim's first device: never detached (broken on purpose)"
+    elif d.state == ATTACHED and (d.uuid, "") in memory.forgotten:
+        plan.states[key] = f"idle on {d.node}, its detach forgotten at the restart (broken on purpose)"
     elif d.state == ATTACHED and node_gone and settings.broken_keep_on_deleted_node:
         plan.states[key] = f"idle on {d.node}, a deleted node: never detached (broken on purpose)"
     elif d.state == ATTACHED:

@@ -241,16 +241,32 @@ class Reconciler:
         return plan
 
     def _found_at_start(self, snap: Snapshot) -> frozenset[tuple[str, str]]:
-        """--broken-forget-on-restart: the attaches in flight or done for an allocated claim at the first pass."""
-        if not self.settings.broken_forget_on_restart:
-            return frozenset()
-        state = {d.uuid: d.state for d in snap.devices}
-        return frozenset(
-            (uuid, h.claim.uid)
-            for uuid, held in holdings(self.settings, snap).items()
-            for h in held
-            if h.via_fabric and state[uuid] in ("attaching", "attached")
-        )
+        """The broken modes that forget work found at the first pass, as (device uuid, claim uid) pairs never served
+        (claim uid "": an idle device never detached):
+        --broken-forget-on-restart: the attaches in flight or done for an allocated claim;
+        --broken-forget-unsent-on-restart: what was decided but not yet sent to the fabric (an allocated claim whose
+        device is still free: its attach; an attached device nobody holds: its detach);
+        --broken-forget-move-on-restart: a claim whose device is attached to, or detaching from, another node."""
+        s = self.settings
+        state = {d.uuid: d for d in snap.devices}
+        held = holdings(s, snap)
+        found: set[tuple[str, str]] = set()
+        for uuid, holders in held.items():
+            d = state[uuid]
+            for h in holders:
+                if not h.via_fabric:
+                    continue
+                if s.broken_forget_on_restart and d.state in ("attaching", "attached"):
+                    found.add((uuid, h.claim.uid))
+                pending = not h.ready() and not h.failed()
+                if s.broken_forget_unsent_on_restart and pending and d.state == "free":
+                    found.add((uuid, h.claim.uid))
+                elsewhere = d.state in ("attached", "detaching") and d.node != h.claim.node
+                if s.broken_forget_move_on_restart and pending and elsewhere:
+                    found.add((uuid, h.claim.uid))
+        if s.broken_forget_unsent_on_restart:
+            found |= {(d.uuid, "") for d in snap.devices if d.state == "attached" and not held.get(d.uuid)}
+        return frozenset(found)
 
     def _execute(self, plan: Plan, snap: Snapshot, now: float, timer: PassTimer) -> None:
         rules = {t.name for t in snap.taints}

@@ -81,6 +81,8 @@ class Settings:
     broken_late_quarantine: bool = False
     broken_reassign_failed_device: bool = False
     broken_detach_first_only: bool = False
+    broken_forget_unsent_on_restart: bool = False
+    broken_forget_move_on_restart: bool = False
 
     def __post_init__(self) -> None:
         if self.counted and self.mode is not Mode.RESCHEDULE_TO_LOCAL:

@@ -1,0 +1,367 @@
+"""IMP-8's restart matrix: the cells (the claim's state x the fabric's state of its device when a restarted role comes
+back), which combinations are reachable and why the others are not, how the cells go in batches, and each cell's
+outcome as judged — one place, read by the scenario (test_restart.py), its tests and the reports.
+
+A cell is walked when the record shows, at the moment the role came back (a process role: right before its start;
+a restart command: at its start), the claim in the cell's state and the fabric probe answering the cell's state for
+the device. What each cell owes after the restart is the KEP's outcome: `bind` the pod binds on its node with every
+device attached there, by an allowed path, and no condition True before THAT device was attached to the allocation's
+node (a move: and the device leaves A before it is listed on B); `keep` the device stays attached while its pod uses
+it; every cell: once the pod and claim are gone, the devices are detached and offered again within detachSeconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from conformance.implementation.profile import Profile
+from conformance.suite.implementation.outcome import Outcome
+from conformance.suite.implementation.settle import LetGo
+
+Owed = Literal["bind", "keep", "let-go"]
+
+
+@dataclass(frozen=True)
+class Cell:
+    name: str  # the pytest id and the report's key
+    claim: str  # the claim's state the role comes back to
+    fabric: str  # the fabric's state of the device the role comes back to
+    staged: str  # how the suite puts the device there
+    owed: Owed
+    holds: int = 0  # fabric operations the suite holds in flight across the restart
+    down: bool = False  # staged while the role is down: a process role only
+    move: bool = False  # a device released on node A and leased to a pod pinned to node B
+    multi: bool = False  # a claim of devicesPerClaim devices
+
+    @property
+    def operations(self) -> int:
+        """Fabric operations the cell has in flight at once at its kill point (fabricConcurrency)."""
+        return 2 if self.multi else 1
+
+
+CELLS: tuple[Cell, ...] = (
+    Cell(
+        "released-detaching",
+        "released",
+        "detaching",
+        "the pod bound, deleted with its claim; the detach held in flight (a hang fault) across the restart",
+        "let-go",
+        holds=1,
+    ),
+    Cell(
+        "released-attached",
+        "released",
+        "attached",
+        "the pod bound; pod and claim deleted while the role is down, before any detach was sent",
+        "let-go",
+        down=True,
+    ),
+    Cell("ready-attached", "ready", "attached", "the pod bound and using the device across the restart", "keep"),
+    Cell(
+        "move-attached-a",
+        "allocated or pending (the model's)",
+        "attached to A",
+        "the device used on A; while the role is down A's pod and claim deleted and a pod pinned to B created and "
+        "tried by the scheduler (keep-in-pool: B's claim allocated the device still on A; reschedule-to-local: "
+        "pending until it is free): the detach from A decided, not sent",
+        "bind",
+        down=True,
+        move=True,
+    ),
+    Cell(
+        "move-detaching-a",
+        "allocated or pending (the model's)",
+        "detaching from A",
+        "the device used on A, released, a pod pinned to B created; the detach from A held in flight",
+        "bind",
+        holds=1,
+        move=True,
+    ),
+    Cell(
+        "move-attaching-b",
+        "allocated",
+        "attaching to B",
+        "the device used on A, released, a pod pinned to B created; the attach to B held in flight",
+        "bind",
+        holds=1,
+        move=True,
+    ),
+    Cell(
+        "released-attaching",
+        "released",
+        "attaching",
+        "an attach held in flight, then the pod and claim deleted: the restart comes to an attach nobody wants",
+        "let-go",
+        holds=1,
+    ),
+    Cell(
+        "multi-one-attaching",
+        "allocated (reschedule-to-local: or pending, rescheduled for the attached ones)",
+        "one attaching, the others attached",
+        "a claim of devicesPerClaim devices: one attach held in flight, the others attached",
+        "bind",
+        holds=1,
+        multi=True,
+    ),
+    Cell(
+        "allocated-attaching",
+        "allocated",
+        "attaching",
+        "the attach held in flight (a hang fault) across the restart",
+        "bind",
+        holds=1,
+    ),
+    Cell(
+        "allocated-attached",
+        "allocated",
+        "attached",
+        "the attach completes while the role is down, no condition written yet (process: a held attach let go "
+        "between kill and start; restart command: a short attach timed to complete while the command runs)",
+        "bind",
+        holds=1,
+    ),
+    Cell(
+        "allocated-free",
+        "allocated",
+        "free",
+        "the pod created and its claim allocated while the role is down: the attach decided (by the allocation) "
+        "but not yet sent to the fabric",
+        "bind",
+        down=True,
+    ),
+    Cell(
+        "pending-free",
+        "pending",
+        "free",
+        "the role killed, the pod created while it is down, the role started (restart command: the pod right "
+        "before it)",
+        "bind",
+    ),
+)
+BY_NAME = {c.name: c for c in CELLS}
+# (claim, fabric) the record must show at the kill for the cell to be walked ("*": either, the model's); a process
+# role's cells staged while it is down (pods created or deleted, a claim allocated, a held attach let complete) are
+# checked for that too (test_restart.py _came_back).
+AT_KILL: dict[str, tuple[str, str]] = {
+    "released-detaching": ("released", "detaching"),
+    "released-attached": ("ready", "attached"),
+    "ready-attached": ("ready", "attached"),
+    "move-attached-a": ("*", "attached to A"),
+    "move-detaching-a": ("*", "detaching from A"),
+    "move-attaching-b": ("allocated", "attaching to B"),
+    "released-attaching": ("released", "attaching"),
+    "multi-one-attaching": ("*", "one attaching, the others attached"),
+    "allocated-attaching": ("allocated", "attaching"),
+    "allocated-attached": ("allocated", "attaching"),
+    "allocated-free": ("pending", "free"),
+    "pending-free": ("pending", "free"),
+}
+
+# The combinations no cell stages, and why.
+UNREACHABLE: tuple[tuple[str, str, str], ...] = (
+    (
+        "pending",
+        "attaching",
+        "a device is attached for an allocation: before its claim is allocated no attach of it is owed (an attach "
+        "of a device no claim holds is judged by the run-wide fabric truth, IMP-12)",
+    ),
+    (
+        "pending",
+        "attached",
+        "keep-in-pool: the allocation is never cleared on the happy path; reschedule-to-local: only between the "
+        "scheduler's deallocation after the reschedule condition and its reallocation to the node-local copy (one "
+        "backoff, the scheduler's to close: the suite cannot hold it there without changing what it may allocate); "
+        "a pending claim whose device is still attached to ANOTHER node is cell move-attached-a",
+    ),
+    (
+        "pending",
+        "detaching",
+        "only as a move (reschedule-to-local: B's claim waits while the device leaves A): cell move-detaching-a",
+    ),
+    (
+        "allocated",
+        "detaching",
+        "on its own node, a detach of a device a live allocation holds is a loss (IMP-10); as a move (B's claim "
+        "allocated while the device leaves A): cell move-detaching-a",
+    ),
+    ("ready", "free", "conditions True with the device not attached: IMP-3 forbids it, no correct stack gets there"),
+    ("ready", "attaching", "conditions True before the attach completed: IMP-3 forbids it"),
+    ("ready", "detaching", "a device detached while its bound pod uses it: IMP-10 forbids it"),
+    (
+        "released",
+        "free",
+        "nothing is left for the stack to do; a device attached afterwards with no claim is judged by the run-wide "
+        "fabric truth (IMP-12)",
+    ),
+)
+
+
+def not_staged(
+    cell: Cell, *, command: bool, counted: bool, multi: bool, concurrency: int | None, second_node: bool
+) -> str:
+    """Why the cell cannot be staged for this profile and role ("" : it can)."""
+    if cell.down and command:
+        return "the role restarts by a command, which kills and starts in one: nothing can happen while it is down"
+    if cell.move and counted:
+        return (
+            "count-based entries name no device: the device B's claim gets is the stack's choice, and the one leaving "
+            "A is not free (IMP-19 walks a counted move without a restart)"
+        )
+    if cell.move and not second_node:
+        return "no leased fabric device reaches a second node: nothing can move"
+    if cell.multi and not multi:
+        return "the profile does not claim multiDeviceClaims"
+    if cell.multi and concurrency == 1:
+        return "fabricConcurrency 1: the other attaches cannot run while one is held"
+    return ""
+
+
+def by_design(profile: Profile | None) -> list[str]:
+    """The cells some restartable role of the profile can stage by the stack's design (the test ids of the matrix):
+    no move where count entries name no device, no cell staged while a role is down where every role restarts by a
+    command, no multi-device claim the profile does not claim. What a run then lacks (a second node, devices) skips
+    the cell with why; what the design excludes is no cell of that profile (the report still lists it, not staged)."""
+    if profile is None:
+        return [c.name for c in CELLS]
+    command = all(role.process is None for role in profile.restartable())
+    multi = bool(profile.capabilities.get("multiDeviceClaims"))
+    counted = profile.fabric_entries == "counted"
+    kw = {"command": command, "counted": counted, "multi": multi, "concurrency": None, "second_node": True}
+    return [c.name for c in CELLS if not not_staged(c, **kw)]
+
+
+def batches(cells: list[Cell], room: int, concurrency: int | None, devices: dict[str, int]) -> list[list[Cell]]:
+    """The cells in groups staged side by side for one restart: no more devices (identified: reaching the node;
+    count-based: nodes of their own) than `room`, no more fabric operations held at once than fabricConcurrency (a
+    stack that runs one operation at a time would queue the next attach behind a held one). `devices`: cell name ->
+    the room it takes (default 1). Order kept, every cell once."""
+    out: list[list[Cell]] = []
+    used = ops = 0
+    for cell in cells:
+        need = devices.get(cell.name, 1)
+        if out and used + need <= room and (concurrency is None or ops + cell.operations <= concurrency):
+            out[-1].append(cell)
+            used, ops = used + need, ops + cell.operations
+        else:
+            out.append([cell])
+            used, ops = need, cell.operations
+    return out
+
+
+@dataclass
+class Restart:
+    """One cell of one role's restart, as observed."""
+
+    cell: str
+    role: str
+    node: str
+    done: str = ""  # what the restart did (Implementation.restart_role)
+    together: tuple[str, ...] = ()  # the cells this one restart served
+    device: str = ""  # the physical device of the cell (a move: the one that moves; multi: the held one)
+    node_b: str = ""  # a move: the node the device moves to
+    at_kill_seen: tuple[str, str] | None = None  # (claim, fabric) the record shows at the kill
+    came_back_to: tuple[str, str] | None = None  # (claim, fabric) the record shows when the role was started
+    conditions_at_kill: dict[str, str] = field(default_factory=dict)
+    walked: str = ""  # why the cell was not walked ("" : it was)
+    skipped: str = ""  # why the cell was not staged for this profile and role
+    restart_s: float = 0.0
+    held_s: float = 0.0  # how long the suite held the cell's operation back (its hang, the restart)
+    binding_timeout_s: float = 0.0
+    timeout_expected: bool = False  # what the suite held back alone reaches the bindingTimeout
+    outcome: Outcome | None = None
+    unbound: str = ""  # the wait's message when the pod did not bind in time
+    kept: list[str] = field(default_factory=list)  # keep: probe answers that did not show it attached while in use
+    move_path: list[str] = field(default_factory=list)
+    move_problems: list[str] = field(default_factory=list)
+    let_go: LetGo | None = None  # after the pod was deleted
+
+    @property
+    def spec(self) -> Cell:
+        return BY_NAME[self.cell]
+
+    def where(self) -> str:
+        c = self.spec
+        seen = f"; at the kill claim {self.at_kill_seen[0]}, fabric {self.at_kill_seen[1]}" if self.at_kill_seen else ""
+        if self.came_back_to:
+            seen += f"; started again with claim {self.came_back_to[0]}, fabric {self.came_back_to[1]}"
+        return (
+            f"role {self.role}, cell {c.name} (claim {c.claim} x fabric {c.fabric}; {self.done or 'not restarted'}; "
+            f"one restart for {', '.join(self.together) or c.name}){seen}"
+        )
+
+    def binding(self) -> list[str]:
+        """What the cell owed after the restart and did not get (the let-go aside): empty when it passed."""
+        if self.skipped:
+            return []
+        if self.walked:
+            return [f"the cell was not walked: {self.walked}"]
+        c = self.spec
+        if c.owed == "let-go":
+            return []
+        if self.outcome is None:
+            return ["nothing was observed"]
+        if c.owed == "keep":
+            seen = "; ".join(self.kept)
+            return [f"expected attached to {self.node} while its pod is bound; last seen: {seen}"] if self.kept else []
+        found = ([self.unbound] if self.unbound else []) + self.outcome.binding_problems(timeouts=self.timeout_expected)
+        found += [f"a condition True before the attach on the allocation's node: {e}" for e in self.outcome.early]
+        found += self.move_problems
+        return found
+
+    def released(self) -> str:
+        """The let-go's problem ("" : the devices were detached and offered again in time, or not staged)."""
+        if self.skipped or (self.walked and self.let_go is None):
+            return ""
+        return self.let_go.problem() if self.let_go else "no release observed"
+
+    def expected(self) -> str:
+        c = self.spec
+        owed = {
+            "bind": f"the pod bound on {self.node_b or self.node} with every device attached there, no condition True "
+            "before its attach",
+            "keep": f"the device attached to {self.node} while its pod is bound",
+            "let-go": "the device detached and offered again within detachSeconds",
+        }[c.owed]
+        return owed + ("; then let go" if c.owed != "let-go" else "")
+
+    def result(self) -> str:
+        if self.skipped:
+            return "not staged"
+        if self.walked:
+            return "not walked"
+        return "failed" if self.binding() or self.released() else "passed"
+
+    def as_report(self) -> dict[str, Any]:
+        c = self.spec
+        row: dict[str, Any] = {
+            "role": self.role,
+            "cell": c.name,
+            "claim": c.claim,
+            "fabric": c.fabric,
+            "outcome": self.result(),
+            "expected": self.expected(),
+        }
+        if self.skipped:
+            row["why"] = self.skipped
+            return row
+        if self.at_kill_seen:
+            row["atKill"] = {"claim": self.at_kill_seen[0], "fabric": self.at_kill_seen[1]}
+        if self.came_back_to:
+            row["atStart"] = {"claim": self.came_back_to[0], "fabric": self.came_back_to[1]}
+        problems = self.binding() + ([p] if (p := self.released()) else [])
+        if problems:
+            row["lastSeen"] = problems
+        row["restartSeconds"] = self.restart_s
+        if self.let_go and self.let_go.after_s is not None:
+            row["letGoSeconds"] = self.let_go.after_s
+        return row
+
+
+def matrix_report(results: list[Restart] | None) -> dict[str, Any]:
+    """The matrix for conformance-report.yaml (and the HTML page): every cell of every role with its outcome, and the
+    combinations not staged anywhere with why."""
+    unreachable = [{"claim": c, "fabric": f, "why": why} for c, f, why in UNREACHABLE]
+    if results is None:
+        return {"cells": "not run: scenario restart was not selected or ended in an error", "unreachable": unreachable}
+    return {"cells": [r.as_report() for r in results], "unreachable": unreachable}

@@ -90,7 +90,7 @@ conformance-kind: kind-image
 # split into three restartable roles (reference-roles.yaml, keep-in-pool: IMP-8 restarts each role at each step, about 6 min
 # here) is `make conformance-roles`, left out of `make test` for CI's time.
 REFERENCE_PROFILES ?= fixtures/profiles/reference.yaml fixtures/profiles/reference-reschedule.yaml \
-	fixtures/profiles/reference-counted.yaml
+	fixtures/profiles/reference-counted.yaml fixtures/profiles/reference-nodelocal.yaml
 conformance-roles: binaries
 	$(MAKE) --no-print-directory conformance PROFILE=fixtures/profiles/reference-roles.yaml \
 		REPORTS=$(REPORTS)/reference-roles

@@ -8,8 +8,10 @@ from pathlib import Path
 import yaml
 
 from conformance.implementation.profile import load_profile
+from conformance.suite.implementation import test_readiness  # noqa: F401  (registers its scenario)
 from conformance.suite.implementation.nodecredentials import per_node_accounts
 from conformance.suite.implementation.readiness import model_gap, probe_gap
+from conformance.suite.scenario import REGISTRY, profile_gap
 
 PROFILES = Path(__file__).resolve().parents[1] / "fixtures" / "profiles"
 
@@ -35,7 +37,11 @@ def test_without_a_readiness_probe_the_probe_judged_requirements_say_why(tmp_pat
     del raw["readinessProbe"]
     path = tmp_path / "no-probe.yaml"
     path.write_text(yaml.safe_dump(raw))
-    assert "declares no readinessProbe" in (probe_gap(load_profile(path).profile) or "")
+    prof = load_profile(path).profile
+    assert "declares no readinessProbe" in (probe_gap(prof) or "")
+    gate = REGISTRY["readiness-gate"]
+    assert "declares no readinessProbe" in (profile_gap(gate, prof, "RDY-3") or "")
+    assert profile_gap(gate, prof, "RDY-1") is None
 
 
 def test_a_fabric_profile_has_no_readiness_gate() -> None:

@@ -60,6 +60,8 @@ class Scenario:
     # Requirements of the scenario that only the fabric probe can judge (the scenario itself runs without one): they
     # are skipped, and predicted skipped by `profile check`, where the profile declares no fabricProbe.
     probe_for: tuple[str, ...] = ()
+    # The same for the readiness probe (bindingModel node-local): requirements judged on what it says is ready.
+    readiness_for: tuple[str, ...] = ()
     # Needs a node without node-local devices reached by a fabric pool: the device read waits for one (publishing.py).
     remote: bool = True
 
@@ -94,6 +96,7 @@ def scenario(
     exclusive: bool = False,
     probe_for: tuple[str, ...] = (),
     remote: bool = True,
+    readiness_for: tuple[str, ...] = (),
 ) -> Callable[[Callable[[Any], T]], Callable[[Any], T]]:
     """Register a scenario function; the module's tests read its result with `result_fixture`. A scenario with
     implementation=False gets a ClusterContext (no profile, no implementation, no leased devices)."""
@@ -114,6 +117,7 @@ def scenario(
             controller,
             exclusive,
             probe_for,
+            readiness_for,
             remote,
         )
         return fn
@@ -125,6 +129,8 @@ def profile_gap(sc: Scenario, profile: Profile, requirement: str | None = None) 
     """Why an implementation scenario (or, given `requirement`, that requirement of it) cannot be judged with this
     profile (its skip reason), or None. Shared by the runner, the tests (requirement_gap) and `dra-conformance
     profile check`, so the check predicts exactly what a run will skip for the profile."""
+    if requirement in sc.readiness_for and profile.readiness_probe is None:
+        return f"the profile declares no readinessProbe: {requirement} is judged on what it says is ready"
     if requirement in sc.probe_for and profile.fabric_probe is None:
         return f"the profile declares no fabricProbe: {requirement} is judged on what the fabric says is attached"
     missing = [c for c in sc.capabilities if not profile.capabilities.get(c)]
@@ -148,6 +154,7 @@ def profile_needs(sc: Scenario, requirement: str | None = None) -> list[str]:
     """What an implementation scenario (or `requirement` of it) needs from a profile, in words (the requirement
     reference, docs/): the fields profile_gap reads, so what the reference says skips a scenario is what skips it."""
     needs = [f"a `fabricProbe` (for {requirement})"] if requirement in sc.probe_for else []
+    needs += [f"a `readinessProbe` (for {requirement})"] if requirement in sc.readiness_for else []
     needs += [f"the capability `{c}`" for c in sc.capabilities]
     needs += ["a `fabricProbe`"] if sc.probe else []
     needs += ["a `faultInjector`"] if sc.faults else []

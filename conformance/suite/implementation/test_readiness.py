@@ -20,12 +20,11 @@ from conformance.suite.implementation.readiness import (
     Gate,
     gated_node,
     judge,
-    probe_gap,
     require_model,
     sampler,
     wait_bound,
 )
-from conformance.suite.scenario import Context, result_fixture, scenario
+from conformance.suite.scenario import Context, result_fixture, scenario, skip_for_profile
 
 SLOWED_S = 3.0  # the slowed device's readying takes this much longer
 
@@ -35,6 +34,7 @@ SLOWED_S = 3.0  # the slowed device's readying takes this much longer
     "one pod, one claim of two node-local devices on one node (one of them readied slower): followed from creation "
     "to binding against the readiness probe",
     ("RDY-1", "RDY-2", "RDY-3", "RDY-4"),
+    readiness_for=("RDY-3", "RDY-4"),  # judged on what the readiness probe says is ready
     remote=False,
 )
 def readiness_gate(ctx: Context) -> Gate:
@@ -119,15 +119,13 @@ def test_conditions_are_written_per_allocated_device_of_its_own_driver(gate: Gat
 
 @pytest.mark.requirement("RDY-3")
 def test_conditions_true_only_once_the_device_is_ready(gate: Gate, profile: LoadedProfile) -> None:
-    if reason := probe_gap(profile.profile):
-        pytest.skip(reason)
+    skip_for_profile("readiness-gate", "RDY-3", profile.profile)
     assert gate.judged, f"no binding condition was seen True:\n  {gate.describe()}"
     assert not gate.early, "\n".join(gate.early) + f"\n  {gate.describe()}"
 
 
 @pytest.mark.requirement("RDY-4")
 def test_the_pod_binds_only_once_every_device_is_ready_on_its_node(gate: Gate, profile: LoadedProfile) -> None:
-    if reason := probe_gap(profile.profile):
-        pytest.skip(reason)
+    skip_for_profile("readiness-gate", "RDY-4", profile.profile)
     assert gate.binding is not None, f"the pod never bound:\n  {gate.describe()}"
     assert not gate.unready_binding, "\n".join(gate.unready_binding) + f"\n  {gate.describe()}"

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import click
+
+from fake_drivers.readier.cli import BROKEN_FLAGS, main
 from fake_drivers.readier.decide import ATTACHED, ATTACHING, FREE, Conditions, Held, NodeDevice, Policy, decide
 
 NODE = "node-0"
@@ -65,3 +70,9 @@ def test_broken_modes() -> None:
     silent = Policy(broken_no_failure_condition=True)
     failed = device("a", FREE, failed_at=NOW - 1)
     assert not decide(NODE, [failed], [held("a")], CONDITIONS, set(), {}, NOW, silent).report_failed
+
+
+def test_broken_flags_are_hidden_and_each_is_broken_by_a_selftest() -> None:
+    assert not any(flag in main.get_help(click.Context(main)) for flag in BROKEN_FLAGS)
+    selftest = Path(__file__).resolve().parents[3] / "tests" / "selftest" / "test_readiness_breakage.py"
+    assert all(flag in selftest.read_text() for flag in BROKEN_FLAGS)

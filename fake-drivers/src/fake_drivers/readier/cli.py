@@ -33,7 +33,8 @@ log = logging.getLogger(MANAGER)
 BROKEN_FLAGS = {
     "--broken-ready-before-prepared": "RDY-3: the binding condition is set True when the readying starts",
     "--broken-no-failure-condition": "RDY-5: a readying failure never sets a failure condition",
-    "--broken-write-other-nodes": "RDY-9: the daemon also reports for claims allocated on other nodes",
+    "--broken-write-other-nodes": "RDY-8: the daemon also reports for claims allocated on other nodes (given a "
+    "central controller's rights)",
 }
 
 

@@ -837,6 +837,8 @@ class RequirementReporter:
                 for name, t in sorted(timings.items())
             }
             run["measurements"] = {key: summarize(v) for key, v in sorted(measured.items()) if v}
+            if _RUNNER_KEY in self.config.stash and (cost := self.config.stash[_RUNNER_KEY].finished("path-cost")):
+                run["pathCost"] = cost.as_dict()  # COST-1..3: the figures against the binding model's minimum
             evidence = self.config.stash[_EVIDENCE_KEY]
             run["record"] = evidence.write(timings)
             self._attach_evidence(summary, evidence)

@@ -42,6 +42,10 @@ BROKEN_FLAGS = {
     "--broken-detach-shared-early": "IMP-20: a shared claim's device is detached once one of its pods is gone",
     "--broken-late-quarantine": "IMP-4: a failed device is hidden only 10 s after its failure is reported",
     "--broken-reassign-failed-device": "IMP-4: counted: a device whose attach failed is given to the next entry",
+    "--broken-early-reschedule": "COST-1/2: reschedule-to-local: the reschedule is asked for once the attach is done, "
+    "without waiting for the node-local copy (a late copy: the scheduler allocates another fabric device)",
+    "--broken-needless-reattach": "COST-2: an attached device is detached and attached again once before it is "
+    "reported",
 }
 
 

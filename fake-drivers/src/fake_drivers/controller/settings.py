@@ -80,6 +80,8 @@ class Settings:
     broken_detach_shared_early: bool = False
     broken_late_quarantine: bool = False
     broken_reassign_failed_device: bool = False
+    broken_early_reschedule: bool = False
+    broken_needless_reattach: bool = False
 
     def __post_init__(self) -> None:
         if self.counted and self.mode is not Mode.RESCHEDULE_TO_LOCAL:

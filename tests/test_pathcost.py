@@ -99,7 +99,7 @@ def test_a_reschedule_that_lands_on_the_fabric_again_is_a_detour_with_its_timeli
     ]
     timeline = cost.timeline()
     for seen in ("r10  claim allocated fabric-1/a", "r12  condition d/reschedule=True (R)", "r13  claim deallocated",
-                 "probe  fabric: uuid-b attached", "r18  pod bound"):  # fmt: skip
+                 "probe  fabric: uuid-b attached on node-3, was free (attach)", "r18  pod bound"):  # fmt: skip
         assert seen in timeline, timeline
 
 

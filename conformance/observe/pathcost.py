@@ -123,26 +123,35 @@ class PathCost:
         }
 
 
+@dataclass
+class FabricChanges:
+    attached: list[Record] = field(default_factory=list)  # attaches to the node that began in the window
+    detached: list[Record] = field(default_factory=list)  # detaches of devices whose attach began in the window
+    seen: list[Record] = field(default_factory=list)  # every change of those devices in the window (the timeline)
+
+
 def fabric_changes(
     records: Iterable[Record], node: str, devices: set[str], whole_node: bool, since: float, until: float
-) -> tuple[list[Record], list[Record]]:
+) -> FabricChanges:
     """The attaches to `node` the probe saw begin within [since - SKEW_S, until] (a change to attaching or attached
     from anything else: free, detaching, another node), of `devices` or (whole_node: a node the scenario has alone, and
     entries without identity) of any device; and the detaches of devices whose attach began in that window."""
-    attached: list[Record] = []
-    detached: list[Record] = []
+    out = FabricChanges()
     began: set[str] = set()
-    for r in sorted((r for r in records if r.kind == "probe"), key=lambda r: r.at):
-        if not since - SKEW_S <= r.at <= until or not (whole_node or r.name in devices):
+    window = [r for r in records if r.kind == "probe" and since - SKEW_S <= r.at <= until]
+    for r in sorted(window, key=lambda r: r.at):
+        if not (whole_node or r.name in devices):
             continue
         state, before = r.obj["state"], list(r.obj.get("previous") or [])
         was_on = len(before) == 2 and before[0] == node and before[1] in _ON
         if r.obj["node"] == node and state in _ON and not was_on:
-            attached.append(r)
+            out.attached.append(r)
             began.add(r.name)
         elif was_on and r.name in began and (state not in _ON or r.obj["node"] != node):
-            detached.append(r)
-    return attached, detached
+            out.detached.append(r)
+        if r.name in began or r.name in devices:
+            out.seen.append(r)
+    return out
 
 
 def claim_steps(
@@ -179,10 +188,13 @@ def claim_steps(
     return steps
 
 
-def probe_steps(attached: list[Record], detached: list[Record], start: float) -> list[Step]:
-    out = [Step(r.at - start, None, f"fabric: {r.name} {r.obj['state']} on {r.obj['node']} (attach)") for r in attached]
-    for r in detached:
-        out.append(Step(r.at - start, None, f"fabric: {r.name} {r.obj['state']} (was {r.obj['previous']}: detach)"))
+def probe_steps(changes: FabricChanges, start: float) -> list[Step]:
+    """Every change of the path's devices the probe saw, the attaches and detaches it counted marked as such."""
+    out = []
+    for r in changes.seen:
+        mark = " (attach)" if r in changes.attached else " (detach)" if r in changes.detached else ""
+        was = "/".join(r.obj.get("previous") or []) or "free"
+        out.append(Step(r.at - start, None, f"fabric: {r.name} {r.obj['state']} on {r.obj['node']}, was {was}{mark}"))
     return out
 
 
@@ -217,9 +229,9 @@ def path_cost(
     )
     steps = claim_steps(events, upto, binding, start)
     if probe is not None and upto:
-        attached, detached = fabric_changes(probe, node, fabric_devices, whole_node, start, until)
-        cost.attaches, cost.detaches = len(attached), len(detached)
-        steps += probe_steps(attached, detached, start)
+        changes = fabric_changes(probe, node, fabric_devices, whole_node, start, until)
+        cost.attaches, cost.detaches = len(changes.attached), len(changes.detached)
+        steps += probe_steps(changes, start)
     cost.steps = sorted(steps, key=lambda s: (s.at, s.revision or 0))
     # reschedule-to-local: a round that follows a reschedule must bring the node-local copy; one that lands on a fabric
     # device again was asked for while no node-local copy could be allocated (the reschedule came too early).

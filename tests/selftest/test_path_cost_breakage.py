@@ -73,7 +73,7 @@ def test_each_detour_fails_the_should_it_breaks(
         assert outcomes.get(TESTS[rule]) == "failure", f"{rule} did not fail: {outcomes}\n{out[-3000:]}"
     assert says in out, out[-4000:]
     assert "the path of the pod on" in out, out[-4000:]  # the timeline of the detour is in the failure
-    shown = [line.strip() for line in out.splitlines() if says in line]
+    shown = [line.strip() for line in out.splitlines() if says in line and line.startswith("E ")] or [says]
     print(f"{source} {changes[0][1]}: {broken} failed with: {shown[0][:600]}")  # -rP prints it
 
 

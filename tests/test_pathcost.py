@@ -7,9 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from conformance.cluster.bench_history import suite_figures
 from conformance.observe.pathcost import path_cost, time_bound
 from conformance.observe.recorder import Record
 from conformance.observe.views import Allocation, Binding, Event
+from conformance.report.figures import path_cost_lines
+from conformance.report.html import _path_cost
 
 NODE = "node-3"
 FABRIC = {"bindingConditions": ["d/attached"], "bindingFailureConditions": ["d/attach-failed", "d/reschedule"]}
@@ -128,3 +131,17 @@ def test_time_bound_per_model_and_a_slow_path_fails() -> None:
     assert time_bound("reschedule-to-local", 10.0) == 25.0
     cost = _cost("keep-in-pool", [_allocation(10, 100.0, "a")], [_probe(1, 100.2, "uuid-a", "attached", [])], 121.0, 14)
     assert "21.0s from the first allocation to the binding; bound 20s" in cost.time_problems()[0]
+
+
+def test_the_figures_reach_the_bench_the_figures_printout_and_the_html() -> None:
+    allocations = [_allocation(10, 100.0, "a", cleared=(13, 106.1), reschedule=True), _allocation(15, 107.2, "b")]
+    cost = _cost("reschedule-to-local", allocations, [_probe(1, 100.2, "uuid-a", "attached", [])], 108.0, 18)
+    report = {"pathCost": cost.as_dict()}
+    figs = suite_figures(report)
+    assert (figs["path scheduling rounds"].value, figs["path attaches"].value) == (2, 1)
+    assert figs["path allocation-to-binding"].value == 8.0
+    lines = "\n".join(path_cost_lines(report["pathCost"]))
+    assert "scheduling rounds              2 (minimum 2)" in lines and "detour: after ['d/reschedule']" in lines
+    page = _path_cost(report["pathCost"])
+    assert "<td>minimum 2</td>" in page and "Detours:" in page and "r15  claim allocated fabric-1/b" in page
+    assert "not measured" in _path_cost(None)

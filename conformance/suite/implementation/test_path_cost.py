@@ -30,6 +30,8 @@ from conformance.observe.pathcost import PathCost, path_cost, time_bound
 from conformance.suite.implementation.outcome import bind_timeout
 from conformance.suite.scenario import NAMESPACE_READY_S, Context, result_fixture, scenario, skip_for_profile
 
+FABRIC_PATHS = ("keep-in-pool", "reschedule-to-local")  # binding models whose path goes through a fabric attach
+
 
 @scenario(
     "path-cost",
@@ -40,6 +42,11 @@ from conformance.suite.scenario import NAMESPACE_READY_S, Context, result_fixtur
     probe_for=("COST-2",),  # attaches are counted from what the fabric says
 )
 def path_cost_scenario(ctx: Context) -> PathCost:
+    if ctx.profile.binding_model not in FABRIC_PATHS:  # a readiness gate without a fabric (bindingModel node-local)
+        pytest.skip(
+            f"bindingModel {ctx.profile.binding_model}: path-cost follows a fabric device's path (attach, reschedule); "
+            "a node-local readying's path is not measured by it"
+        )
     node, lease, ns = ctx.remote_fabric(1 if ctx.counted else 2, exclusive=True)
     _wait_until_free(ctx, lease, node)
     prof = ctx.profile

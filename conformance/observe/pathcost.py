@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from conformance.cluster.versions import PREBIND_POLL_S  # the scheduler re-checks a waiting pod's claim every 5 s
 from conformance.observe.attachments import SKEW_S
 from conformance.observe.recorder import Record
 from conformance.observe.views import Allocation, Binding, Event, device_conditions
@@ -22,7 +23,6 @@ from conformance.observe.views import Allocation, Binding, Event, device_conditi
 # with its fabric allocation; reschedule-to-local (identified or counted entries) is sent back once and binds with the
 # node-local copy; the node-local readiness gate has no fabric and binds with its one allocation.
 MIN_ROUNDS = {"keep-in-pool": 1, "reschedule-to-local": 2, "node-local": 1}
-PREBIND_POLL_S = 5.0  # kube-scheduler re-checks a claim's conditions every 5 s while its pod waits in PreBind
 # Slack of the time bound: a loaded scheduler and API server (5 s), and per round beyond the first the scheduler's
 # retry after the PreBind failure (backoff 1 s, then 2 s) and its cycles to clear and allocate again (5 s).
 SLACK_S = 5.0

@@ -877,6 +877,8 @@ class RequirementReporter:
             implementation = self.config.stash.get(_RUNNER_KEY, None)
             if implementation is not None and "restart" in implementation.scenarios:  # IMP-8's matrix, cell by cell
                 run["restartMatrix"] = matrix_report(implementation.finished("restart"))
+            if implementation is not None and (cost := implementation.finished("path-cost")):
+                run["pathCost"] = cost.as_dict()  # COST-1..3: the figures against the binding model's minimum
             evidence = self.config.stash[_EVIDENCE_KEY]
             run["record"] = evidence.write(timings)
             self._attach_evidence(summary, evidence)

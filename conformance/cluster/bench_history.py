@@ -48,6 +48,12 @@ def suite_figures(report: dict[str, Any]) -> dict[str, Figure]:
         if key in measured:
             out[f"{label} median"] = Figure(measured[key]["median"], "s")
             out[f"{label} p95"] = Figure(measured[key]["p95"], "s")
+    if cost := report.get("pathCost"):  # COST-1..3: counts are compared like times (lower is better)
+        out["path scheduling rounds"] = Figure(cost["schedulingRounds"]["measured"], "")
+        if cost["attaches"]["measured"] is not None:
+            out["path attaches"] = Figure(cost["attaches"]["measured"], "")
+        if cost["allocationToBindingSeconds"]["measured"] is not None:
+            out["path allocation-to-binding"] = Figure(cost["allocationToBindingSeconds"]["measured"], "s")
     with_ = measured.get("scale_pods_per_second_with_conditions")
     without = measured.get("scale_pods_per_second_without_conditions")
     if with_:

@@ -130,7 +130,7 @@ def render(requirements: tuple[Requirement, ...], scenarios: list[Scenario], tes
             lines += ["**Scenarios.**", ""]
             lines += [
                 f"- `{s.name}` ({_module_path(s.module)}): {s.description.rstrip('.')}."
-                + (" Runs alone (it disturbs the shared implementation)." if s.exclusive else "")
+                + (" Runs alone (nothing else runs on the implementation meanwhile)." if s.exclusive else "")
                 for s in covering
             ]
             lines += [""]

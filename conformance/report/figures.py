@@ -45,6 +45,7 @@ def figures(report: dict[str, Any]) -> list[str]:
         if key in measured:  # the headline pod's path: keep-in-pool needs 1 allocation, reschedule-to-local 2
             m = measured[key]
             lines.append(f"{label:<28}median {m['median']:g}, max {m['max']:g} (n={m['count']})")
+    lines += path_cost_lines(report.get("pathCost"))
     with_ = measured.get("scale_pods_per_second_with_conditions")
     without = measured.get("scale_pods_per_second_without_conditions")
     if with_ and without:
@@ -58,6 +59,25 @@ def figures(report: dict[str, Any]) -> list[str]:
             f"SCALE-1 seconds until all bound (with conditions) "
             f"{measured['scale_seconds_to_all_bound_with_conditions']['median']:.1f} s"
         )
+    return lines
+
+
+def path_cost_lines(cost: dict[str, Any] | None) -> list[str]:
+    """COST-1..3: the fair single pod's path against its binding model's minimum (absent: the scenario did not end)."""
+    if not cost:
+        return []
+    rounds, attaches = cost["schedulingRounds"], cost["attaches"]
+    seconds = cost["allocationToBindingSeconds"]
+    measured = "not probed" if attaches["measured"] is None else f"{attaches['measured']}"
+    lines = [
+        f"path cost ({cost['bindingModel']}, alone on node {cost['node']}):",
+        f"  scheduling rounds         {rounds['measured']:>6} (minimum {rounds['minimum']})",
+        f"  attaches                  {measured:>6} (minimum {attaches['minimum']}, "
+        f"detaches on the way {attaches['detachesOnTheWay'] or 0})",
+        f"  allocation to binding     {seconds['measured'] if seconds['measured'] is not None else '-':>6} s "
+        f"(bound {seconds['bound']:g} s)",
+    ]
+    lines += [f"  detour: {d}" for d in cost.get("detours") or []]
     return lines
 
 

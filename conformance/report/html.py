@@ -207,6 +207,7 @@ def _figures(report: dict[str, Any]) -> str:
         + rows
         + "</table>",
     ]
+    lines.append(_path_cost(report.get("pathCost")))
     if record:
         lines.append(
             f"<p>Record: {_e(record.get('records'))}; dropped {_e(record.get('dropped', 0))}. Fabric probe: "
@@ -242,6 +243,33 @@ def _restart_matrix(report: dict[str, Any]) -> str:
         f"<th>last seen / why</th></tr>{rows}</table>"
         f"<h3>Combinations no cell stages</h3><table><tr><th>claim</th><th>fabric</th><th>why</th></tr>{unreachable}"
         "</table>"
+    )
+
+
+def _path_cost(cost: dict[str, Any] | None) -> str:
+    """COST-1..3: the fair single pod's path against its binding model's minimum, and its timeline."""
+    if not cost:
+        return '<h3 id="path-cost">Path cost</h3><p>not measured: the path-cost scenario did not run or did not end</p>'
+    rounds, attaches, seconds = cost["schedulingRounds"], cost["attaches"], cost["allocationToBindingSeconds"]
+    rows = [
+        ("scheduling rounds (COST-1)", rounds["measured"], f"minimum {rounds['minimum']}"),
+        (
+            "attaches (COST-2)",
+            "not probed" if attaches["measured"] is None else attaches["measured"],
+            f"minimum {attaches['minimum']}; detaches on the way {attaches['detachesOnTheWay'] or 0}",
+        ),
+        ("allocation to binding, s (COST-3)", seconds["measured"], f"bound {seconds['bound']:g}"),
+    ]
+    body = "".join(f"<tr><td>{_e(a)}</td><td>{_e(b)}</td><td>{_e(c)}</td></tr>" for a, b, c in rows)
+    detours = "".join(f"<li>{_e(d)}</li>" for d in cost.get("detours") or [])
+    steps = _e("\n".join(cost.get("timeline") or []))
+    return (
+        f'<h3 id="path-cost">Path cost</h3><p>One pod alone on the implementation, binding model '
+        f"<code>{_e(cost['bindingModel'])}</code>, node <code>{_e(cost['node'])}</code></p>"
+        f"<table><tr><th>figure</th><th>measured</th><th>against</th></tr>{body}</table>"
+        + (f"<p>Detours:</p><ul>{detours}</ul>" if detours else "<p>No detour: the binding model's minimum.</p>")
+        + "<details><summary>the path (s from the first allocation, etcd revision or probe)</summary>"
+        f"<pre>{steps}</pre></details>"
     )
 
 

@@ -56,7 +56,7 @@ class Scenario:
     # False: certifies the cluster with suite-owned drivers (runs with --profile none; gets a ClusterContext)
     implementation: bool = True
     controller: tuple[str, ...] = ()  # controller fields of the profile it needs ("process", "serviceAccount")
-    exclusive: bool = False  # disturbs the shared implementation (restarts it): runs alone (suite/exclusive.py)
+    exclusive: bool = False  # runs alone: it disturbs the shared implementation (restarts it), or must not be disturbed
     # Requirements of the scenario that only the fabric probe can judge (the scenario itself runs without one): they
     # are skipped, and predicted skipped by `profile check`, where the profile declares no fabricProbe.
     probe_for: tuple[str, ...] = ()

@@ -228,3 +228,27 @@ def test_abort_on_other_driver_stops_every_pass_once_it_met_another_drivers_clai
     unconditioned = claim_obj(name="plain", driver="other.example.com", binding=False)
     quiet, _, _ = reconciler(replace(KEEP, broken_abort_on_other_driver=True), [dev(0)], [unconditioned])
     quiet.reconcile_once()  # without binding conditions another driver's claim does not stop it
+
+
+# --- COST-1/COST-2: needless detours ---------------------------------------------------------------------------
+
+
+def test_early_reschedule_asks_before_the_node_local_copy_exists_the_correct_controller_waits() -> None:
+    attached = dev(0, "attached", "node-0")
+    assert conditions(plan_for(LOCAL, [attached], (claim(),))) == [], "correct: waits for the node-local copy"
+    broken = replace(LOCAL, broken_early_reschedule=True)
+    assert conditions(plan_for(broken, [attached], (claim(),))) == [("reschedule", "BrokenOnPurpose")]
+    assert conditions(plan_for(broken, [dev(0, "attaching", "node-0")], (claim(),))) == [], "never before the attach"
+
+
+def test_needless_reattach_detaches_an_attached_device_once_then_attaches_it_again_and_reports() -> None:
+    broken = replace(KEEP, broken_needless_reattach=True)
+    attached = dev(0, "attached", "node-0")
+    assert conditions(plan_for(KEEP, [attached], (claim(),))) == [("attached", "Attached")], "correct: reported"
+    first = plan_for(broken, [attached], (claim(),))
+    assert [d.uuid for d in first.detaches] == [attached.uuid] and first.conditions == []
+    remembered = Memory(idle_since=first.idle_since)
+    again = plan_for(broken, [dev(0)], (claim(),), memory=remembered)  # detached: attached again
+    assert [a.uuid for a in again.attaches] == [attached.uuid]
+    done = plan_for(broken, [attached], (claim(),), memory=Memory(idle_since=again.idle_since))
+    assert done.detaches == [] and conditions(done) == [("attached", "Attached")]

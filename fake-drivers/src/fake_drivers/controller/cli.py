@@ -48,6 +48,10 @@ BROKEN_FLAGS = {
     "claim's free device, an idle device due a detach) is kept in memory only and lost: never done",
     "--broken-forget-move-on-restart": "IMP-8: a device found at start attached to or detaching from another node "
     "than its claim's allocation is never moved",
+    "--broken-early-reschedule": "COST-1/2: reschedule-to-local: the reschedule is asked for once the attach is done, "
+    "without waiting for the node-local copy (a late copy: the scheduler allocates another fabric device)",
+    "--broken-needless-reattach": "COST-2: an attached device is detached and attached again once before it is "
+    "reported",
 }
 
 

@@ -524,6 +524,10 @@ def _fabric_holder(
         plan.conditions.append(ConditionWrite(claim, result, type_, reason, message, d.uuid))
         plan.states[label] = state
 
+    reattach = f"reattach:{claim.uid}:{d.uuid}"  # --broken-needless-reattach: detached once already for this claim
+    if settings.broken_needless_reattach and reattach in memory.idle_since:
+        plan.idle_since[reattach] = memory.idle_since[reattach]
+
     if holding.failed():
         plan.states[label] = "failed, waiting for the scheduler to reallocate"
     elif holding.ready():
@@ -554,6 +558,12 @@ def _fabric_holder(
             write(
                 settings.attached, "BrokenOnPurpose", "reported before the attach (selftest mode)", "attached (broken)"
             )
+    elif (
+        d.state == ATTACHED and d.node == node and settings.broken_needless_reattach and reattach not in plan.idle_since
+    ):
+        plan.idle_since[reattach] = now
+        plan.detaches.append(Detach(d.uuid, d.node, recheck=False))
+        plan.states[label] = f"attached to {node}, detached to attach it again (broken on purpose)"
     elif d.state == ATTACHED and d.node == node:
         keep = settings.mode is Mode.KEEP_IN_POOL or memory.rescheduled.get(claim.uid, 0) >= settings.max_reschedules
         if keep:
@@ -573,6 +583,9 @@ def _fabric_holder(
                 f"device {d.uuid} is attached and published node-locally as {copy.pool}/{copy.name}; reallocate",
                 "reschedule to the node-local copy",
             )
+        elif settings.broken_early_reschedule:
+            message = f"device {d.uuid} is attached; reallocate (before its node-local copy exists: broken on purpose)"
+            write(settings.reschedule, "BrokenOnPurpose", message, "reschedule before the copy (broken)")
         else:
             plan.states[label] = f"attached to {node}, waiting for the node driver to republish it"
     elif d.state == ATTACHED and settings.broken_accept_attached_elsewhere:

@@ -83,6 +83,8 @@ class Settings:
     broken_detach_first_only: bool = False
     broken_forget_unsent_on_restart: bool = False
     broken_forget_move_on_restart: bool = False
+    broken_early_reschedule: bool = False
+    broken_needless_reattach: bool = False
 
     def __post_init__(self) -> None:
         if self.counted and self.mode is not Mode.RESCHEDULE_TO_LOCAL:

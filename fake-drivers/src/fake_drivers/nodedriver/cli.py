@@ -24,7 +24,7 @@ from ..validation import ConfigError
 from .config import load_config
 from .fabric import FabricClient, FabricUnavailable
 from .publisher import Publisher
-from .slices import Policy
+from .slices import AttachedDevice, Policy
 
 SERVE_ALL = "serving every configured node"  # what a refused node list costs
 log = logging.getLogger("fake-node-driver")
@@ -56,6 +56,14 @@ log = logging.getLogger("fake-node-driver")
 )
 @click.option("--node", default=None, help="serve this node only (a per-node plugin; not configured: no local devices)")
 @click.option(
+    "--hotplug-delay",
+    type=click.FloatRange(min=0.0),
+    default=0.0,
+    show_default=True,
+    help="seconds a device must have been attached before it is advertised (a slow hot-plug detection, as a node "
+    "whose driver takes a while to load; selftests use it to show a controller that does not wait for the copy)",
+)
+@click.option(
     "--interval",
     type=click.FloatRange(min=0.05),
     default=0.5,
@@ -71,6 +79,7 @@ def main(
     republish: bool,
     deny_list: bool,
     node: str | None,
+    hotplug_delay: float,
     interval: float,
 ) -> None:
     """Publish per-node ResourceSlices with local devices and hot-plugged fabric devices."""
@@ -97,7 +106,7 @@ def main(
     stop = stop_event(log, "removing slices and stopping")
     log.info("driver %s, nodes %s, republish=%s deny-list=%s", cfg.driver, cfg.nodes, republish, deny_list)
     try:
-        run(publisher, fabric, stop, interval, nodes)
+        run(publisher, fabric, stop, interval, nodes, HotplugDelay(hotplug_delay))
     finally:
         try:
             publisher.remove_all()
@@ -118,18 +127,34 @@ def _own_node_only() -> frozenset[str] | None:
     return None  # every configured node (its one node) is served
 
 
+class HotplugDelay:
+    """Advertise an attached device only once it has been seen attached to the same node for `seconds` (0: at once)."""
+
+    def __init__(self, seconds: float = 0.0) -> None:
+        self.seconds = seconds
+        self._since: dict[tuple[str, str], float] = {}
+
+    def ready(self, attached: list[AttachedDevice], now: float) -> list[AttachedDevice]:
+        if not self.seconds:
+            return attached
+        self._since = {(d.uuid, d.node): self._since.get((d.uuid, d.node), now) for d in attached}
+        return [d for d in attached if now - self._since[(d.uuid, d.node)] >= self.seconds]
+
+
 def run(
     publisher: Publisher,
     fabric: FabricClient,
     stop: threading.Event,
     interval: float,
     nodes: Callable[[], frozenset[str] | None] = lambda: None,
+    delay: HotplugDelay | None = None,
 ) -> None:
     first = True
+    delay = delay or HotplugDelay()
     while not stop.is_set():
         started = time.monotonic()
         try:
-            publisher.sync(fabric.attached(), nodes())
+            publisher.sync(delay.ready(fabric.attached(), started), nodes())
             if first:
                 log.info("published the slices of %d nodes", len(publisher.config.nodes))
                 first = False

@@ -165,6 +165,13 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "a shared claim: one attach, every pod binds there, attached until the last pod is gone, then let go",
         _IMP,
     ),
+    _r(
+        "IMP-27",
+        "implementation",
+        "MUST",
+        "a hot-plugged device's copy is never held by, nor offered to, another claim while one holds the device",
+        _IMP,
+    ),
     _r("SCALE-1", "scale", "SHOULD", "many pods waiting in PreBind all bind, none lost", "Test Plan / e2e"),
 )
 CATALOGUE: dict[str, Requirement] = {r.id: r for r in REQUIREMENTS}
@@ -524,6 +531,29 @@ DOCS: dict[str, Doc] = {
             "counted": "the node is the scenario's own: exactly one device arrives there; " + _COUNTED_LET_GO,
         },
         skips="when no node without node-local devices is reached by a fabric pool",
+    ),
+    "IMP-27": Doc(
+        "copy-race: a pod's claim is allocated a fabric device on a node without node-local devices; then 2 pods "
+        "pinned to that node and asking for the same device wait in the scheduler's queue (node-local pools are tried "
+        "first, and every slice or taint rule change sends them back), and each pod that binds is deleted until all "
+        "have bound once. The run's record is judged (conformance/observe/copies.py): each claim's holding of an entry "
+        "is an interval of etcd revisions (as SCH-9), mapped to the physical device; no two claims may hold one device "
+        "through two copies over overlapping revisions (no threshold), and no copy of a held device may sit free "
+        "(newest generation, unallocated, untainted) at any revision for a probe period (0.1 s) or more. A failure "
+        "condition does not end a holding: until the scheduler clears the allocation the device is the claim's. The "
+        "failure names both holders with their revision intervals and the physical device. Broken on purpose "
+        "(tests/selftest/test_copy_race_breakage.py): the copy released when the reschedule is asked for "
+        "(`--broken-release-hold-on-reschedule`), a node driver without its deny list",
+        models={
+            "keep-in-pool": "the hot-plugged copy stays hidden while the fabric allocation holds the device (the "
+            "moving pod binds first, then the waiting pods take the fabric entry in turn)",
+            "reschedule-to-local": "the node-local copy is no other claim's until the scheduler has cleared the "
+            "fabric allocation; then any waiting pod may win it (the moving pod then waits its turn)",
+            "counted": "the waiting pods ask for a node-local copy of the model (so they wait rather than take "
+            "capacity); the count entry's device is the one its status names, else the probe's one attach to the "
+            "node while it was held",
+        },
+        skips="no node without node-local devices is reached by a fabric pool",
     ),
     "SCALE-1": Doc(
         "scale: `--scale-pods` pods (default 16; the KEP's 1000 with `--scale-pods 1000`) with fabric devices wait in "

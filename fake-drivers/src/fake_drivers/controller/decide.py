@@ -9,7 +9,8 @@ workers), condition writes.
 Invariants the decisions keep (IMP-6):
 - each physical device is offered at most once: keep-in-pool lists it only in the fabric pool (the node driver's
   deny list hides the hot-plugged copy); reschedule-to-local lists it in the fabric pool only while free, and
-  while a claim holds the fabric copy, a "hold" taint keeps the node-local copy from being allocated;
+  while a claim holds the fabric copy (until the scheduler has cleared it, also once the reschedule is asked
+  for), a "hold" taint keeps the node-local copy from being allocated;
 - a device nobody holds is hidden (a "detach" taint) before it is detached, and offered again only once free;
 - a device whose attach failed is hidden ("quarantine" taint) before the claim is told, so the reallocation
   the scheduler then does cannot pick it again.
@@ -275,11 +276,14 @@ def _device(
     if not settings.counted and (settings.mode is Mode.KEEP_IN_POOL or d.state == FREE):
         plan.pools[d.fabric].append(d)
 
-    # The hold lasts while a claim holds the fabric copy with an allocation that can still bind. Once its
-    # failure condition is True the scheduler deallocates it and allocates again within milliseconds, so the
-    # node-local copy must be allocatable by then: the hold goes as soon as the reschedule is asked for.
-    live_fabric_holders = [h for h in holders if h.via_fabric and not h.failed()]
-    want_hold = settings.mode is Mode.RESCHEDULE_TO_LOCAL and bool(live_fabric_holders)
+    # The hold lasts while a claim holds the fabric copy, its failure condition True or not: until the scheduler
+    # has cleared that allocation the device is allocated, and its node-local copy given to a pod waiting on the
+    # node would be a second allocation of one device (IMP-27). The scheduler's next try of the rescheduled pod
+    # comes after a back-off of a second or more, long after the hold is gone.
+    fabric_holders = [h for h in holders if h.via_fabric]
+    if settings.broken_release_hold_on_reschedule:  # broken on purpose: the copy offered from the reschedule on
+        fabric_holders = [h for h in fabric_holders if not h.failed()]
+    want_hold = settings.mode is Mode.RESCHEDULE_TO_LOCAL and bool(fabric_holders)
     if want_hold and hold is None:
         plan.create_taints.append(TaintCreate(Purpose.HOLD, d.uuid, d.name))
     elif not want_hold and hold is not None:

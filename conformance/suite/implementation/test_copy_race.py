@@ -162,7 +162,10 @@ race = result_fixture("race", "copy-race")
 
 
 @pytest.mark.requirement("IMP-27")
-def test_the_waiting_pods_were_queued_while_the_moving_claim_held_the_device(race: Race) -> None:
+def test_the_waiting_pods_were_queued_while_the_moving_claim_held_the_device(race: Race, record_property: Any) -> None:
+    record_property("waiting_pods", len(race.queued))
+    record_property("holdings_judged", len(race.races.holdings))
+    record_property("revisions_judged", race.races.revisions)
     late = {p: r for p, r in race.queued.items() if r >= race.moving_released}
     if len(race.queued) < len(race.waiting) or late:
         pytest.skip(

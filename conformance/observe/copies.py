@@ -31,9 +31,9 @@ from typing import Any
 from conformance.observe.allocations import Entry, holdings
 from conformance.observe.attachments import SKEW_S, stamp
 from conformance.observe.recorder import PROBE_PERIOD_S, Record
-from conformance.observe.slices import allocation_results, result_key, tainted_by_rule
+from conformance.observe.replay import free_entries, replay
+from conformance.observe.slices import result_key
 
-HIDING = ("NoSchedule", "NoExecute")
 KINDS = ("claim", "slice", "taintrule", "probe")
 
 
@@ -156,35 +156,12 @@ def _overlaps(held: list[Held], races: Races) -> None:
                     (races.scheduler if earlier.entry == later.entry else races.held_twice).append(found)
 
 
-def _free_copies(state: dict[str, dict[str, Any]], driver: str, identity: str) -> list[str]:
-    """'slice:device' of every entry listing the device free in this state of the cluster."""
-    slices = [s for s in state["slice"].values() if s.get("driver") == driver]
-    newest: dict[str, int] = {}
-    for s in slices:
-        newest[s["pool"]] = max(newest.get(s["pool"], 0), int(s.get("generation") or 0))
-    allocated = {e for entries in state["claim"].values() for e in entries}
-    rules = list(state["taintrule"].values())
-    out = []
-    for name, s in state["slice"].items():
-        if s.get("driver") != driver or int(s.get("generation") or 0) != newest[s["pool"]]:
-            continue
-        for d in s.get("devices") or []:
-            if d.get("identity") != identity or (driver, s["pool"], d["name"]) in allocated:
-                continue
-            if any(t.get("effect") in HIDING for t in d.get("taints") or []):
-                continue
-            if not tainted_by_rule(rules, driver, s["pool"], d["name"]):
-                out.append(f"{name}:{d['name']}")
-    return out
-
-
 def _replay(records: list[Record], held: list[Held], driver: str, races: Races) -> None:
     """Offers of a held device's copies, at every revision one of the judged devices was held."""
     by_identity: dict[str, list[Held]] = defaultdict(list)
     for h in held:
         by_identity[h.identity].append(h)
     first = min((h.start for h in held), default=0)
-    state: dict[str, dict[str, Any]] = {"slice": {}, "claim": {}, "taintrule": {}}
     opened: dict[str, tuple[Record, list[str], list[Held]]] = {}
 
     def close(identity: str, at: float) -> None:
@@ -197,15 +174,9 @@ def _replay(records: list[Record], held: list[Held], driver: str, races: Races) 
             )
 
     revisions: set[int] = set()
-    ordered = sorted((r for r in records if r.kind in state), key=lambda r: (r.revision or 0, r.seq))
-    for r in ordered:
-        key = f"{r.namespace}/{r.name}" if r.namespace else r.name
-        if r.type == "DELETED":
-            state[r.kind].pop(key, None)
-        elif r.kind == "claim":
-            state["claim"][key] = [result_key(x) for x in allocation_results(r.obj)]
-        else:
-            state[r.kind][key] = r.obj
+    end = 0.0
+    for r, state in replay(records, driver):
+        end = max(end, r.at)
         revision = r.revision or 0
         if revision < first:
             continue
@@ -213,12 +184,11 @@ def _replay(records: list[Record], held: list[Held], driver: str, races: Races) 
             holders = [h for h in hs if h.start <= revision < h.end]
             if holders:
                 revisions.add(revision)
-            offers = _free_copies(state, driver, identity) if holders else []
+            offers = free_entries(state, driver, identity) if holders else []
             if offers and identity not in opened:
                 opened[identity] = (r, offers, holders)
             elif not offers and identity in opened:
                 close(identity, r.at)
-    end = ordered[-1].at if ordered else 0.0
     for identity in list(opened):
         close(identity, end)
     races.revisions = len(revisions)

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from conformance.cluster.manifests import RESOURCE_API, claim_template, pinned_pod
+from conformance.cluster.manifests import claim_template, pinned_pod
 from conformance.observe.copies import Races, judge
 from conformance.observe.slices import BIND_SLACK_S
 from conformance.observe.views import History
@@ -71,21 +71,10 @@ def _claim_of(pod: dict[str, Any]) -> str | None:
     return None
 
 
-def _copy_class(ctx: Context, model: str) -> str:
-    """Count-based entries: a DeviceClass of the node-local copies of `model` only (those carry the identity)."""
+def _with_identity(ctx: Context) -> str:
+    """CEL: the device carries the identity attribute (count-based stacks: the node-local copies only)."""
     domain, _, name = ctx.profile.identity_attribute.rpartition("/")
-    attrs = f"device.attributes[{json.dumps(domain or ctx.profile.driver)}]"
-    expression = f"{ctx.pool.model_selector(model)} && {json.dumps(name)} in {attrs}"
-    class_name = f"{ctx.scenario.name}-{ctx.objects.run_id}-copies"
-    ctx.objects.create(
-        {
-            "apiVersion": RESOURCE_API,
-            "kind": "DeviceClass",
-            "metadata": {"name": class_name},
-            "spec": {"selectors": [{"cel": {"expression": expression}}]},
-        }
-    )
-    return class_name
+    return f"{json.dumps(name)} in device.attributes[{json.dumps(domain or ctx.profile.driver)}]"
 
 
 def _staged(history: History, seen: Race) -> bool:
@@ -114,7 +103,7 @@ def copy_race(ctx: Context) -> Race:
     template = "gpu"
     if lease.counted:
         template = "copy"
-        ctx.objects.create(claim_template(template, _copy_class(ctx, lease.counted.model)), ns)
+        ctx.objects.create(claim_template(template, ctx.device_class(lease, narrower=_with_identity(ctx))), ns)
     design = f"{ctx.profile.binding_model}, {ctx.profile.fabric_entries} entries"
     seen = Race(node, design, [f"waiting-{i}" for i in range(WAITING)])
     deadline = ctx.profile.promises.attach_s + BIND_SLACK_S

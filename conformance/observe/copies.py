@@ -12,8 +12,12 @@ count-based pools name the device only on the copy). While any allocation holds 
   (in the device or by a rule). An offer shorter than one probe period by the record's clock is excused (a claim
   change seen only after a watch gap may start a holding late); nothing longer is.
 
-A failure condition does not end a holding: an allocation the scheduler has not cleared yet is an allocation (a
-timed-out one is SCH-9's case), and a copy given to a waiting pod meanwhile is a second allocation of the device.
+A holding ends at the clearing of the allocation, or earlier at the first write that shows one of its failure conditions
+True: with it the stack lets the device go (the scheduler never binds that allocation and clears it on the pod's next
+try). Counting it until the clearing would fail every correct reschedule-to-local stack: kube-scheduler tries the
+rescheduled pod again within milliseconds of its own deallocation (SchedulerPopFromBackoffQ), before any controller can
+lift what hides the copy, so the pod would take another device (a second attach) on every move. A stack that acts on
+the let-go allocation afterwards (detaches what another pod now uses) fails IMP-10.
 
 Identity of a holding: the identity attribute of the entry (from any slice of the run); else the device the claim's
 status names (status.devices[].data, a count entry's device); else the fabric probe: the one device whose attach to the
@@ -32,7 +36,7 @@ from conformance.observe.allocations import Entry, holdings
 from conformance.observe.attachments import SKEW_S, stamp
 from conformance.observe.recorder import PROBE_PERIOD_S, Record
 from conformance.observe.replay import free_entries, replay
-from conformance.observe.slices import result_key
+from conformance.observe.slices import allocation_results, device_conditions, result_key
 
 KINDS = ("claim", "slice", "taintrule", "probe")
 
@@ -50,9 +54,11 @@ class Held:
     end: float  # revision of the first write that did not; inf while held
     at: float  # when the record received the allocation
     end_at: float = math.inf
+    let_go: str = ""  # the failure condition whose True ended the holding before the clearing
 
     def interval(self) -> str:
         end = "still held" if math.isinf(self.end) else f"to revision {int(self.end)} ({stamp(self.end_at)})"
+        end += f" ({self.let_go} True)" if self.let_go else ""
         _, pool, device = self.entry
         return f"{self.claim} held {pool}/{device} from revision {self.start} ({stamp(self.at)}) {end}"
 
@@ -139,8 +145,22 @@ def identify(
                 "in its status, no single attach to its node in the probe while it was held"
             )
             continue
-        out.append(Held(h.claim, h.uid, h.entry, identity, how, h.start, h.end, h.at, h.end_at))
+        end, end_at, let_go = h.end, h.end_at, ""
+        for r in sorted(during, key=lambda r: (r.revision or 0, r.seq)):
+            if failing := _failing(r.obj, h.entry):
+                end, end_at, let_go = r.revision or 0, r.at, failing
+                break
+        out.append(Held(h.claim, h.uid, h.entry, identity, how, h.start, end, h.at, end_at, let_go))
     return out, unknown
+
+
+def _failing(obj: dict[str, Any], entry: Entry) -> str:
+    """The failure condition True on this entry of the claim ("" if none): the claim lets the device go with it."""
+    for x in allocation_results(obj):
+        if result_key(x) == entry:
+            states = device_conditions(obj, x)
+            return next((t for t in x.get("bindingFailureConditions") or [] if states.get(t) == "True"), "")
+    return ""
 
 
 def _overlaps(held: list[Held], races: Races) -> None:

@@ -533,22 +533,25 @@ DOCS: dict[str, Doc] = {
         skips="when no node without node-local devices is reached by a fabric pool",
     ),
     "IMP-27": Doc(
-        "copy-race: a pod's claim is allocated a fabric device on a node without node-local devices; then 2 pods "
-        "pinned to that node and asking for the same device wait in the scheduler's queue (node-local pools are tried "
-        "first, and every slice or taint rule change sends them back), and each pod that binds is deleted until all "
-        "have bound once. The run's record is judged (conformance/observe/copies.py): each claim's holding of an entry "
-        "is an interval of etcd revisions (as SCH-9), mapped to the physical device; no two claims may hold one device "
+        "copy-race: a pod's claim is allocated a fabric device on a node without node-local devices; then 2 pods pinned"
+        " to that node and asking for the same device wait in the scheduler's queue (node-local pools are tried first, "
+        "and every slice or taint rule change sends them back), and each pod that binds is deleted until all have bound"
+        " once. The run's record is judged (conformance/observe/copies.py): each claim's holding of an entry is an "
+        "interval of etcd revisions (as SCH-9), mapped to the physical device; no two claims may hold one device "
         "through two copies over overlapping revisions (no threshold), and no copy of a held device may sit free "
-        "(newest generation, unallocated, untainted) at any revision for a probe period (0.1 s) or more. A failure "
-        "condition does not end a holding: until the scheduler clears the allocation the device is the claim's. The "
-        "failure names both holders with their revision intervals and the physical device. Broken on purpose "
-        "(tests/selftest/test_copy_race_breakage.py): the copy released when the reschedule is asked for "
-        "(`--broken-release-hold-on-reschedule`), a node driver without its deny list",
+        "(newest generation, unallocated, untainted) at any revision for a probe period (0.1 s) or more. A holding ends"
+        " at the clearing, or at the first write showing one of its failure conditions True (the stack lets the device "
+        "go; kube-scheduler tries the rescheduled pod again within milliseconds of its own deallocation, so a copy "
+        "hidden until then would cost a second attach on every move). The failure names both holders with their "
+        "revision intervals and the physical device. Broken on purpose (tests/selftest/test_copy_race_breakage.py): no "
+        "hold on the copy and the reschedule asked 2 s after it appears (`--broken-no-hold`, identified and counted), a"
+        " keep-in-pool node driver without its deny list",
         models={
             "keep-in-pool": "the hot-plugged copy stays hidden while the fabric allocation holds the device (the "
             "moving pod binds first, then the waiting pods take the fabric entry in turn)",
-            "reschedule-to-local": "the node-local copy is no other claim's until the scheduler has cleared the "
-            "fabric allocation; then any waiting pod may win it (the moving pod then waits its turn)",
+            "reschedule-to-local": "the node-local copy is no other claim's until the moving claim lets its fabric "
+            "allocation go (the condition meaning `reschedule` True); then any waiting pod may win it (the moving pod "
+            "then waits its turn)",
             "counted": "the waiting pods ask for a node-local copy of the model (so they wait rather than take "
             "capacity); the count entry's device is the one its status names, else the probe's one attach to the "
             "node while it was held",

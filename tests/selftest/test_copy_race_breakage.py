@@ -14,19 +14,19 @@ import pytest
 from selftest.suite_runner import profile_variant, run_suite
 
 TARGET = "conformance/suite/implementation/test_copy_race.py"
-HOLD = "--broken-release-hold-on-reschedule"
+HOLD = "--broken-no-hold"
 
 VARIANTS = {
-    # reschedule-to-local: the hold goes when the reschedule is asked for, while the scheduler has not yet cleared the
-    # fabric allocation (up to a PreBind poll of 5 s): a waiting pod gets the copy (the run-wide IMP-6 watcher does not
-    # count a holder whose failure condition is True, so only IMP-27 sees it).
-    "reschedule-release-hold-early": (
+    # reschedule-to-local: no hold on the node-local copy, and the reschedule asked only 2 s after it appears (a stack
+    # that finds copies on a periodic rescan): meanwhile the pending fabric allocation holds the device and a waiting
+    # pod gets the copy.
+    "reschedule-no-hold": (
         "reference-reschedule.yaml",
         '"--mode", "reschedule-to-local"]',
         f'"--mode", "reschedule-to-local", "{HOLD}"]',
     ),
     # count-based pools: the same mechanism (the hold rule names the physical device the count entry was assigned).
-    "counted-release-hold-early": (
+    "counted-no-hold": (
         "reference-counted.yaml",
         '"--fabric-entries", "counted"]',
         f'"--fabric-entries", "counted", "{HOLD}"]',

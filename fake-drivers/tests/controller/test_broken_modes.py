@@ -11,6 +11,7 @@ from test_reconciler import reconciler
 
 from fake_drivers.controller.cli import BROKEN_FLAGS, main
 from fake_drivers.controller.decide import (
+    BROKEN_NOTICE_AFTER_S,
     BROKEN_QUARANTINE_AFTER_S,
     Failure,
     Memory,
@@ -18,6 +19,7 @@ from fake_drivers.controller.decide import (
     _available,
     decide,
 )
+from fake_drivers.controller.model import NodeCopy
 from fake_drivers.controller.settings import FabricEntries, Mode, Purpose, Settings
 
 FAILED = Memory(failures={"uuid-fabric-0-0": Failure("FabricLinkDown", "link 3 lost")})
@@ -195,3 +197,26 @@ def test_abort_on_other_driver_stops_every_pass_once_it_met_another_drivers_clai
     unconditioned = claim_obj(name="plain", driver="other.example.com", binding=False)
     quiet, _, _ = reconciler(replace(KEEP, broken_abort_on_other_driver=True), [dev(0)], [unconditioned])
     quiet.reconcile_once()  # without binding conditions another driver's claim does not stop it
+
+
+def test_no_hold_offers_the_node_local_copy_and_asks_for_the_reschedule_only_seconds_later() -> None:
+    fresh = plan_for(LOCAL, [dev(0)], (claim(),))
+    assert [t.purpose for t in fresh.create_taints] == [Purpose.HOLD], "the correct controller holds the copy"
+    broken = replace(LOCAL, broken_no_hold=True)
+    assert plan_for(broken, [dev(0)], (claim(),)).create_taints == [], "broken: no hold"
+    device = dev(0, "attached", "node-0")
+    copy = NodeCopy("node-0", "node-0", device.name, device.uuid)
+    first = plan_for(broken, [device], (claim(),), copies=(copy,))
+    assert first.conditions == [], "broken: the copy is not noticed at once"
+    later = plan_for(
+        broken,
+        [device],
+        (claim(),),
+        copies=(copy,),
+        memory=Memory(idle_since=first.idle_since),
+        now=NOW + BROKEN_NOTICE_AFTER_S,
+    )
+    assert conditions(later) == [("reschedule", "NodeLocalCopyPublished")]
+    assert conditions(plan_for(LOCAL, [device], (claim(),), copies=(copy,))) == [
+        ("reschedule", "NodeLocalCopyPublished")
+    ]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -297,24 +296,20 @@ def test_reschedule_to_local_waits_for_the_republish_then_asks_for_reallocation(
     assert ask.delete_taints == [] and ask.detaches == []
 
 
-def test_the_hold_stays_until_the_scheduler_clears_the_rescheduled_allocation() -> None:
-    """The claim asked to be rescheduled still holds the device until the scheduler clears its allocation: its copy
-    must stay hidden until then (IMP-27), and is offered once nobody holds the fabric copy."""
+def test_the_hold_ends_when_the_reschedule_is_asked_for_so_the_reallocation_can_pick_the_copy() -> None:
     device = dev(0, "attached", "node-0")
     doomed = claim(conditions={f"{DRIVER}/reschedule": "True"})
     copy = NodeCopy("node-0", "node-0", device.name, device.uuid)
-    hold = rule(Purpose.HOLD, device)
-    memory = Memory(idle_since={device.uuid: NOW - 100})
-    plan = plan_for(LOCAL, [device], (doomed,), copies=(copy,), taints=(hold,), memory=memory)
-    assert plan.delete_taints == [], "the rescheduled claim still holds the fabric copy"
-    assert plan.detaches == [] and plan.create_taints == [], "still held by the claim being rescheduled"
-    cleared = plan_for(
-        LOCAL, [device], (), copies=(copy,), taints=(hold,), memory=Memory(idle_since={device.uuid: NOW})
+    plan = plan_for(
+        LOCAL,
+        [device],
+        (doomed,),
+        copies=(copy,),
+        taints=(rule(Purpose.HOLD, device),),
+        memory=Memory(idle_since={device.uuid: NOW - 100}),
     )
-    assert cleared.delete_taints == [hold.name], "nobody holds the fabric copy: the copy is offered"
-    broken = replace(LOCAL, broken_release_hold_on_reschedule=True)
-    early = plan_for(broken, [device], (doomed,), copies=(copy,), taints=(hold,), memory=memory)
-    assert early.delete_taints == [hold.name], "broken on purpose: released as soon as the reschedule is asked for"
+    assert plan.delete_taints == [rule(Purpose.HOLD, device).name]
+    assert plan.detaches == [] and plan.create_taints == [], "still held by the claim being rescheduled"
 
 
 def test_after_max_reschedules_the_claim_keeps_its_fabric_copy() -> None:

@@ -101,7 +101,7 @@ def test_two_entries_get_two_devices_and_no_free_device_is_a_failure() -> None:
     assert names(plan) == ["gpu-0", "gpu-1", "gpu-2"], "allocated entries only: nothing is left free"
 
 
-def test_republished_node_locally_asks_for_reallocation_and_ends_the_hold_once_cleared() -> None:
+def test_republished_node_locally_asks_for_reallocation_and_ends_the_hold() -> None:
     device = dev(0, "attached", "node-0")
     copy = NodeCopy("node-0", "node-0", device.name, device.uuid)
     c = counted_claim("gpu-0", uuid=device.uuid)
@@ -110,10 +110,8 @@ def test_republished_node_locally_asks_for_reallocation_and_ends_the_hold_once_c
     assert ask.conditions[0].uuid == device.uuid, "the condition write names the physical device (data.uuid)"
     doomed = counted_claim("gpu-0", uuid=device.uuid, conditions={f"{DRIVER}/reschedule": "True"})
     after = plan_for(COUNTED, [device], (doomed,), copies=(copy,), taints=(rule(Purpose.HOLD, device),))
-    assert after.delete_taints == [], "held until the scheduler clears the entry (IMP-27)"
+    assert after.delete_taints == [rule(Purpose.HOLD, device).name]
     assert after.conditions == [] and after.detaches == []
-    cleared = plan_for(COUNTED, [device], (), copies=(copy,), taints=(rule(Purpose.HOLD, device),))
-    assert cleared.delete_taints == [rule(Purpose.HOLD, device).name]
 
 
 def test_a_failed_attach_quarantines_the_physical_device_and_the_next_entry_gets_another() -> None:

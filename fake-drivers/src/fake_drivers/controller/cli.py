@@ -42,8 +42,8 @@ BROKEN_FLAGS = {
     "--broken-detach-shared-early": "IMP-20: a shared claim's device is detached once one of its pods is gone",
     "--broken-late-quarantine": "IMP-4: a failed device is hidden only 10 s after its failure is reported",
     "--broken-reassign-failed-device": "IMP-4: counted: a device whose attach failed is given to the next entry",
-    "--broken-release-hold-on-reschedule": "IMP-27: the node-local copy is offered once the reschedule is asked for, "
-    "while the fabric allocation still holds the device",
+    "--broken-no-hold": "IMP-27: reschedule-to-local: no hold on the node-local copy, which is noticed (reschedule "
+    "asked) only 2 s after it appears: meanwhile it is offered while the pending fabric allocation holds the device",
 }
 
 

@@ -9,8 +9,7 @@ workers), condition writes.
 Invariants the decisions keep (IMP-6):
 - each physical device is offered at most once: keep-in-pool lists it only in the fabric pool (the node driver's
   deny list hides the hot-plugged copy); reschedule-to-local lists it in the fabric pool only while free, and
-  while a claim holds the fabric copy (until the scheduler has cleared it, also once the reschedule is asked
-  for), a "hold" taint keeps the node-local copy from being allocated;
+  while a claim holds the fabric copy, a "hold" taint keeps the node-local copy from being allocated;
 - a device nobody holds is hidden (a "detach" taint) before it is detached, and offered again only once free;
 - a device whose attach failed is hidden ("quarantine" taint) before the claim is told, so the reallocation
   the scheduler then does cannot pick it again.
@@ -33,6 +32,7 @@ from .settings import Mode, Purpose, Settings
 FREE, ATTACHING, ATTACHED, DETACHING = "free", "attaching", "attached", "detaching"
 BROKEN_DETACH_AFTER_S = 1.0  # --broken-detach-while-used: ready (or in use node-locally) this long, then detached
 BROKEN_REPORT_AFTER_S = 0.3  # --broken-report-while-attaching: attach in flight this long, then reported
+BROKEN_NOTICE_AFTER_S = 2.0  # --broken-no-hold: the unheld node-local copy is noticed this late
 BROKEN_QUARANTINE_AFTER_S = 10.0  # --broken-late-quarantine: the failed device is hidden only this long after
 
 
@@ -276,14 +276,14 @@ def _device(
     if not settings.counted and (settings.mode is Mode.KEEP_IN_POOL or d.state == FREE):
         plan.pools[d.fabric].append(d)
 
-    # The hold lasts while a claim holds the fabric copy, its failure condition True or not: until the scheduler
-    # has cleared that allocation the device is allocated, and its node-local copy given to a pod waiting on the
-    # node would be a second allocation of one device (IMP-27). The scheduler's next try of the rescheduled pod
-    # comes after a back-off of a second or more, long after the hold is gone.
-    fabric_holders = [h for h in holders if h.via_fabric]
-    if settings.broken_release_hold_on_reschedule:  # broken on purpose: the copy offered from the reschedule on
-        fabric_holders = [h for h in fabric_holders if not h.failed()]
-    want_hold = settings.mode is Mode.RESCHEDULE_TO_LOCAL and bool(fabric_holders)
+    # The hold lasts while a claim holds the fabric copy with an allocation that can still bind. Once its
+    # failure condition is True the scheduler deallocates it and allocates again within milliseconds, so the
+    # node-local copy must be allocatable by then: the hold goes as soon as the reschedule is asked for. (Kept until
+    # the clearing, the rescheduled pod's next try, which kube-scheduler makes within milliseconds of its own
+    # deallocation, finds the copy still held and takes another device: a second attach on every move.)
+    live_fabric_holders = [h for h in holders if h.via_fabric and not h.failed()]
+    want_hold = settings.mode is Mode.RESCHEDULE_TO_LOCAL and bool(live_fabric_holders)
+    want_hold = want_hold and not settings.broken_no_hold  # broken on purpose: the copy offered as it appears
     if want_hold and hold is None:
         plan.create_taints.append(TaintCreate(Purpose.HOLD, d.uuid, d.name))
     elif not want_hold and hold is not None:
@@ -480,6 +480,17 @@ def _counted_pools(
         plan.pools[fabric] = entries
 
 
+def _noticed(settings: Settings, plan: Plan, memory: Memory, d: FabricDevice, now: float) -> bool:
+    """Whether the node-local copy is noticed: at once, or (--broken-no-hold) only once it has been published for
+    BROKEN_NOTICE_AFTER_S, as a stack that finds copies on a periodic rescan."""
+    if not settings.broken_no_hold:
+        return True
+    if _timer(plan, memory, f"copy:{d.uuid}", now) >= BROKEN_NOTICE_AFTER_S:
+        return True
+    plan.states[f"device {d.name}"] = f"copy on {d.node} not noticed yet (broken on purpose)"
+    return False
+
+
 def _losers(holders: list[Holding]) -> list[Holding]:
     """When two live claims hold one device, the pending fabric-copy holders that must give it up.
 
@@ -554,7 +565,7 @@ def _fabric_holder(
                 f"fabric manager attached device {d.uuid} to node {node}",
                 f"attached to {node}, reporting it",
             )
-        elif any(c.node == node for c in copies):
+        elif any(c.node == node for c in copies) and _noticed(settings, plan, memory, d, now):
             copy = next(c for c in copies if c.node == node)
             write(
                 settings.reschedule,

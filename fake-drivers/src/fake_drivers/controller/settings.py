@@ -37,7 +37,6 @@ class Purpose(enum.StrEnum):
 
     QUARANTINE = "quarantine"  # its attach failed: not offered again until the quarantine ends
     HOLD = "hold"  # reschedule-to-local: its node-local copy must not be taken while a claim holds the fabric copy
-    # (until the scheduler clears that allocation, also after the reschedule is asked for)
     DETACH = "detach"  # idle: hidden first, detached after the taint had time to reach the scheduler
 
 
@@ -81,7 +80,7 @@ class Settings:
     broken_detach_shared_early: bool = False
     broken_late_quarantine: bool = False
     broken_reassign_failed_device: bool = False
-    broken_release_hold_on_reschedule: bool = False
+    broken_no_hold: bool = False
 
     def __post_init__(self) -> None:
         if self.counted and self.mode is not Mode.RESCHEDULE_TO_LOCAL:

@@ -258,9 +258,11 @@ def validate_kind_config(configs: tuple[Path, ...], releases: list[KubeVersion])
 @click.option("--report-only", is_flag=True, help="run nothing: build the matrix from the reports already in --out")
 @click.option(
     "--accept",
-    type=click.Choice(["partial"]),
     multiple=True,
-    help="exit 0 for a partial matrix (a release that cannot show some requirement, each skip with its reason)",
+    callback=lambda ctx, param, values: _matrix_accepts(values),
+    help="'partial': exit 0 for a partial matrix (a release that cannot show some requirement, each skip with its "
+    "reason); 'known-defect:ID': passed to every release's run, so a release whose only failures are that known "
+    "upstream defect does not fail the exit status (its column still reads failed). Repeatable",
 )
 @click.argument("pytest_args", nargs=-1)
 def matrix_command(
@@ -274,21 +276,44 @@ def matrix_command(
     """The whole suite on every release, one at a time, and one matrix report (Markdown, HTML, YAML)."""
     from conformance.matrix import run_matrix, supported_versions
 
-    matrix, paths = run_matrix(releases or supported_versions(), out, profile, pytest_args, report_only=report_only)
+    forwarded = tuple(f"--accept={value}" for value in accept)  # each release's own exit status judges them
+    matrix, paths = run_matrix(
+        releases or supported_versions(), out, profile, (*forwarded, *pytest_args), report_only=report_only
+    )
     for run in matrix.runs:
         totals = ", ".join(f"{n} {k}" for k, n in (run.report or {}).get("totals", {}).items())
         seconds = f"{run.run_seconds:.0f}s" if run.run_seconds is not None else ""
         click.echo(f"{run.version:16} {run.result:8} {seconds:>6}  {totals or run.note[:100]}")
     click.echo(f"matrix: {matrix.result}; " + ", ".join(str(p) for p in paths.values()))
-    if matrix.result == "failure":
+    if failing := matrix.failing():
+        click.echo(f"matrix: exit status 1: {', '.join(failing)} failed (the table gives each failure)", err=True)
         raise SystemExit(1)
-    if matrix.result == "partial" and "partial" not in accept:
+    if matrix.result == "failure":  # each failed run exited 0 or partial: its failures were accepted known defects
+        known = ", ".join(v for v in accept if v != "partial")
+        click.echo(f"matrix: the failed releases failed only on accepted known upstream defects ({known})", err=True)
+    partial = matrix.result == "partial" or any(run.exit_code == EXIT_PARTIAL for run in matrix.runs)
+    if partial and "partial" not in accept:
         click.echo(
             f"matrix: exit status {EXIT_PARTIAL}: some release did not show every MUST requirement (the table gives "
             "each reason); pass --accept partial for a matrix that knowingly includes such a release",
             err=True,
         )
         raise SystemExit(EXIT_PARTIAL)
+
+
+def _matrix_accepts(values: tuple[str, ...]) -> tuple[str, ...]:
+    """`--accept` values of the matrix: 'partial' or 'known-defect:ID' with a known id (a typo must not accept
+    nothing silently)."""
+    from conformance.cluster.defects import ACCEPT_PREFIX, accepted
+
+    wrong = [v for v in values if v != "partial" and not v.startswith(ACCEPT_PREFIX)]
+    if wrong:
+        raise click.BadParameter(f"{wrong}: expected 'partial' or '{ACCEPT_PREFIX}ID'")
+    try:
+        accepted(list(values))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return values
 
 
 @main.command("figures")

@@ -91,3 +91,27 @@ def test_a_partial_matrix_exits_distinctly_unless_accepted(tmp_path: Path) -> No
     assert partial.exit_code == EXIT_PARTIAL, partial.output
     assert "--accept partial" in partial.output
     assert CliRunner().invoke(main, [*args, "--accept", "partial"]).exit_code == 0
+
+
+def test_a_release_failed_only_on_an_accepted_known_defect_does_not_fail_the_exit_status(tmp_path: Path) -> None:
+    """A run exits 0 on a failure only when every failure was a known defect it was told to accept (run.json holds
+    its exit status); the column still reads failed. A failed run whose own exit status was not 0 fails the matrix."""
+    import json
+
+    from click.testing import CliRunner
+
+    from conformance.cli import main
+    from conformance.report.matrix import RUN_RECORD
+
+    defect = "double-allocation-after-binding-timeout"
+    folder = _report(tmp_path / "1.37.2", {"SCH-9": ("failed", "allocated twice")}, result="failure")
+    (folder / RUN_RECORD).write_text(json.dumps({"exit_code": 0, "run_seconds": 90.0}))
+    args = ["matrix", "--report-only", "--release", "1.37.2", "--out", str(tmp_path)]
+    accepted = CliRunner().invoke(main, [*args, "--accept", f"known-defect:{defect}"])
+    assert accepted.exit_code == 0, accepted.output
+    assert "matrix: failure" in accepted.output and "accepted known upstream defects" in accepted.output
+    (folder / RUN_RECORD).write_text(json.dumps({"exit_code": 7, "run_seconds": 90.0}))  # the run did not accept it
+    refused = CliRunner().invoke(main, [*args, "--accept", f"known-defect:{defect}"])
+    assert refused.exit_code == 1 and "1.37.2 failed" in refused.output, refused.output
+    typo = CliRunner().invoke(main, [*args, "--accept", "known-defect:no-such-defect"])
+    assert typo.exit_code == 2 and "unknown known defect" in typo.output, typo.output

@@ -20,6 +20,7 @@ import yaml
 
 from conformance.cluster.versions import Release, parse_version
 from conformance.report.catalogue import KEP_URL, REQUIREMENTS
+from conformance.report.verdict import EXIT_PARTIAL
 
 RUN_RECORD = "run.json"
 SYMBOL = {"passed": "✅", "partial": "◐", "failed": "❌", "skipped": "⏭", "not-covered": "—", "error": "💥"}
@@ -140,6 +141,17 @@ class Matrix:
         if "partial" in results or self.unexplained():
             return "partial"
         return "success"
+
+    def failing(self) -> list[str]:
+        """Releases that fail the matrix's exit status: a run that left no report, or failed and whose own exit
+        status was not 0 (a run exits 0 on a failure only when every failure is a known upstream defect it was told
+        to accept: `--accept known-defect:ID`, forwarded to every run; EXIT_PARTIAL when, beyond those, something
+        was not shown: the matrix judges that as partial)."""
+        return [
+            run.version
+            for run in self.runs
+            if run.result == "error" or (run.result == "failure" and run.exit_code not in (0, EXIT_PARTIAL))
+        ]
 
     def document(self) -> dict[str, Any]:
         return {

@@ -91,6 +91,37 @@ def _staged(history: History, seen: Race) -> bool:
     return all(n in seen.queued or n in bound for n in seen.waiting)
 
 
+def _round_robin(ctx: Context, history: History, ns: str, seen: Race, deadline: float) -> None:
+    """Each pod that binds is deleted, until every pod has been bound once; then every pod gone."""
+    pods = [MOVING, *seen.waiting]
+    while len(seen.order) < len(pods):
+
+        def newly_bound(h: History) -> list[str]:
+            latest = h.latest("pod")
+            return [n for n in pods if n not in seen.order and (latest.get(n, {}).get("spec") or {}).get("nodeName")]
+
+        for name in history.wait(
+            newly_bound, timeout=deadline, expected=f"one more of {pods} bound (bound so far: {seen.order})"
+        ):
+            seen.order.append(name)
+            seen.bound_on[name] = history.latest("pod")[name]["spec"]["nodeName"]
+            ctx.cluster.core.delete_namespaced_pod(name, ns, grace_period_seconds=0)
+    history.wait(lambda h: not h.latest("pod"), timeout=deadline, expected="every pod gone")
+
+
+def _judge(ctx: Context, seen: Race, ns: str, node: str, design: str, then: AssertionError | None = None) -> None:
+    """Judge the record; a race found fails the scenario with the evidence (the runner adds the invariants)."""
+    records = ctx.record.select(("claim", "slice", "taintrule", "probe"))
+    seen.races = judge(records, ctx.profile.driver, ctx.profile.identity_attribute, ctx.record.identities(), {ns})
+    ctx.say(f"copy-race: {seen.summary()}")
+    if seen.races.violations:
+        raise AssertionError(
+            f"a copy of a held device went to another claim or was offered ({design}, node {node}):\n  "
+            + "\n  ".join(seen.races.violations)
+            + (f"\nand then: {then}" if then else "")
+        ) from then
+
+
 @scenario(
     "copy-race",
     f"{WAITING} pods pinned to the node of a claim whose device is hot-plugged wait for the same device: at no "
@@ -116,35 +147,17 @@ def copy_race(ctx: Context) -> Race:
         for name in seen.waiting:
             ctx.objects.create(pinned_pod(name, template, node), ns)
         history.wait(lambda h: _staged(h, seen), timeout=deadline, expected=f"{seen.waiting} in the scheduler's queue")
-        pods = [MOVING, *seen.waiting]
-        while len(seen.order) < len(pods):
-
-            def newly_bound(h: History) -> list[str]:
-                latest = h.latest("pod")
-                return [
-                    n for n in pods if n not in seen.order and (latest.get(n, {}).get("spec") or {}).get("nodeName")
-                ]
-
-            for name in history.wait(
-                newly_bound, timeout=deadline, expected=f"one more of {pods} bound (bound so far: {seen.order})"
-            ):
-                seen.order.append(name)
-                seen.bound_on[name] = history.latest("pod")[name]["spec"]["nodeName"]
-                ctx.cluster.core.delete_namespaced_pod(name, ns, grace_period_seconds=0)
-        history.wait(lambda h: not h.latest("pod"), timeout=deadline, expected="every pod gone")
+        try:
+            _round_robin(ctx, history, ns, seen, deadline)
+        except AssertionError as exc:  # a wait ran out: what the record shows of the race is the evidence first
+            _judge(ctx, seen, ns, node, design, then=exc)
+            raise
         first = history.allocations(claim)[0]  # let go at its first failure condition True, else at its clearing
         ends = [f["revision"] for f in first.failures] + [first.cleared_revision or float("inf")]
         seen.moving_released = min(ends)
     seen.seconds = round(time.monotonic() - begun, 3)
     ctx.measure("copy_race_seconds", seen.seconds)
-    records = ctx.record.select(("claim", "slice", "taintrule", "probe"))
-    seen.races = judge(records, ctx.profile.driver, ctx.profile.identity_attribute, ctx.record.identities(), {ns})
-    ctx.say(f"copy-race: {seen.summary()}")
-    if seen.races.violations:  # the scenario fails with the evidence (and the invariants seen meanwhile)
-        raise AssertionError(
-            f"a copy of a held device went to another claim or was offered ({design}, node {node}):\n  "
-            + "\n  ".join(seen.races.violations)
-        )
+    _judge(ctx, seen, ns, node, design)
     return seen
 
 

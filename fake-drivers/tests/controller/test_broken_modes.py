@@ -203,7 +203,8 @@ def test_no_hold_offers_the_node_local_copy_and_asks_for_the_reschedule_only_sec
     fresh = plan_for(LOCAL, [dev(0)], (claim(),))
     assert [t.purpose for t in fresh.create_taints] == [Purpose.HOLD], "the correct controller holds the copy"
     broken = replace(LOCAL, broken_no_hold=True)
-    assert plan_for(broken, [dev(0)], (claim(),)).create_taints == [], "broken: no hold"
+    unheld = plan_for(broken, [dev(0)], (claim(),))
+    assert unheld.create_taints == [] and [a.needs_hold for a in unheld.attaches] == [False], "broken: no hold"
     device = dev(0, "attached", "node-0")
     copy = NodeCopy("node-0", "node-0", device.name, device.uuid)
     first = plan_for(broken, [device], (claim(),), copies=(copy,))

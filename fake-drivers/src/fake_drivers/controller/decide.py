@@ -548,7 +548,8 @@ def _fabric_holder(
     elif busy:
         plan.states[label] = f"{busy} in flight ({node})"
     elif d.state == FREE:
-        plan.attaches.append(Attach(d.uuid, node, claim.key, needs_hold=settings.mode is Mode.RESCHEDULE_TO_LOCAL))
+        needs_hold = settings.mode is Mode.RESCHEDULE_TO_LOCAL and not settings.broken_no_hold
+        plan.attaches.append(Attach(d.uuid, node, claim.key, needs_hold=needs_hold))
         plan.states[label] = f"attaching to {node}"
         if settings.broken_report_before_attach:
             write(

@@ -429,7 +429,8 @@ def profile_check(file: Path, probe_url: str | None, probe_ca_file: str | None, 
         result.errors += _probe_check(loaded.profile, probe_url, probe_ca_file, kubeconfig)
     prof = loaded.profile
     click.echo(f"profile {prof.name} {prof.version} ({loaded.path})")
-    click.echo(f"  driver {prof.driver}, {prof.binding_model}, fabric entries {prof.fabric_entries}")
+    entries = f", fabric entries {prof.fabric_entries}" if prof.has_fabric else " (no fabric)"
+    click.echo(f"  driver {prof.driver}, {prof.binding_model}{entries}")
     click.echo(
         f"  bindingTimeout of a cluster the suite starts: {prof.binding_timeout_s()}s (--binding-timeout overrides)"
     )
@@ -439,8 +440,15 @@ def profile_check(file: Path, probe_url: str | None, probe_ca_file: str | None, 
         click.echo(f"  error: {error}", err=True)
     click.echo("requirements with this profile:")
     for row in result.plan:
-        click.echo(f"  {row.requirement:8} {row.level:6} {row.action:11} {row.reason}")
+        click.echo(f"  {row.requirement:8} {row.level:6} {row.action:14} {row.reason}")
     runs = sum(r.action == "run" for r in result.plan)
+    apart = sum(r.action == "not-applicable" for r in result.plan)
+    if apart:
+        click.echo(
+            f"{apart} requirements are not applicable to bindingModel {prof.binding_model}: not run, counted out of "
+            f"the verdict (it says so: e.g. success ({apart} requirements not applicable to bindingModel "
+            f"{prof.binding_model}))"
+        )
     click.echo(
         f"{runs} of {len(result.plan)} requirements will run; a run may still skip one for what only the cluster "
         "shows (its release, a node it cannot add) and says why then; what the implementation owes (devices, reach) "

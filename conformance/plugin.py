@@ -40,9 +40,12 @@ from conformance.report.evidence import Evidence
 from conformance.report.gather import FILE_LIMIT, TOTAL_LIMIT
 from conformance.report.html import render as render_html
 from conformance.report.outcomes import (
+    NOT_APPLICABLE_PREFIX,
     NOTE_PROPERTY,
     Outcomes,
     RunResult,
+    not_applicable,
+    not_applicable_reason,
     not_shown,
     table,
     write_certification_junit,
@@ -53,6 +56,7 @@ from conformance.report.verdict import (
     EXIT_KNOWN_DEFECT,
     EXIT_PARTIAL,
     IMPLEMENTATION_AREAS,
+    NOT_APPLICABLE,
     NOT_CERTIFIED,
     KnownFailures,
     Verdict,
@@ -397,7 +401,9 @@ def scenarios(
     # still on their way. Past the promise the run goes on; scenarios that need what is missing fail with the cause.
     watcher = InvariantWatcher(recorder, prof.driver, prof.identity_attribute).start()
     publish = PublishLog(pytestconfig.stash.get(_READY_KEY, time.time()), prof.promises.publish_s)
-    slices = settled_slices(cluster, prof, publish, watcher.live_nodes, any(sc.remote for sc in selected))
+    # A node without node-local devices reached by a fabric pool: owed only where there is a fabric.
+    need_remote = prof.has_fabric and any(sc.remote for sc in selected)
+    slices = settled_slices(cluster, prof, publish, watcher.live_nodes, need_remote)
     if publish.owed:
         say(
             f"the implementation still owes, {publish.rel(time.time())} after its readiness (promises.publishSeconds="
@@ -411,12 +417,14 @@ def scenarios(
     )
     pool.refresh(slices, watcher.live_nodes(), counted=prof.fabric_entries == "counted")
     _mark(pytestconfig, "devicesRead")
-    kinds = [d.kind for d in pool.devices.values()]
+    kinds = [d.kind for d in pool.devices.values()]  # "fabric": some copy carries binding conditions
     counted = ", ".join(f"{c.pool}/{c.model}: {c.entries}" for c in pool.counted.values())
-    say(
-        f"devices of {prof.driver}: {kinds.count('fabric')} fabric, {kinds.count('local')} node-local"
-        + (f"; count entries {counted}" if counted else "")
+    found = (
+        f"{kinds.count('fabric')} fabric, {kinds.count('local')} node-local"
+        if prof.has_fabric  # node-local: every device is on its node; no fabric to name
+        else f"{kinds.count('fabric')} node-local with binding conditions, {kinds.count('local')} without"
     )
+    say(f"devices of {prof.driver}: {found}" + (f"; count entries {counted}" if counted else ""))
     if prof.fabric_entries == "counted":  # offered count entries never above the fabric's free count
         watcher.model_attribute = prof.model_attribute
         watcher.counted_persist_s = prof.promises.attach_s
@@ -715,10 +723,35 @@ class RequirementReporter:
                 )
             self.requirement_of[item.nodeid] = marker.args[0]
             self.module_of[item.nodeid] = getattr(getattr(item, "module", None), "__name__", "")
+            req = CATALOGUE[marker.args[0]]
+            if why := req.not_applicable(self.model):  # not run (no fixture either): reported not-applicable
+                item.add_marker(pytest.mark.skip(reason=NOT_APPLICABLE_PREFIX + why))
+                for label in (allure.epic("KEP-5007"), allure.feature(req.area), allure.story(req.id)):
+                    item.add_marker(label)
+                item.add_marker(allure.tag(NOT_APPLICABLE))
+                item.user_properties += [("requirement", req.id), ("level", req.level), ("outcome", NOT_APPLICABLE)]
         # Run-wide judgements last: by then every selected scenario has started, and they wait for all to end.
         items.sort(key=lambda item: item.get_closest_marker("run_wide") is not None)
         modules = {item.module.__name__ for item in items if isinstance(item, pytest.Function)}
-        self.config.stash[_SELECTED_KEY] = [sc for sc in REGISTRY.values() if sc.module in modules]
+        # A scenario all of whose requirements do not apply to the profile's binding model is not started.
+        self.config.stash[_SELECTED_KEY] = [
+            sc
+            for sc in REGISTRY.values()
+            if sc.module in modules and not all(CATALOGUE[r].not_applicable(self.model) for r in sc.requirements)
+        ]
+
+    @property
+    def model(self) -> str | None:
+        """The profile's binding model (None: a run without a profile)."""
+        loaded = self.config.stash.get(_PROFILE_KEY, None)
+        return loaded.profile.binding_model if loaded is not None else None
+
+    def pytest_report_teststatus(self, report: pytest.TestReport) -> tuple[str, str, Any] | None:
+        """A test of a requirement that does not apply to the binding model: its own outcome in pytest's terminal
+        (`12 not applicable`), apart from the skipped ones."""
+        if report.skipped and dict(report.user_properties).get("outcome") == NOT_APPLICABLE:
+            return "not applicable", "n", ("NOT APPLICABLE", {"cyan": True})
+        return None
 
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
         """Requirements left out by -k/-m are reported as not covered, saying so (not as missing scenarios)."""
@@ -767,14 +800,16 @@ class RequirementReporter:
         requirement = self.requirement_of.get(report.nodeid)
         if requirement is None or (report.when != "call" and report.passed) or report.nodeid in self.interrupted:
             return
-        reason = ""
+        reason, outcome = "", report.outcome
         if report.failed or report.skipped:
             reason = self.reasons.get((report.nodeid, report.when)) or report_reason(report)
             if report.failed and report.when != "call":
                 reason = f"{report.when}: {reason}"
+            if report.skipped and (why := not_applicable_reason(reason)) is not None:
+                reason, outcome = why, NOT_APPLICABLE
         elif report.when == "call":  # a passed check may say what it accepted (e.g. IMP-9's declared rights)
             reason = "; ".join(str(v) for k, v in report.user_properties if k == NOTE_PROPERTY)
-        result = RunResult(report.nodeid, report.outcome, reason, report.duration, known_defect=known)
+        result = RunResult(report.nodeid, outcome, reason, report.duration, known_defect=known)
         self.outcomes.add(requirement, result)
 
     @pytest.hookimpl(trylast=True)
@@ -782,11 +817,12 @@ class RequirementReporter:
         if not self.requirement_of and not self.outcomes.deselected:
             return
         loaded = self.config.stash[_PROFILE_KEY]
-        self.summary = summary = self.outcomes.summary(not_certified=NO_PROFILE_REASON if loaded is None else None)
-        self.verdicts = verdicts(summary, no_implementation=NO_PROFILE_REASON if loaded is None else None)
+        not_certified = NO_PROFILE_REASON if loaded is None else None
+        self.summary = summary = self.outcomes.summary(not_certified=not_certified, model=self.model)
+        self.verdicts = verdicts(summary, no_implementation=not_certified, model=self.model)
         self.result = overall(self.verdicts)
         self.known_failures = known = KnownFailures(
-            summary, self.accepted, bool(self.other_failures), NO_PROFILE_REASON if loaded is None else None
+            summary, self.accepted, bool(self.other_failures), not_certified, self.model
         )
         session.exitstatus = exit_status(self.result, int(exitstatus), set(self.config.getoption("--accept")), known)
         reports_dir = self.config.getoption("--reports-dir")
@@ -803,7 +839,7 @@ class RequirementReporter:
                 "url": profile.url,
                 "driver": profile.driver,
                 "bindingModel": profile.binding_model,
-                "fabricEntries": profile.fabric_entries,
+                **({"fabricEntries": profile.fabric_entries} if profile.has_fabric else {}),  # none without a fabric
                 "file": str(loaded.path),
             }
         run["wallSeconds"] = round(time.monotonic() - self.started, 1)
@@ -925,6 +961,11 @@ class RequirementReporter:
             for line in missing:
                 failed = " failed " in f" {line} "
                 write(line, red=failed, yellow=not failed, bold=True)
+        if apart := not_applicable(summary):
+            title = f"KEP-5007: NOT APPLICABLE to bindingModel {self.model} (not run; counted out of the verdict)"
+            terminalreporter.section(title, cyan=True)
+            for line in apart:
+                write(line, cyan=True)
         if known := self.known_defects():
             terminalreporter.section("KEP-5007: KNOWN UPSTREAM DEFECTS (the requirements still fail)", red=True)
             for d in known:
@@ -934,7 +975,8 @@ class RequirementReporter:
         terminalreporter.section("KEP-5007 verdicts")
         for subject, found in self.verdicts.items():
             colour = {"success": "green", "failure": "red"}.get(found.result, "yellow")
-            write(f"{subject} verdict: {found.result.upper()}", bold=True, **{colour: True})
+            shown = found.result.upper() + found.shown.removeprefix(found.result)
+            write(f"{subject} verdict: {shown}", bold=True, **{colour: True})
             for reason in found.reasons[: 30 if found.result != NOT_CERTIFIED else 1]:
                 write(f"  - {headline(reason, 400)}")
         status = self.config.getoption("--accept")

@@ -63,3 +63,28 @@ def test_binding_timeout_covers_what_the_profile_promises(tmp_path: Path) -> Non
     assert slow.binding_timeout_s() == 56
     resched = HEAD + "driver: d\nbindingModel: reschedule-to-local\nfailureConditions: {d/r: reschedule}\n"
     assert load_profile(write(tmp_path, resched)).profile.binding_timeout_s() == 80  # two rounds of (30 + 10)
+
+
+def test_node_local_model_loads_without_fabric_fields(tmp_path: Path) -> None:
+    """bindingModel node-local: no fabric, so no fabric probe or counted entries; a failure condition means failure."""
+    text = HEAD + "driver: d\nbindingModel: node-local\nfailureConditions: {d/not-ready: failure}\n"
+    profile = load_profile(write(tmp_path, text)).profile
+    assert profile.binding_model == "node-local" and not profile.has_fabric
+    assert profile.binding_timeout_s() == 40  # one round: readying the device (30 s) and two PreBind polls
+    assert profile.meaning("d/not-ready") == "failure"
+    assert load_profile(write(tmp_path, HEAD + "driver: d\n")).profile.has_fabric
+
+
+@pytest.mark.parametrize(
+    ("extra", "reason"),
+    [
+        ("fabricEntries: counted\n", "fabricEntries: counted"),
+        ("fabricProbe: {url: http://127.0.0.1:1/v1/attachments}\n", "fabricProbe"),
+        ("published: {perModel: {a100: 2}}\n", "published.perModel"),
+        ("failureConditions: {d/local: reschedule}\n", "'reschedule'"),
+    ],
+)
+def test_node_local_model_refuses_fabric_fields(tmp_path: Path, extra: str, reason: str) -> None:
+    with pytest.raises(ProfileError, match="bindingModel node-local has no fabric") as raised:
+        load_profile(write(tmp_path, HEAD + "driver: d\nbindingModel: node-local\n" + extra))
+    assert reason in str(raised.value)

@@ -40,7 +40,11 @@ def suite_figures(report: dict[str, Any]) -> dict[str, Figure]:
         if entry.get("outcome") == "passed":  # a failed or skipped scenario's time says nothing about speed
             out[f"scenario {name}"] = Figure(entry["seconds"], "s")
     measured = report.get("measurements", {})
-    for key, label in (("attach_to_bind_seconds", "attach-to-bind"), ("detach_seconds", "release-to-detached")):
+    for key, label in (
+        ("attach_to_bind_seconds", "attach-to-bind"),
+        ("ready_to_bind_seconds", "ready-to-bind"),  # bindingModel node-local
+        ("detach_seconds", "release-to-detached"),
+    ):
         if key in measured:
             out[f"{label} median"] = Figure(measured[key]["median"], "s")
             out[f"{label} p95"] = Figure(measured[key]["p95"], "s")

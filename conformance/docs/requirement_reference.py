@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from conformance.docs.profile_reference import MissingDoc
 from conformance.docs.schema_tables import cell
-from conformance.report.catalogue import DESIGNS, KEP_URL, Requirement
+from conformance.report.catalogue import BINDING_MODELS, DESIGNS, KEP_URL, Requirement
 from conformance.suite.scenario import Scenario, profile_needs
 
 
@@ -32,6 +32,30 @@ def _who(req: Requirement, scenarios: list[Scenario], tests: list[MarkedTest]) -
     if any(not s.implementation for s in scenarios) or any(".suite.cluster." in t.module for t in tests):
         return "the cluster (suite-owned drivers; runs with `--profile none`)"
     return "the implementation (its own devices, through its profile)"
+
+
+def _applies(req: Requirement) -> str:
+    """The binding models the requirement applies to, and why not to the others (their runs report it
+    `not-applicable`, counted out of the verdict)."""
+    if req.applies is None:
+        return "every binding model"
+    others = [m for m in BINDING_MODELS if m not in req.applies.models]
+    return (
+        f"bindingModel {', '.join(f'`{m}`' for m in BINDING_MODELS if m in req.applies.models)} only; "
+        f"`not-applicable` (not run, counted out of the verdict) for {', '.join(f'`{m}`' for m in others)}: "
+        f"{req.applies.why}"
+    )
+
+
+def _applies_short(req: Requirement) -> str:
+    if req.applies is None:
+        return "all"
+    return ", ".join(m for m in BINDING_MODELS if m in req.applies.models)
+
+
+def _design_model(design: str) -> str:
+    """The binding model of a design of DESIGNS (count-based entries are a fabric's, of reschedule-to-local)."""
+    return design if design in BINDING_MODELS else "reschedule-to-local"
 
 
 def _skips(req: Requirement, scenarios: list[Scenario], tests: list[MarkedTest]) -> list[str]:
@@ -66,14 +90,18 @@ def render(requirements: tuple[Requirement, ...], scenarios: list[Scenario], tes
         "scenario records and the suite's requirement markers: edit those -->",
         "",
         f"Every requirement of the catalogue, with its level ([RFC 2119](https://www.rfc-editor.org/rfc/rfc2119)), "
-        f"its section of [KEP-5007]({KEP_URL}), what the suite checks, what each design must show, which scenario "
-        "and tests judge it and what makes it skip. A run reports each one as passed, failed, skipped, partial or "
-        "not-covered ([Reports and evidence](../reports.md)); `dra-conformance profile check FILE` predicts from "
-        "the same records which ones a profile's run will skip.",
+        f"its section of [KEP-5007]({KEP_URL}), what the suite checks, the binding models it applies to, what each "
+        "design must show, which scenario and tests judge it and what makes it skip. A run reports each one as "
+        "passed, failed, skipped, partial, not-covered or not-applicable (it does not apply to the profile's "
+        "`bindingModel`: [Reports and evidence](../reports.md#not-applicable)); `dra-conformance profile check FILE` "
+        "predicts from the same records which ones a profile's run will skip or leave out.",
         "",
-        "| id | level | area | requirement |",
-        "|---|---|---|---|",
-        *(f"| [{r.id}](#{anchor(r.id)}) | {r.level} | {r.area} | {cell(r.title)} |" for r in requirements),
+        "| id | level | area | applies to | requirement |",
+        "|---|---|---|---|---|",
+        *(
+            f"| [{r.id}](#{anchor(r.id)}) | {r.level} | {r.area} | {_applies_short(r)} | {cell(r.title)} |"
+            for r in requirements
+        ),
         "",
     ]
     for req in requirements:
@@ -86,12 +114,17 @@ def render(requirements: tuple[Requirement, ...], scenarios: list[Scenario], tes
             "",
             f"**{req.level}** · KEP: {req.kep_section} · certifies {_who(req, covering, marked)}",
             "",
+            f"**Applies to.** {_applies(req)}.",
+            "",
             f"**Checks.** {doc.checks}.",
             "",
         ]
         if doc.models:
             lines += ["| design | what it must show |", "|---|---|"]
-            lines += [f"| {DESIGNS[k]} | {cell(doc.models.get(k, 'the same'))} |" for k in DESIGNS]
+            for k in DESIGNS:
+                applies = req.not_applicable(_design_model(k)) is None
+                shown = doc.models.get(k, "the same") if applies else "not applicable: not run, counted out"
+                lines.append(f"| {DESIGNS[k]} | {cell(shown)} |")
             lines += [""]
         if covering:
             lines += ["**Scenarios.**", ""]

@@ -343,7 +343,7 @@ class Implementation:
             for spec in prof.processes:
                 for node in sorted(self._nodes) if spec.per_node else [None]:
                     self._start(spec, node)
-            for endpoint in (prof.fabric_probe, prof.fault_injector):
+            for endpoint in (prof.fabric_probe, prof.fault_injector, prof.readiness_probe):
                 if endpoint is not None:
                     url = self.resolve(endpoint.url)
                     if not url.startswith(("http://", "https://")):

@@ -352,7 +352,8 @@ class Promises(_Strict):
             alias="attachSeconds",
             gt=0,
             le=3600,
-            description="an attach completes within this; also sets the bindingTimeout of a cluster the suite starts",
+            description="an attach (for bindingModel node-local: readying the allocated device) completes within "
+            "this; also sets the bindingTimeout of a cluster the suite starts",
         ),
     ] = 30.0
     detach_s: Annotated[
@@ -378,14 +379,20 @@ class Promises(_Strict):
     ] = 60.0
 
 
-BindingModel = Literal["keep-in-pool", "reschedule-to-local"]
+BindingModel = Literal["keep-in-pool", "reschedule-to-local", "node-local"]
 FabricEntries = Literal["identified", "counted"]
 ConditionMeaning = Literal["reschedule", "failure"]
 BINDING_MODELS: dict[str, str] = {
     "keep-in-pool": "the claim keeps the fabric device it was allocated; the pod binds on that allocation",
     "reschedule-to-local": "after the attach a failure condition that means 'reallocate' sends the claim back to the "
     "scheduler, and the pod binds on the node-local copy of the same physical device",
+    "node-local": "a readiness gate without a fabric: node-local devices carry the binding conditions; the "
+    "implementation (a controller or the node's daemon) readies the allocated device on its node (preparation, "
+    "reprogramming), then sets them True, or a failure condition on a readiness failure. Nothing is attached: "
+    "fabric-only requirements are not applicable",
 }
+# The binding models whose devices are reached through a fabric (attach, detach, fabric pools and their probe).
+FABRIC_MODELS = frozenset({"keep-in-pool", "reschedule-to-local"})
 FABRIC_ENTRIES: dict[str, str] = {
     "identified": "every fabric entry carries the identity attribute of one physical device",
     "counted": "fabric entries are interchangeable capacity per model (modelAttribute); a physical identity shows only "
@@ -418,7 +425,13 @@ class Published(_Strict):
     the cause."""
 
     fabric_devices: Annotated[
-        int, Field(alias="fabricDevices", ge=0, description="fabric devices (or counted entries) published in total")
+        int,
+        Field(
+            alias="fabricDevices",
+            ge=0,
+            description="fabric devices (or counted entries) published in total; for bindingModel node-local the "
+            "node-local devices with binding conditions",
+        ),
     ] = 1
     per_model: Annotated[
         dict[str, int], Field(alias="perModel", description="entries per value of modelAttribute (counted entries)")
@@ -500,6 +513,14 @@ class Profile(_Strict):
         Endpoint | None,
         Field(alias="faultInjector", description="makes attaches and detaches fail, hang or slow (protocols page)"),
     ] = None
+    readiness_probe: Annotated[
+        Endpoint | None,
+        Field(
+            alias="readinessProbe",
+            description="node-local readiness gate: per device, ready or not, on which node, since when (protocols "
+            "page); the requirements judged on it are skipped without one",
+        ),
+    ] = None
     controller: Controller = Field(
         default_factory=Controller, description="the composable controller's process and ServiceAccount"
     )
@@ -562,7 +583,39 @@ class Profile(_Strict):
                 "bindingModel reschedule-to-local needs failureConditions to name the condition that means "
                 "'reschedule' (e.g. {<driver>/reschedule: reschedule})"
             )
+        if self.binding_model == "node-local":
+            problems = self._fabric_fields_set()
+            if problems:
+                raise ValueError(
+                    "bindingModel node-local has no fabric (node-local devices carry the binding conditions; nothing "
+                    f"is attached): {'; '.join(problems)}"
+                )
         return self
+
+    def _fabric_fields_set(self) -> list[str]:
+        """What a node-local profile sets that only a fabric has a meaning for."""
+        out = []
+        if self.fabric_entries == "counted":
+            out.append("fabricEntries: counted describes fabric entries (leave fabricEntries out)")
+        if self.fabric_probe is not None:
+            out.append("fabricProbe reports attachments, which a node-local device never has (leave it out)")
+        if self.published.per_model:
+            out.append(
+                "published.perModel counts counted fabric entries (leave it out; fabricDevices counts the "
+                "node-local devices with binding conditions)"
+            )
+        reschedule = sorted(c for c, meaning in self.failure_conditions.items() if meaning == "reschedule")
+        if reschedule:
+            out.append(
+                f"failureConditions {reschedule} mean 'reschedule' onto a node-local copy, which only a fabric "
+                "device has; a condition that reallocates after a readiness failure means `failure`"
+            )
+        return out
+
+    @property
+    def has_fabric(self) -> bool:
+        """Whether the binding model reaches its devices through a fabric (attach, detach, fabric pools)."""
+        return self.binding_model in FABRIC_MODELS
 
     def binding_timeout_s(self) -> int:
         """The scheduler's bindingTimeout a cluster the suite starts gets for this profile: long enough for what the

@@ -24,6 +24,9 @@ from conformance.cluster.waits import check_cancelled
 from conformance.observe.slices import device_identity, reaches
 
 Kind = Literal["fabric", "local"]
+# How messages name a kind: "fabric" is any device some copy of which carries binding conditions, which for a node-local
+# readiness gate (bindingModel node-local) is a node-local device; the words say what is known for every model.
+KIND_WORDS: dict[str, str] = {"fabric": "with binding conditions", "local": "node-local without binding conditions"}
 LEASE_WAIT_S = 240.0
 MAX_CEL_BYTES = 10240  # DeviceClass spec.selectors[].cel.expression
 
@@ -245,7 +248,10 @@ class DevicePool:
         where = f" reaching {node}" if node else ""
         total = len(self._matching(kind, node))
         if total < count:
-            pytest.skip(f"needs {count} {kind} devices of {self.driver}{where}; the implementation publishes {total}")
+            pytest.skip(
+                f"needs {count} devices {KIND_WORDS[kind]} of {self.driver}{where}; the implementation publishes "
+                f"{total}"
+            )
         deadline = time.monotonic() + timeout
         with self._cond:
             while True:
@@ -259,7 +265,7 @@ class DevicePool:
                 if left <= 0:
                     holders = sorted(set(self._held.values()))
                     raise AssertionError(
-                        f"{holder}: {count} free {kind} devices{where} not available within {timeout:g}s "
+                        f"{holder}: {count} free devices {KIND_WORDS[kind]}{where} not available within {timeout:g}s "
                         f"({len(free)} free of {total}; held by {holders})"
                     )
                 check_cancelled()

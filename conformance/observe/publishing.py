@@ -40,6 +40,27 @@ def fabric_counts(slices: list[dict[str, Any]], model_attribute: str) -> tuple[i
     return total, per_model
 
 
+def gated_counts(slices: list[dict[str, Any]]) -> tuple[int, int]:
+    """bindingModel node-local: the devices with binding conditions published, and the nodes they are on."""
+    gated = [
+        s["spec"].get("nodeName") for s in slices for d in s["spec"].get("devices") or [] if d.get("bindingConditions")
+    ]
+    return len(gated), len(set(gated))
+
+
+def devices_published(slices: list[dict[str, Any]], profile: Profile) -> tuple[int, str]:
+    """The devices `published.fabricDevices` counts, and how they are named for the profile's binding model: fabric
+    devices (in fabric pools) or, for node-local, the node-local devices with binding conditions."""
+    if profile.has_fabric:
+        total, _ = fabric_counts(slices, profile.model_attribute)
+        return (
+            total,
+            f"fabric devices in {len({s['spec']['pool']['name'] for s in fabric_slices(slices)})} fabric pools",
+        )
+    total, nodes = gated_counts(slices)
+    return total, f"node-local devices with binding conditions on {nodes} nodes"
+
+
 def local_nodes(slices: list[dict[str, Any]]) -> set[str]:
     """Nodes with node-local devices of the driver (a nodeName slice with devices)."""
     return {s["spec"]["nodeName"] for s in slices if s["spec"].get("nodeName") and s["spec"].get("devices")}
@@ -49,7 +70,10 @@ def count_shortfall(slices: list[dict[str, Any]], profile: Profile) -> list[str]
     """What the slices lack of the profile's declared `published` counts (empty: nothing)."""
     want = profile.published
     total, per_model = fabric_counts(slices, profile.model_attribute)
-    short = [f"{total} of {want.fabric_devices} fabric devices published"] if total < want.fabric_devices else []
+    what = "fabric devices"
+    if not profile.has_fabric:
+        (total, _), what = gated_counts(slices), "node-local devices with binding conditions"
+    short = [f"{total} of {want.fabric_devices} {what} published"] if total < want.fabric_devices else []
     short += [f"{per_model[m]} of {n} {m} published" for m, n in want.per_model.items() if per_model[m] < n]
     return short
 
@@ -99,7 +123,9 @@ def settled_slices(
     seen: list[tuple[float, tuple[Any, ...]]] = []
 
     def owed(slices: list[dict[str, Any]]) -> list[str]:
-        return count_shortfall(slices, profile) + shortfalls(slices, nodes(), local_nodes(slices), need_remote)
+        # Reach is a fabric pool's: a node-local readiness gate's devices sit on their nodes.
+        reach = shortfalls(slices, nodes(), local_nodes(slices), need_remote) if profile.has_fabric else []
+        return count_shortfall(slices, profile) + reach
 
     def settled(slices: list[dict[str, Any]]) -> bool:
         state = tuple(sorted((s["metadata"]["name"], s["metadata"]["resourceVersion"]) for s in slices))
@@ -107,10 +133,9 @@ def settled_slices(
         if not seen or seen[-1][1] != state:
             seen.append((now, state))
         missing = owed(slices)
-        total, _ = fabric_counts(slices, profile.model_attribute)
-        pools = len({s["spec"]["pool"]["name"] for s in fabric_slices(slices)})
+        total, what = devices_published(slices, profile)
         log.note(
-            f"{len(slices)} slices, {total} fabric devices in {pools} fabric pools; "
+            f"{len(slices)} slices, {total} {what}; "
             + ("owes: " + "; ".join(missing) if missing else "all it owes is published")
         )
         rests = bool(slices) and not incomplete_pools(slices) and now - seen[-1][0] >= want.settle_s
@@ -121,13 +146,15 @@ def settled_slices(
         if not seen:
             return "no list yet"
         missing = owed(slices)
+        total, what = devices_published(slices, profile)
         return (
-            f"{len(slices)} slices, {len(fabric_slices(slices))} of fabric pools; incomplete pools "
+            f"{len(slices)} slices, {total} {what}; incomplete pools "
             f"{incomplete_pools(slices)}; owed: {missing or 'nothing'}; "
             f"last change {time.time() - seen[-1][0]:.1f}s ago"
         )
 
-    goal = f"at least {want.fabric_devices} fabric devices" + "".join(f", {n} {m}" for m, n in want.per_model.items())
+    kind = "fabric devices" if profile.has_fabric else "node-local devices with binding conditions"
+    goal = f"at least {want.fabric_devices} {kind}" + "".join(f", {n} {m}" for m, n in want.per_model.items())
     try:
         slices = wait_for(
             lambda: driver_slices(cluster, driver),

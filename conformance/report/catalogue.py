@@ -29,6 +29,46 @@ class Requirement:
         """What the suite checks for this requirement (None: not written yet, which a unit test refuses)."""
         return DOCS.get(self.id)
 
+    @property
+    def applies(self) -> Applies | None:
+        """The binding models it applies to (None: every model)."""
+        return APPLIES.get(self.id)
+
+    def not_applicable(self, model: str | None) -> str | None:
+        """Why the requirement does not apply to a profile of bindingModel `model`, or None (it applies; so does
+        every requirement to a run without a profile). Its tests are then not run, and it is reported `not-applicable`:
+        neither passed nor skipped, counted out of the verdict."""
+        applies = self.applies
+        if model is None or applies is None or model in applies.models:
+            return None
+        if applies.models == FABRIC_MODELS:
+            return f"fabric-only: bindingModel {model} has no fabric ({applies.why})"
+        return f"not applicable to bindingModel {model}: only to {', '.join(sorted(applies.models))} ({applies.why})"
+
+
+# The profile's binding models (conformance/implementation/profile.py BINDING_MODELS; a unit test keeps them equal).
+BINDING_MODELS = ("keep-in-pool", "reschedule-to-local", "node-local")
+FABRIC_MODELS = frozenset({"keep-in-pool", "reschedule-to-local"})  # devices reached through a fabric
+
+
+@dataclass(frozen=True)
+class Applies:
+    """The binding models a requirement applies to, and what it judges that the others lack."""
+
+    models: frozenset[str]
+    why: str
+
+
+def _fabric(why: str) -> Applies:
+    return Applies(FABRIC_MODELS, why)
+
+
+def _gate(fabric: str) -> Applies:
+    """A requirement of the node-local readiness gate; `fabric`: the requirements that judge a fabric's gate."""
+    return Applies(
+        frozenset({"node-local"}), f"it judges a node-local readiness gate; a fabric's is its attach: {fabric}"
+    )
+
 
 # The designs an implementation may have (profile bindingModel x fabricEntries) that the requirement reference tells
 # apart: what a requirement's check asks of each, where that differs (Doc.models).
@@ -36,6 +76,7 @@ DESIGNS: dict[str, str] = {
     "keep-in-pool": "keep-in-pool, identified entries",
     "reschedule-to-local": "reschedule-to-local, identified entries",
     "counted": "reschedule-to-local, counted entries",
+    "node-local": "node-local readiness gate (no fabric)",
 }
 
 
@@ -55,6 +96,8 @@ def _r(id_: str, area: str, level: str, title: str, section: str) -> Requirement
 
 
 _API, _SCH, _IMP = "Design Details / API", "Design Details / Scheduler", "Design Details / Composable controller"
+# The KEP's readiness gate for devices that need preparation before binding (no fabric: node-local devices).
+_RDY = "Summary / Motivation (device preparation before binding); Design Details / Scheduler"
 _NODE = "KEP-4381 (DRA) / kubelet plugin: NodePrepareResources, NodeUnprepareResources, CDI"
 REQUIREMENTS: tuple[Requirement, ...] = (
     _r("BASE-1", "baseline", "MUST", "a node-local device without conditions is allocated, bound, Running", _SCH),
@@ -172,9 +215,81 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "a hot-plugged device's copy is never held by, nor offered to, another claim while one holds the device",
         _IMP,
     ),
+    _r("RDY-1", "readiness", "MUST", "node-local devices carry binding conditions; the allocation copies them", _RDY),
+    _r(
+        "RDY-2",
+        "readiness",
+        "MUST",
+        "conditions written per allocated device, of the implementation's own driver",
+        _RDY,
+    ),
+    _r("RDY-3", "readiness", "MUST", "a binding condition is True only once its device is ready on its node", _RDY),
+    _r("RDY-4", "readiness", "MUST", "the pod binds only once every device of its claim is ready, on that node", _RDY),
+    _r(
+        "RDY-5",
+        "readiness",
+        "MUST",
+        "a readying failure: failure condition True with reason and message, reallocation, device not picked again",
+        _RDY,
+    ),
+    _r(
+        "RDY-6",
+        "readiness",
+        "MUST",
+        "a restart of the condition writer before, during or after a readying loses nothing",
+        _RDY,
+    ),
+    _r("RDY-7", "readiness", "MUST", "a burst of pods: every one binds on ready devices, no device held twice", _RDY),
+    _r(
+        "RDY-8",
+        "readiness",
+        "SHOULD",
+        "least privilege per node: a node's writer writes only its node's claims and slices",
+        _RDY,
+    ),
     _r("SCALE-1", "scale", "SHOULD", "many pods waiting in PreBind all bind, none lost", "Test Plan / e2e"),
 )
 CATALOGUE: dict[str, Requirement] = {r.id: r for r in REQUIREMENTS}
+
+# Requirements that apply to some binding models only (absent: every model), decided from what each requirement
+# means: an attach, a detach, the fabric's truth, a fabric entry and its node-local copy exist only where a fabric
+# does. A node-local readiness gate (bindingModel node-local) has its own requirements for what it owes instead
+# (readiness before the conditions, failure conditions, the writer's restarts). What applies to every model: IMP-9
+# (least privilege), IMP-17 (other drivers), SCALE-1 (many pods in PreBind), NODE-1 and NODE-2 (the kubelet path).
+APPLIES: dict[str, Applies] = {
+    "IMP-1": _fabric("it judges the published fabric entries: bindsToNode, the nodes a fabric pool reaches"),
+    "IMP-2": _fabric("it judges what the fabric says is attached where the pod binds"),
+    "IMP-3": _fabric("it judges binding conditions against the fabric's attach"),
+    "IMP-4": _fabric("it judges an attach failure and the failed fabric device's quarantine"),
+    "IMP-5": _fabric("it judges the detach of a released device"),
+    "IMP-6": _fabric(
+        "it judges one physical device offered both as a fabric entry and as its node-local copy; a node-local device "
+        "has one entry, and no device held by two claims is the scheduler's SCH-9"
+    ),
+    "IMP-7": _fabric("it judges the move of a claim from its fabric device to the hot-plugged node-local copy"),
+    "IMP-8": _fabric("its steps are those of an attach and a detach, staged in the fabric"),
+    "IMP-10": _fabric("it judges the fabric's attachment while the pod runs"),
+    "IMP-11": _fabric("it judges binding conditions against the fabric's attachments"),
+    "IMP-12": _fabric("it judges attachments that outlive their claims"),
+    "IMP-13": _fabric("it judges an attach slowed or hung in the fabric and the detach after a delete in PreBind"),
+    "IMP-14": _fabric("it judges a fabric attach completing after the binding timeout"),
+    "IMP-15": _fabric("it judges a fabric manager out of reach"),
+    "IMP-16": _fabric("it judges the detach of a device attached to a deleted node"),
+    "IMP-18": _fabric("it judges each device's attach and detach"),
+    "IMP-19": _fabric("it judges a device moved through the fabric from one node to another"),
+    "IMP-20": _fabric("it judges a shared claim's one attach and the detach after its last pod"),
+    "IMP-27": _fabric("it judges the fabric entry and the hot-plugged node-local copy of one device"),
+    "NODE-3": _fabric("it orders the kubelet's unprepare before the fabric's detach"),
+    # The node-local readiness gate's own requirements: a fabric device's gate is its attach, which IMP-* judge.
+    "RDY-1": _gate("IMP-1"),
+    "RDY-2": _gate("IMP-3, IMP-18"),
+    "RDY-3": _gate("IMP-3, IMP-11"),
+    "RDY-4": _gate("IMP-2"),
+    "RDY-5": _gate("IMP-4"),
+    "RDY-6": _gate("IMP-8"),
+    "RDY-7": _gate("IMP-6"),
+    "RDY-8": _gate("IMP-9"),
+}
 
 _SAME = "the same"
 _LOCAL = "bound with the node-local copy of the attached device afterwards"
@@ -379,15 +494,17 @@ DOCS: dict[str, Doc] = {
         },
     ),
     "IMP-9": Doc(
-        "least-privilege: for every ServiceAccount of the stack (`serviceAccounts`, `controller.serviceAccount`, those "
-        "processes get with `{sa_kubeconfig:...}`), with its own token: for every verb it may use on "
+        "least-privilege: for every ServiceAccount of the stack (`serviceAccounts`, `controller.serviceAccount`, "
+        "those processes get with `{sa_kubeconfig:...}`), with its own token: for every verb it may use on "
         "`resourceclaims/status`, its own driver's conditions allowed and another driver's refused "
-        "(`resourceclaims/driver`; at least one account must write status); its rules and a catalogue of sensitive "
-        "rights judged against the minimum of the KEP's roles (conformance/suite/implementation/rights.py `MINIMUM`) "
-        "less the reads every ServiceAccount of the cluster holds; dry-run writes of another driver's ResourceSlice, "
-        "which the cluster must refuse (RBAC cannot restrict slices by driver: the reference installs a "
-        "ValidatingAdmissionPolicy). Every right beyond that fails, naming the account, the rule, where it holds and "
-        "the Role granting it, unless declared in `rights`",
+        "(`resourceclaims/driver`; at least one account must write status; an account a `perNode` process runs as "
+        "writes with a token bound to a pod on a node, on a claim allocated there, and needs "
+        "`associated-node:*`); its rules and a catalogue of sensitive rights judged against the minimum of the "
+        "KEP's roles (conformance/suite/implementation/rights.py `MINIMUM`) less the reads every ServiceAccount "
+        "of the cluster holds; dry-run writes of another driver's ResourceSlice, which the cluster must refuse "
+        "(RBAC cannot restrict slices by driver: the reference installs a ValidatingAdmissionPolicy). Every right "
+        "beyond that fails, naming the account, the rule, where it holds and the Role granting it, unless "
+        "declared in `rights`",
         skips="on 1.34 and 1.35 status is authorized per claim, not per driver: the refusal test is skipped there "
         "with that reason (the requirement is then partial)",
     ),
@@ -454,9 +571,10 @@ DOCS: dict[str, Doc] = {
         "(not judgeable)",
     ),
     "NODE-1": Doc(
-        "kubelet-path: a pod pinned to a node without node-local devices gets a leased fabric device and binds; on "
-        "a node with a real kubelet its container must start, and crictl on the node must show CDI devices for it "
-        "that resolve in a CDI spec on that node, with every environment edit of those devices in the container",
+        "kubelet-path: a pod pinned to a node without node-local devices gets a leased fabric device (for a node-local "
+        "readiness gate: a node's own device with binding conditions) and binds; on a node with a real kubelet its "
+        "container must start, and crictl on the node must show CDI devices for it that resolve in a CDI spec on "
+        "that node, with every environment edit of those devices in the container",
         skips=_NODE_SKIPS,
     ),
     "NODE-2": Doc(
@@ -483,6 +601,8 @@ DOCS: dict[str, Doc] = {
             "keep-in-pool": "its own pod binds on the fabric allocation while the other claims live",
             "reschedule-to-local": "its own pod binds on the node-local copy while the other claims live",
             "counted": "its own pod binds on capacity of a node the scenario has to itself",
+            "node-local": "its own pod, pinned to a node with its devices, binds there with a device of that node's "
+            "own slices (no fabric to ask), reached without a failure or an in-place edit",
         },
     ),
     "IMP-18": Doc(
@@ -558,9 +678,69 @@ DOCS: dict[str, Doc] = {
         },
         skips="no node without node-local devices is reached by a fabric pool",
     ),
+    "RDY-1": Doc(
+        "readiness-gate (bindingModel node-local): the driver's devices with `bindingConditions` are node-local "
+        "(no `allNodes` slice, no `bindsToNode`), each with `bindingFailureConditions` and the identity attribute "
+        "(the readiness probe names devices by it); the claim's first allocation carries the same two lists as "
+        "the slice entries of its devices",
+        skips="bindingModel other than node-local (the fabric models' devices are judged by IMP-1)",
+    ),
+    "RDY-2": Doc(
+        "readiness-gate: one claim of two devices on one node, one of them readied slower (a `slow` fault, where the "
+        "profile has a `faultInjector`): the pod binds with both devices of the profile's driver allocated, and each "
+        "device's binding conditions are reported True in its own `status.devices` entry (per device, not one for "
+        "the claim)",
+        skips="bindingModel other than node-local",
+    ),
+    "RDY-3": Doc(
+        "readiness-gate: each binding condition seen True (watch delivery time) is judged against the first readiness "
+        "probe answer taken after it: the device is ready on the allocation's node, and ready since no later than "
+        "0.5 s after the condition (the two clocks); judged per device, the slowed one too. Also judged in "
+        "readiness-failure, readiness-restart and readiness-burst",
+        skips="bindingModel other than node-local; no `readinessProbe` (whether a device is ready is what it says)",
+    ),
+    "RDY-4": Doc(
+        "readiness-gate: the pod binds on the node its allocation pins, and the first probe answer after the binding "
+        "says every device of the claim is ready there, since no later than 0.5 s after the binding",
+        skips="bindingModel other than node-local; no `readinessProbe`",
+    ),
+    "RDY-5": Doc(
+        "readiness-failure: two devices on one node leased to one claim of one device, a `fail` fault armed on "
+        "each (for 5 readyings: a stack may retry before it reports); once the failure condition shows on the "
+        "device the claim got, the other fault is disarmed. The failure condition (one of the result's "
+        "`bindingFailureConditions`) is True with a reason and a message, the claim is allocated again, never "
+        "again with the failed device, and the pod binds on a device that is ready",
+        skips="bindingModel other than node-local; no `faultInjector` (operation attach = the readying)",
+    ),
+    "RDY-6": Doc(
+        "readiness-restart (runs alone): for every restartable role, three claims of one device each are staged and "
+        "the role is killed and started once for all: a pod created while it is down (before-readying), a readying "
+        "hung across the restart and let go after it (readying-in-flight), a readying let go while it is down so the "
+        "probe says ready with nobody to report it (ready-unreported). Every pod binds, no failure condition, "
+        "conditions True only once ready",
+        skips="bindingModel other than node-local; no `faultInjector`; no restartable role. A role restarted by a "
+        "command cannot be held down: only readying-in-flight runs for it, and the test says so",
+    ),
+    "RDY-7": Doc(
+        "readiness-burst: 8 pods at once (or as many as devices are published), each with its own claim from one "
+        "class of exactly the 8 leased devices: every pod binds, no device is held by two claims at overlapping "
+        "revisions, and each binding and condition is judged against the probe as in RDY-3 and RDY-4",
+        skips="bindingModel other than node-local; fewer than 2 gated devices",
+    ),
+    "RDY-8": Doc(
+        "node-privilege: every account a `perNode` process runs as, with a token bound to a pod on node A: no "
+        "`resourceclaims/driver` `arbitrary-node:update|patch` for the driver; each status verb it holds is refused "
+        "on a claim allocated on node B and allowed on one allocated on A; dry-run writes of the driver's slices for "
+        "node B, for no node, and of node B's published slice are refused. IMP-9 judges the same accounts against the "
+        "KEP's minimum",
+        skips="bindingModel other than node-local; no `perNode` process with a ServiceAccount (a central writer is "
+        "IMP-9's); fewer than two nodes",
+    ),
     "SCALE-1": Doc(
-        "scale: `--scale-pods` pods (default 16; the KEP's 1000 with `--scale-pods 1000`) with fabric devices wait in "
-        "PreBind and all bind, none lost; then as many with node-local devices only, for the throughput ratio",
-        skips="needs as many fabric devices as pods; " + _NO_NODE,
+        "scale: `--scale-pods` pods (default 16; the KEP's 1000 with `--scale-pods 1000`) with the implementation's "
+        "devices with binding conditions (fabric devices; for a node-local readiness gate its node-local ones, the "
+        "latency measured as `ready_to_bind_seconds`) wait in PreBind and all bind, none lost; then as many with "
+        "suite-owned node-local devices without conditions, for the throughput ratio",
+        skips="needs as many devices with binding conditions as pods; " + _NO_NODE,
     ),
 }

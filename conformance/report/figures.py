@@ -1,7 +1,8 @@
 """Print the benchmark figures of one suite run from its conformance report (`make bench`).
 
-Figures, not verdicts: bring-up, suite wall time, per-scenario times, attach-to-bind latency, and SCALE-1
-throughput with and without binding conditions, with their ratio.
+Figures, not verdicts: bring-up, suite wall time, per-scenario times, attach-to-bind latency (ready-to-bind for a
+node-local readiness gate, where nothing is attached), and SCALE-1 throughput with and without binding conditions,
+with their ratio.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def figures(report: dict[str, Any]) -> list[str]:
     measured = report.get("measurements", {})
     for key, label in (
         ("attach_to_bind_seconds", "attach-to-bind latency"),
+        ("ready_to_bind_seconds", "ready-to-bind latency"),  # bindingModel node-local: nothing is attached
         ("detach_seconds", "release-to-detached"),
     ):
         if key in measured:

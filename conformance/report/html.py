@@ -24,8 +24,8 @@ h1{font-size:22px}h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ddd
 table{border-collapse:collapse;width:100%;font-size:13px}th,td{border:1px solid #ddd;padding:4px 6px;
 vertical-align:top;text-align:left}th{background:#f4f4f4}
 .passed,.success{background:#dff3df}.failed,.failure{background:#f8d7d7}.skipped,.partial,.not-covered{background:#fff2cc}
-.not-certified{background:#eee}.verdict{display:inline-block;padding:10px 16px;margin:4px 12px 4px 0;border-radius:6px;
-font-size:15px}pre{white-space:pre-wrap;margin:0;font-size:12px}small{color:#666}
+.not-certified,.not-applicable{background:#eee}.verdict{display:inline-block;padding:10px 16px;margin:4px 12px 4px 0;
+border-radius:6px;font-size:15px}pre{white-space:pre-wrap;margin:0;font-size:12px}small{color:#666}
 .timeline{overflow-x:auto;border:1px solid #eee;margin:6px 0}
 """
 
@@ -44,7 +44,7 @@ def _verdicts(report: dict[str, Any]) -> str:
     for subject, v in found.items():
         reasons = "".join(f"<li><pre>{_e(r)}</pre></li>" for r in v.get("reasons", []))
         out.append(
-            f'<div class="verdict {_e(v["result"])}"><b>{_e(subject)}</b>: {_e(v["result"])}</div>'
+            f'<div class="verdict {_e(v["result"])}"><b>{_e(subject)}</b>: {_e(v.get("summary") or v["result"])}</div>'
             + (f"<ul>{reasons}</ul>" if reasons else "")
         )
     out.append(f"<p>Run result: <b>{_e(report.get('result'))}</b></p>")
@@ -144,12 +144,19 @@ def _requirements(report: dict[str, Any], present: set[str]) -> str:
 
 
 def _scenarios(report: dict[str, Any], timelines: dict[str, dict[str, Any]], present: set[str]) -> str:
+    # A node-local readiness gate has no fabric: its lanes show no attach, and the legend says nothing of one.
+    fabric = (report.get("implementation") or {}).get("bindingModel") != "node-local"
+    legend = (
+        "(green), attached in the fabric (orange). The dashed line is the scenario's end; a device's lane follows "
+        "the fabric until its detach."
+        if fabric
+        else "(green). The dashed line is the scenario's end."
+    )
     out = [
         '<h2 id="scenarios">Scenarios and their timelines</h2>',
         "<p><small>Times are seconds from the scenario's start. Red diamonds are the moments that decide a "
-        "requirement (hover for time, detail, resourceVersion); bars: allocated (blue), conditions ready / pod bound "
-        "(green), attached in the fabric (orange). The dashed line is the scenario's end; a device's lane follows "
-        "the fabric until its detach.</small></p>",
+        f"requirement (hover for time, detail, resourceVersion); bars: allocated (blue), conditions ready / pod bound "
+        f"{legend}</small></p>",
     ]
     index = []
     for name, entry in sorted((report.get("scenarios") or {}).items()):

@@ -23,7 +23,15 @@ from conformance.report.catalogue import KEP_URL, REQUIREMENTS
 from conformance.report.verdict import EXIT_PARTIAL
 
 RUN_RECORD = "run.json"
-SYMBOL = {"passed": "✅", "partial": "◐", "failed": "❌", "skipped": "⏭", "not-covered": "—", "error": "💥"}
+SYMBOL = {
+    "passed": "✅",
+    "partial": "◐",
+    "failed": "❌",
+    "skipped": "⏭",
+    "not-covered": "—",
+    "not-applicable": "∅",
+    "error": "💥",
+}
 
 
 @dataclass
@@ -283,7 +291,7 @@ def markdown(matrix: Matrix) -> str:
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:2em}table{border-collapse:collapse;margin-bottom:2em}
 td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top;font-size:90%}th{background:#f4f4f4}
-.passed{background:#e8f7e8}.partial{background:#eef7e0}.failed,.error{background:#fde2e2}.skipped{background:#fff6d9}.not-covered{background:#eee}
+.passed{background:#e8f7e8}.partial{background:#eef7e0}.failed,.error{background:#fde2e2}.skipped{background:#fff6d9}.not-covered,.not-applicable{background:#eee}
 """
 
 

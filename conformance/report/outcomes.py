@@ -16,19 +16,28 @@ from junit_xml import TestCase, TestSuite, to_xml_report_string
 
 from conformance.report.catalogue import CATALOGUE, KEP_URL, REQUIREMENTS
 from conformance.report.reasons import headline
-from conformance.report.verdict import IMPLEMENTATION_AREAS, Verdict, overall, shown_outcome
+from conformance.report.verdict import IMPLEMENTATION_AREAS, NOT_APPLICABLE, Verdict, overall, shown_outcome
 
 # Worst first: a requirement takes the worst outcome of its tests.
-_RANK = {"failed": 0, "passed": 1, "skipped": 2}
+_RANK = {"failed": 0, "passed": 1, "skipped": 2, NOT_APPLICABLE: 3}
 # A passed test's note for its requirement's reason (pytest's record_property(NOTE_PROPERTY, text)): what it accepted.
 NOTE_PROPERTY = "requirement_note"
 NOT_RUN = "no test of this requirement ran in this run (no scenario in this suite version, or not collected)"
+# The skip reason of a test whose requirement does not apply to the profile's binding model (pytest has no outcome of
+# its own for it): the reports read it back as `not-applicable`, never as skipped.
+NOT_APPLICABLE_PREFIX = "not applicable: "
+
+
+def not_applicable_reason(skip_reason: str) -> str | None:
+    """The not-applicable reason of a test's skip reason, or None (an ordinary skip)."""
+    text = skip_reason.removeprefix("Skipped: ")
+    return text.removeprefix(NOT_APPLICABLE_PREFIX) if text.startswith(NOT_APPLICABLE_PREFIX) else None
 
 
 @dataclass
 class RunResult:
     nodeid: str
-    outcome: str  # passed, failed, skipped
+    outcome: str  # passed, failed, skipped, not-applicable
     reason: str = ""
     seconds: float = 0.0
     evidence: list[str] = field(default_factory=list)  # reports-relative paths (timeline, objects) of this test
@@ -61,18 +70,23 @@ class Outcomes:
                 return
         results.append(result)
 
-    def summary(self, not_certified: str | None = None) -> dict[str, dict[str, Any]]:
+    def summary(self, not_certified: str | None = None, model: str | None = None) -> dict[str, dict[str, Any]]:
         """Every catalogue requirement with its outcome: passed, failed, skipped, partial (some of its tests passed,
-        others were skipped: not everything it names was shown) or not-covered."""
+        others were skipped: not everything it names was shown), not-covered, or not-applicable (it does not apply to
+        the profile's binding model `model`: its tests were not run)."""
         out: dict[str, dict[str, Any]] = {}
         for req in REQUIREMENTS:
             results = self.by_requirement.get(req.id, [])
-            if not results:
+            if not_certified is None and (why := req.not_applicable(model)):
+                entry: dict[str, Any] = {"outcome": NOT_APPLICABLE, "reason": why}
+                if results:
+                    entry["tests"] = [r.nodeid for r in results]
+            elif not results:
                 left_out = self.deselected.get(req.id)
                 reason = f"not selected in this run ({len(left_out)} tests deselected)" if left_out else NOT_RUN
                 if not_certified and req.area in IMPLEMENTATION_AREAS:
                     reason = not_certified
-                entry: dict[str, Any] = {"outcome": "not-covered", "reason": reason}
+                entry = {"outcome": "not-covered", "reason": reason}
             else:
                 worst = min(results, key=lambda r: _RANK[r.outcome])
                 skipped = [r for r in results if r.outcome == "skipped"]
@@ -109,10 +123,11 @@ def totals(summary: dict[str, dict[str, Any]]) -> dict[str, int]:
 
 
 def verdict(summary: dict[str, dict[str, Any]]) -> str:
-    """failure if any requirement failed; partial if a MUST was not shown to pass; else success."""
+    """failure if any requirement failed; partial if a MUST was not shown to pass (not-applicable ones count out);
+    else success."""
     if any(e["outcome"] == "failed" for e in summary.values()):
         return "failure"
-    if any(e["level"] == "MUST" and e["outcome"] != "passed" for e in summary.values()):
+    if any(e["level"] == "MUST" and e["outcome"] not in ("passed", NOT_APPLICABLE) for e in summary.values()):
         return "partial"
     return "success"
 
@@ -163,10 +178,12 @@ def write_certification_junit(
                 taken = [k for k in known if k in (accepted or set())]
                 label = f"[{shown_outcome(entry)}" + (f"; accepted: {', '.join(taken)}" if taken else "") + "] "
             case.add_failure_info(message=label + headline(reason, 1000), output=f"{label}{reason}{evidence}")
-        elif entry["outcome"] in ("skipped", "not-covered", "partial"):
+        elif entry["outcome"] in ("skipped", "not-covered", "partial", NOT_APPLICABLE):
             case.add_skipped_info(
                 message=f"{entry['outcome']}: {headline(entry['reason'], 1000)}", output=entry["reason"]
             )
+            if entry["outcome"] == NOT_APPLICABLE:  # JUnit has no such outcome: a skip that says so, and a status
+                case.status = NOT_APPLICABLE
         if evidence and entry["outcome"] != "failed":
             case.stdout = evidence.strip()
         cases.append(case)
@@ -184,7 +201,7 @@ def not_shown(summary: dict[str, dict[str, Any]]) -> list[str]:
     """Every requirement not shown to pass, with the first line of its reason: what the terminal says loudly."""
     order = {"failed": 0, "partial": 1, "skipped": 2, "not-covered": 3}
     rows = sorted(
-        ((rid, e) for rid, e in summary.items() if e["outcome"] != "passed"), key=lambda kv: order[kv[1]["outcome"]]
+        ((rid, e) for rid, e in summary.items() if e["outcome"] in order), key=lambda kv: order[kv[1]["outcome"]]
     )
     lines: list[str] = []
     shared: dict[tuple[str, str, str], list[str]] = {}
@@ -196,3 +213,13 @@ def not_shown(summary: dict[str, dict[str, Any]]) -> list[str]:
     for (level, outcome, why), rids in shared.items():
         lines.append(f"{', '.join(rids)} {level} {outcome}: {why}")
     return lines
+
+
+def not_applicable(summary: dict[str, dict[str, Any]]) -> list[str]:
+    """The requirements not applicable to the profile's binding model, each with why (what the terminal lists apart
+    from what was not shown to pass)."""
+    return [
+        f"{rid:8} {e['level']:6} {headline(e['reason'], 400)}"
+        for rid, e in summary.items()
+        if e["outcome"] == NOT_APPLICABLE
+    ]

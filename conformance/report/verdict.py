@@ -3,7 +3,9 @@
 The cluster (kube-apiserver, kube-scheduler of one release) is certified by BASE-*, API-* and SCH-*; the
 implementation by IMP-* and SCALE-1 (design.md, "Two things are certified, separately"). Each verdict is
 `failure` (a requirement failed), `partial` (a MUST was not shown to pass: skipped, only partly run, not covered)
-or `success`; a run without a profile does not certify an implementation at all (`not-certified`).
+or `success`; a run without a profile does not certify an implementation at all (`not-certified`). A requirement
+that does not apply to the profile's binding model (`not-applicable`, e.g. a fabric-only one for bindingModel
+node-local) is counted out: it never makes a verdict partial or failed, and the verdict says how many it left out.
 
 pytest's exit status says the verdict, so CI cannot read a partial run as a pass: 0 success, 1 failure,
 EXIT_PARTIAL for partial unless the run was started with `--accept partial` (a profile that knowingly lacks a
@@ -29,6 +31,7 @@ EXIT_KNOWN_DEFECT = 7  # every failure is a known upstream defect, and not all o
 CLUSTER_AREAS = ("baseline", "api", "scheduler")
 IMPLEMENTATION_AREAS = ("implementation", "scale")
 NOT_CERTIFIED = "not-certified"
+NOT_APPLICABLE = "not-applicable"  # a requirement's outcome where it does not apply to the profile's binding model
 
 
 @dataclass
@@ -39,9 +42,24 @@ class Verdict:
     result: str  # success, partial, failure, not-certified
     reasons: list[str] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
+    not_applicable: list[str] = field(default_factory=list)  # requirements counted out for the binding model
+    model: str | None = None  # the profile's binding model
+
+    @property
+    def shown(self) -> str:
+        """The result as the reports print it: with the requirements it counted out, e.g. `success (12 requirements
+        not applicable to bindingModel node-local)`."""
+        if not self.not_applicable or self.result == NOT_CERTIFIED:
+            return self.result
+        n = len(self.not_applicable)
+        return f"{self.result} ({n} requirement{'s' if n != 1 else ''} not applicable to bindingModel {self.model})"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"result": self.result, "reasons": self.reasons, "counts": self.counts}
+        out: dict[str, Any] = {"result": self.result, "reasons": self.reasons, "counts": self.counts}
+        if self.not_applicable and self.result != NOT_CERTIFIED:
+            out["summary"] = self.shown
+            out["notApplicable"] = {"bindingModel": self.model, "requirements": self.not_applicable}
+        return out
 
 
 def shown_outcome(entry: dict[str, Any]) -> str:
@@ -67,23 +85,41 @@ def _subject(requirement: str) -> str:
     return "cluster" if CATALOGUE[requirement].area in CLUSTER_AREAS else "implementation"
 
 
-def judge(summary: dict[str, dict[str, Any]], subject: str, *, not_certified: str | None = None) -> Verdict:
+def judge(
+    summary: dict[str, dict[str, Any]], subject: str, *, not_certified: str | None = None, model: str | None = None
+) -> Verdict:
     """The verdict of `subject` from the per-requirement summary; `not_certified` gives the reason a run certifies
-    no implementation (then its IMP-* outcomes are listed as not checked, and the result is not-certified)."""
+    no implementation (then its IMP-* outcomes are listed as not checked, and the result is not-certified); `model`:
+    the profile's binding model, which the requirements not applicable to it are counted out for."""
     entries = {rid: e for rid, e in summary.items() if _subject(rid) == subject}
     counts: dict[str, int] = {}
     for e in entries.values():
         counts[e["outcome"]] = counts.get(e["outcome"], 0) + 1
     if not_certified is not None:
         return Verdict(subject, NOT_CERTIFIED, [f"the implementation was not certified: {not_certified}"], counts)
-    failed = [rid for rid, e in entries.items() if e["outcome"] == "failed"]
-    missing = [rid for rid, e in entries.items() if e["level"] == "MUST" and e["outcome"] != "passed"]
-    optional = [rid for rid, e in entries.items() if e["level"] != "MUST" and e["outcome"] not in ("passed", "failed")]
-    reasons = [f"{rid} {e['level']} {shown_outcome(e)}: {_headline(e)}" for rid in failed for e in (entries[rid],)]
-    reasons += _grouped(entries, [rid for rid in missing if rid not in failed], "")
-    reasons += _grouped(entries, optional, " (does not change the verdict)")
+    apart = [rid for rid, e in entries.items() if e["outcome"] == NOT_APPLICABLE]
+    judged = {rid: e for rid, e in entries.items() if rid not in apart}
+    failed = [rid for rid, e in judged.items() if e["outcome"] == "failed"]
+    missing = [rid for rid, e in judged.items() if e["level"] == "MUST" and e["outcome"] != "passed"]
+    optional = [rid for rid, e in judged.items() if e["level"] != "MUST" and e["outcome"] not in ("passed", "failed")]
+    reasons = [f"{rid} {e['level']} {shown_outcome(e)}: {_headline(e)}" for rid in failed for e in (judged[rid],)]
+    reasons += _grouped(judged, [rid for rid in missing if rid not in failed], "")
+    reasons += _grouped(judged, optional, " (does not change the verdict)")
+    reasons += [
+        f"{', '.join(rids)} not applicable (counted out of the verdict): {why}"
+        for why, rids in _by_reason(entries, apart).items()
+    ]
     result = "failure" if failed else "partial" if missing else "success"
-    return Verdict(subject, result, reasons, counts)
+    return Verdict(subject, result, reasons, counts, apart, model)
+
+
+def _by_reason(entries: dict[str, dict[str, Any]], ids: list[str]) -> dict[str, list[str]]:
+    """Not-applicable requirements grouped by why, without each one's own detail in brackets (one line for all the
+    fabric-only ones; the requirements list each one's detail)."""
+    out: dict[str, list[str]] = {}
+    for rid in ids:
+        out.setdefault(_headline(entries[rid]).split(" (", 1)[0], []).append(rid)
+    return out
 
 
 def _grouped(entries: dict[str, dict[str, Any]], ids: list[str], note: str) -> list[str]:
@@ -100,10 +136,12 @@ def _headline(entry: dict[str, Any]) -> str:
     return headline(str(entry.get("reason") or "")) or "(no reason recorded)"
 
 
-def verdicts(summary: dict[str, dict[str, Any]], *, no_implementation: str | None = None) -> dict[str, Verdict]:
+def verdicts(
+    summary: dict[str, dict[str, Any]], *, no_implementation: str | None = None, model: str | None = None
+) -> dict[str, Verdict]:
     return {
-        "cluster": judge(summary, "cluster"),
-        "implementation": judge(summary, "implementation", not_certified=no_implementation),
+        "cluster": judge(summary, "cluster", model=model),
+        "implementation": judge(summary, "implementation", not_certified=no_implementation, model=model),
     }
 
 
@@ -124,6 +162,7 @@ class KnownFailures:
     accepted: set[str]  # known defect ids named by --accept known-defect:ID
     other_failed_tests: bool = False  # a failed test that names no known defect (any test, with a requirement or not)
     no_implementation: str | None = None
+    model: str | None = None  # the profile's binding model
 
     def only_known(self) -> bool:
         """Every failed requirement is explained by known defects, and no other test failed."""
@@ -136,7 +175,7 @@ class KnownFailures:
     def rest(self) -> str:
         """The run's result with the requirements failed by accepted known defects left out (not passed: absent)."""
         rest = {rid: e for rid, e in self.summary.items() if not (e["outcome"] == "failed" and e.get("knownDefects"))}
-        return overall(verdicts(rest, no_implementation=self.no_implementation))
+        return overall(verdicts(rest, no_implementation=self.no_implementation, model=self.model))
 
 
 def exit_status(result: str, pytest_status: int, accept: set[str], known: KnownFailures | None = None) -> int:

@@ -41,7 +41,7 @@ NO_PROFILE = "no implementation profile: the run certifies the cluster only"
 class PlanRow:
     requirement: str
     level: str
-    action: str  # run | skip | not-covered
+    action: str  # run | skip | not-covered | not-applicable
     reason: str
 
 
@@ -111,7 +111,8 @@ def _check_files(loaded: LoadedProfile, result: CheckResult) -> None:
         if proc.ready and proc.ready.ca_file:
             result.errors += _placeholder_errors(proc.ready.ca_file, f"{where}.ready.caFile", proc, prof, n)
     everyone = len(prof.processes)
-    for name, endpoint in (("fabricProbe", prof.fabric_probe), ("faultInjector", prof.fault_injector)):
+    named = (("fabricProbe", prof.fabric_probe), ("faultInjector", prof.fault_injector))
+    for name, endpoint in (*named, ("readinessProbe", prof.readiness_probe)):
         if endpoint is None:
             continue
         for attr, text in (("url", endpoint.url), ("caFile", endpoint.ca_file), ("token", endpoint.token)):
@@ -165,11 +166,15 @@ def direct_tests() -> dict[str, set[str]]:
 
 
 def plan(prof: Profile | None) -> list[PlanRow]:
-    """Per requirement: run, skip (why) or not covered, for this profile (None: a cluster-only run)."""
+    """Per requirement: run, skip (why), not covered, or not applicable to the profile's binding model (not run,
+    counted out of the verdict), for this profile (None: a cluster-only run)."""
     direct = direct_tests()
     registered = list(REGISTRY.values())
     rows: list[PlanRow] = []
     for req in REQUIREMENTS:
+        if prof is not None and (why := req.not_applicable(prof.binding_model)):
+            rows.append(PlanRow(req.id, req.level, "not-applicable", why))
+            continue
         covering = [s for s in registered if req.id in s.requirements]
         cluster = [s.name for s in covering if not s.implementation]
         runs, skips = [], []

@@ -433,9 +433,10 @@ class Context(ClusterContext):
 
         def cause() -> str:
             slices = self.invariants.driver_slices() if self.invariants else []
-            return "; ".join(count_shortfall(slices, self.profile)) or f"{self.pool.count('fabric')} fabric devices"
+            return "; ".join(count_shortfall(slices, self.profile)) or f"{self.pool.count('fabric')} {kind}"
 
-        what = f"{count} fabric devices (the profile's published declares {declared.fabric_devices})"
+        kind = "fabric devices" if self.profile.has_fabric else "node-local devices with binding conditions"
+        what = f"{count} {kind} (the profile's published declares {declared.fabric_devices})"
         self.owed(what, lambda: self.refresh() or self.pool.count("fabric") >= count, cause)
 
     def _published_when(self) -> list[str]:

@@ -97,7 +97,11 @@ class Outcome:
         return [a for a in self.allocations if any(self.meanings.get(f["type"]) == "reschedule" for f in a.failures)]
 
     def describe(self) -> str:
-        lines = [f"pinned to {self.node}, binding model {self.model}, path {self.path}"]
+        # A node-local readiness gate's devices carry the conditions on their node: no fabric to name.
+        path = self.path
+        if self.model == "node-local" and path == "fabric":
+            path = "node-local with binding conditions"
+        lines = [f"pinned to {self.node}, binding model {self.model}, path {path}"]
         start = self.allocations[0].at if self.allocations else 0.0
         for a in self.allocations:
             failures = [f"{f['type']} ({f.get('reason')})" for f in a.failures]
@@ -139,6 +143,17 @@ class Outcome:
         if self.path == "local":
             problems += self._same_physical_device()
         return problems
+
+    def placement_problems(self) -> list[str]:
+        """bindingModel node-local (no fabric to ask what is attached): bound on the pinned node with devices of that
+        node's own slices, reached without a detour (an allocation edited in place or failed on the way)."""
+        if self.binding is None or self.final is None:
+            return [f"the pod was not bound:\n  {self.describe()}"]
+        problems = [f"bound to {self.binding.node}, pinned to {self.node}"] if self.binding.node != self.node else []
+        for device in self.final.devices:
+            if (where := self.local_node.get(device)) != self.binding.node:
+                problems.append(f"{device} is not a device of {self.binding.node} (its slice's node: {where!r})")
+        return problems + self.detours()
 
     def _same_physical_device(self) -> list[str]:
         """reschedule-to-local: every node-local copy the pod ended with is a copy of a device the fabric allocation

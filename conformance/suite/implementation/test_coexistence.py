@@ -4,7 +4,8 @@ Another driver lives beside the implementation through the whole implementation 
 its slice, and claims with binding conditions pending, allocated and waiting, timed out and failed. This scenario
 waits until the record has shown each of those states, then runs an attach-before-bind of the implementation's own
 device WHILE they exist: its pod must bind on the node the scenario chose, through the implementation (attached
-there, where the profile has a probe). Then it reads what the implementation did to the other driver's objects: the
+there, where the profile has a probe; for a node-local readiness gate, with devices of its node's own slices). Then
+it reads what the implementation did to the other driver's objects: the
 slice and class unchanged since the suite created them, no condition, data or deletion on the claims the suite did
 not write, no field manager but the suite's and the control plane's.
 
@@ -27,6 +28,7 @@ from conformance.cluster.manifests import pinned_pod
 from conformance.cluster.versions import PREBIND_POLL_S
 from conformance.observe.views import SCHEDULE_S
 from conformance.suite.implementation.outcome import Outcome, follow
+from conformance.suite.implementation.start import own_devices
 from conformance.suite.others import STATES, OtherDrivers
 from conformance.suite.scenario import Context, ImplementationOwes, ScenarioRunner, result_fixture, scenario
 
@@ -64,7 +66,7 @@ def coexistence(ctx: Context) -> Coexistence:
     ctx.say(f"other driver's states seen: {sorted(seen.states)}; now the implementation's own attach")
     seen.live = others.live_claims()
     try:
-        node, _, ns = ctx.remote_fabric(exclusive=ctx.counted)
+        node, _, ns = own_devices(ctx)
         with ctx.history(ns) as history:
             ctx.objects.create(pinned_pod("app", "gpu", node), ns)
             seen.flow = follow(ctx, history, node)
@@ -93,9 +95,12 @@ def test_the_own_claim_is_attached_and_reported_beside_other_drivers_claims(
         record_property("other_driver_states_not_seen", ",".join(missing))
     flow = coexist.flow
     assert flow is not None and flow.binding is not None, f"IMP-17: the own pod did not bind beside {coexist.others()}"
-    problems = flow.binding_problems() if flow.probed else []
+    if flow.model == "node-local":  # no fabric: bound where its own node-local devices are
+        problems, what = flow.placement_problems(), "bound with its node's own devices"
+    else:
+        problems, what = (flow.binding_problems() if flow.probed else []), "attached where it bound"
     assert not problems, (
-        f"IMP-17: beside {coexist.others()}, the own claim was not attached where it bound: {problems[0]}\n"
+        f"IMP-17: beside {coexist.others()}, the own claim was not {what}: {problems[0]}\n"
         + "\n".join(problems[1:])
         + f"\n  {flow.describe()}"
     )

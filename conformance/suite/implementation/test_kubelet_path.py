@@ -1,6 +1,7 @@
 """The real kubelet path after attach-before-bind (NODE-1..3): what kwok nodes cannot show.
 
-One pod, pinned to a node without node-local devices, gets a fabric device as in attach-before-bind; on a node with
+One pod, pinned to a node without node-local devices, gets a fabric device as in attach-before-bind (for a node-local
+readiness gate: one of its node's own devices with binding conditions); on a node with
 a real kubelet its container must then start with the device: the kubelet called NodePrepareResources of the
 driver's kubelet plugin for the claim, got CDI device names back and handed them to the container runtime, which
 applied the CDI spec's edits. Read from the node itself (kind: the node is a Docker container): crictl's view of the
@@ -24,9 +25,11 @@ from conformance.cluster.kind.nodeexec import NodeExecError, cdi_specs, inspect_
 from conformance.cluster.manifests import pinned_pod
 from conformance.cluster.nodes import KWOK_NODE_ANNOTATION
 from conformance.cluster.waits import wait_for
+from conformance.implementation.profile import LoadedProfile
 from conformance.observe.recorder import Recorder
 from conformance.suite.implementation.outcome import follow
-from conformance.suite.scenario import Context, result_fixture, scenario
+from conformance.suite.implementation.start import own_devices
+from conformance.suite.scenario import Context, result_fixture, scenario, skip_for_profile
 
 START_TIMEOUT_S = 120.0
 RELEASE_SLACK_S = 30.0  # beyond the promised detachSeconds, how long the release is followed
@@ -52,18 +55,19 @@ class KubeletPath:
     notes: list[str] = field(default_factory=list)
 
 
-@scenario("kubelet-path", DESCRIPTION, ("NODE-1", "NODE-2", "NODE-3"), probe=True)
+# The fabric probe only for NODE-3 (unprepared before detached): NODE-1 and NODE-2 read the node alone, so they run for
+# every binding model (a node-local readiness gate's device too: start.own_devices).
+@scenario("kubelet-path", DESCRIPTION, ("NODE-1", "NODE-2", "NODE-3"), probe_for=("NODE-3",))
 def kubelet_path(ctx: Context) -> KubeletPath:
     if ctx.cluster.info.provider != "kind":
         pytest.skip(
             f"the node's container runtime and CDI specs are read on kind's node containers, not on "
             f"--provider {ctx.cluster.info.provider}"
         )
-    node, lease, ns = ctx.remote_fabric(exclusive=ctx.counted)
+    node, lease, ns = own_devices(ctx)
     if KWOK_NODE_ANNOTATION in (ctx.cluster.core.read_node(node).metadata.annotations or {}):
         pytest.skip(f"{node} is a kwok node: no kubelet prepares claims there")
-    probe = ctx.probe
-    assert probe is not None  # probe=True: skipped without one
+    probe = ctx.probe  # None: NODE-3 is skipped (probe_for), the release is not followed
     before = {s.path for s in cdi_specs(node)}  # a spec already there is the driver's own, not this claim's
     with ctx.history(ns) as history:
         ctx.objects.create(pinned_pod("app", "gpu", node), ns)
@@ -102,7 +106,8 @@ def kubelet_path(ctx: Context) -> KubeletPath:
     # Graceful: the kubelet stops the container and unprepares the claim before the pod object goes (then the
     # claim made from the template is deallocated and collected). A forced deletion would race the kubelet.
     ctx.cluster.core.delete_namespaced_pod("app", ns, grace_period_seconds=1)
-    _follow_release(seen, files, probe, ctx.profile.promises.detach_s + RELEASE_SLACK_S)
+    if probe is not None:
+        _follow_release(seen, files, probe, ctx.profile.promises.detach_s + RELEASE_SLACK_S)
     if seen.spec_gone_s is not None:
         ctx.measure("release_to_unprepared_seconds", seen.spec_gone_s)
     return seen
@@ -161,7 +166,8 @@ def test_the_device_is_prepared_on_the_allocated_node_after_binding(path: Kubele
 
 
 @pytest.mark.requirement("NODE-3")
-def test_the_device_is_unprepared_before_it_is_detached(path: KubeletPath) -> None:
+def test_the_device_is_unprepared_before_it_is_detached(path: KubeletPath, profile: LoadedProfile) -> None:
+    skip_for_profile("kubelet-path", "NODE-3", profile.profile)
     _claim_specs_or_skip(path)
     assert path.spec_gone_s is not None, (
         f"the CDI specs {sorted(path.prepared_at)} were still on {path.node} after the release "

@@ -2,10 +2,12 @@
 controller.serviceAccount, and the accounts processes run as with {sa_kubeconfig:...}).
 
 Per account the suite authenticates with a bound token (TokenRequest API) and:
-- writes device conditions itself, with every verb the account may use on resourceclaims/status (update: PUT,
-  patch: a merge PATCH), on claims the admin client allocated in the scheduler's place: one to a suite-owned
-  driver (manifests.unique_driver), which must be refused (1.36+, resourceclaims/driver), one to the profile's
-  driver but to a pool and device that do not exist, without binding conditions, which must be allowed;
+- writes device conditions itself (an account a perNode process runs as: with a token bound to a pod on a node, its
+  own-driver claim allocated on that node, as its daemon there), with every verb the account may use on
+  resourceclaims/status (update: PUT, patch: a merge PATCH), on claims the admin client allocated in the scheduler's
+  place: one to a suite-owned driver (manifests.unique_driver), which must be refused (1.36+,
+  resourceclaims/driver), one to the profile's driver but to a pool and device that do not exist, without binding
+  conditions, which must be allowed;
 - reads its effective rules: a SelfSubjectRulesReview in every namespace of the cluster (rules bound cluster-wide
   show in each), judged against the minimum the KEP's roles need (rights.py MINIMUM);
 - asks SelfSubjectAccessReviews over a catalogue of sensitive rights (rights.SENSITIVE), which also catches a right
@@ -37,6 +39,8 @@ from conformance.cluster.versions import parse_version
 from conformance.implementation.profile import Right
 from conformance.implementation.serviceaccount import service_account_kubeconfig
 from conformance.report.outcomes import NOTE_PROPERTY
+from conformance.suite.implementation.nodecredentials import allocate_on, node_bound_client, per_node_accounts
+from conformance.suite.implementation.nodecredentials import write_condition as _write_condition
 from conformance.suite.implementation.rights import (
     SENSITIVE,
     Item,
@@ -67,7 +71,10 @@ class Account:
     verbs: list[str] = field(default_factory=list)
     own_write: dict[str, str] = field(default_factory=dict)  # verb -> "allowed" or "<status> <message>"
     other_write: dict[str, tuple[int, str]] = field(default_factory=dict)  # verb -> (status, message); 200 allowed
-    own_rule: dict[str, bool] = field(default_factory=dict)  # verb -> resourceclaims/driver arbitrary-node:<verb>
+    own_rule: dict[str, bool] = field(default_factory=dict)  # verb -> resourceclaims/driver <scope>:<verb>
+    # The account runs per node (a perNode process): judged with a token bound to a pod on `node`, on a claim allocated
+    # there, and its own rule is associated-node:<verb> (a central writer's is arbitrary-node:<verb>).
+    node: str | None = None
     other_rule: dict[str, bool] = field(default_factory=dict)  # the same for another driver
     slice_writes: dict[str, str] = field(default_factory=dict)  # verb -> "admitted" or the refusal, other driver
     incomplete: list[str] = field(default_factory=list)  # namespaces whose rules review said it is incomplete
@@ -107,34 +114,6 @@ def _allocate(ctx: Context, ns: str, driver: str, pool: str, device: str) -> dic
     }
     api = client.CustomObjectsApi(ctx.cluster.api)
     return api.replace_namespaced_custom_object_status(G, V, ns, "resourceclaims", claim["metadata"]["name"], claim)
-
-
-def _write_condition(api: client.CustomObjectsApi, claim: dict[str, Any], verb: str) -> tuple[int, str]:
-    """Write one device condition as the ServiceAccount, by PUT (update) or merge PATCH (patch): (200, "") or the
-    refusal (status, message)."""
-    [result] = claim["status"]["allocation"]["devices"]["results"]
-    condition = {
-        "type": f"{result['driver']}/conformance-check",
-        "status": "True",
-        "reason": "Conformance",
-        "message": "written by the conformance suite (IMP-9)",
-        "lastTransitionTime": "2025-01-01T00:00:00Z",
-    }
-    body = dict(claim)
-    body["status"] = dict(claim["status"])
-    body["status"]["devices"] = [
-        {"driver": result["driver"], "pool": result["pool"], "device": result["device"], "conditions": [condition]}
-    ]
-    meta = claim["metadata"]
-    try:
-        if verb == "patch":
-            patch = {"status": {"devices": body["status"]["devices"]}}
-            api.patch_namespaced_custom_object_status(G, V, meta["namespace"], "resourceclaims", meta["name"], patch)
-        else:
-            api.replace_namespaced_custom_object_status(G, V, meta["namespace"], "resourceclaims", meta["name"], body)
-    except ApiException as exc:
-        return exc.status, str(exc.body)
-    return 200, ""
 
 
 def _allowed(api: client.ApiClient, group: str, resource: str, verb: str, name: str = "", namespace: str = "") -> bool:
@@ -283,9 +262,9 @@ def _judge_account(
         ctx.say(
             f"least-privilege: {seen.name} {verb} on a claim of another driver answered {seen.other_write[verb][0]}"
         )
-        rule = f"arbitrary-node:{verb}"
+        rule = f"{'associated' if seen.node else 'arbitrary'}-node:{verb}"
         seen.own_rule[verb] = _allowed(sa_api, G, "resourceclaims/driver", rule, driver)
-        seen.other_rule[verb] = _allowed(sa_api, G, "resourceclaims/driver", rule, other_driver)
+        seen.other_rule[verb] = _allowed(sa_api, G, "resourceclaims/driver", f"arbitrary-node:{verb}", other_driver)
     reviews = _each(namespaces, lambda namespace: _rules(sa_api, namespace))
     rules = {namespace: found for namespace, (found, _) in reviews.items()}
     seen.incomplete = [namespace for namespace, (_, incomplete) in reviews.items() if incomplete]
@@ -380,11 +359,19 @@ def least_privilege(ctx: Context) -> Privilege:
     )
     with _account_client(ctx, f"{ns}/{fresh.metadata.name}") as fresh_api:
         baseline = {ns: found for ns, (found, _) in _each(seen.namespaces, lambda n: _rules(fresh_api, n)).items()}
+    per_node = per_node_accounts(ctx.profile)
     for account, role in accounts.items():
         found = Account(account, role)
-        with _account_client(ctx, account) as sa_api:
-            claims = (own, other)
-            _judge_account(ctx, found, sa_api, claims, other_slice, seen.namespaces, ctx.profile.rights, baseline)
+        if account in per_node:  # as its daemon on one node: its own claims are those allocated there
+            found.node = sorted(n.name for n in ctx.nodes())[0]
+            node_own = allocate_on(ctx, ns, seen.own_driver, found.node, "imp9")
+            with node_bound_client(ctx, account, found.node) as sa_api:
+                claims = (node_own, other)
+                _judge_account(ctx, found, sa_api, claims, other_slice, seen.namespaces, ctx.profile.rights, baseline)
+        else:
+            with _account_client(ctx, account) as sa_api:
+                claims = (own, other)
+                _judge_account(ctx, found, sa_api, claims, other_slice, seen.namespaces, ctx.profile.rights, baseline)
         _attribute(found.judgement, _grants(rbac, account))
         ctx.say(
             f"least-privilege: {found.label}: {len(found.judgement.excess)} rules beyond the minimum, "
@@ -434,7 +421,8 @@ def test_condition_write_on_its_own_drivers_claim_is_allowed(privilege: Privileg
     for account in writers:
         refused = {v: w for v, w in account.own_write.items() if w != "allowed"}
         assert not refused, f"{account.label} refused on its own driver: {refused}"
-        missing = [f"arbitrary-node:{v}" for v, allowed in account.own_rule.items() if not allowed]
+        scope = "associated-node" if account.node else "arbitrary-node"
+        missing = [f"{scope}:{v}" for v, allowed in account.own_rule.items() if not allowed]
         assert not missing, f"{account.label}: no resourceclaims/driver {missing} for {privilege.own_driver}"
 
 

@@ -153,6 +153,19 @@ class AttachmentListOut(_Shape):
     free: list[FreeOut] = Field(description="free devices per fabric and model (count-based pools check against it)")
 
 
+class ReadinessOut(_Shape):
+    device: str = Field(description="the device's identity (uuid), as its node-local slice entry publishes it")
+    name: str
+    node: str | None = Field(description="the node it is ready on, or being readied on; null when neither")
+    ready: bool = Field(description="prepared on `node` and usable there")
+    state: Literal["unprepared", "preparing", "ready", "unpreparing"]
+    since: datetime = Field(description="when it entered this state (ready: since when it is ready)")
+
+
+class ReadinessListOut(_Shape):
+    devices: list[ReadinessOut]
+
+
 class FabricOut(_Shape):
     id: str
     nodes: list[str]
@@ -220,6 +233,26 @@ class HealthOut(_Shape):
 
 
 # --- rendering --------------------------------------------------------------------------------------------
+
+
+_READINESS_STATES: dict[DeviceState, Literal["unprepared", "preparing", "ready", "unpreparing"]] = {
+    DeviceState.FREE: "unprepared",
+    DeviceState.ATTACHING: "preparing",
+    DeviceState.ATTACHED: "ready",
+    DeviceState.DETACHING: "unpreparing",
+}
+
+
+def readiness_out(record: DeviceRecord) -> ReadinessOut:
+    """A device as the readiness probe reports it: readying a node-local device is an attach to its one node."""
+    return ReadinessOut(
+        device=record.uuid,
+        name=record.name,
+        node=record.node,
+        ready=record.state is DeviceState.ATTACHED,
+        state=_READINESS_STATES[record.state],
+        since=timestamp(record.state_since),
+    )
 
 
 def device_out(record: DeviceRecord, op: OperationInfo | None = None) -> DeviceOut:

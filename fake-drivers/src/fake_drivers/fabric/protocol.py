@@ -18,7 +18,7 @@ from fake_drivers.fabric.manager import FabricManager
 from fake_drivers.fabric.service import create_app
 from fake_drivers.fabric.store import Store
 
-PROTOCOL_TAGS = ("probe", "faults")
+PROTOCOL_TAGS = ("probe", "faults", "readiness")
 
 
 def protocol_openapi(workdir: Path) -> dict[str, Any]:
@@ -35,10 +35,10 @@ def protocol_openapi(workdir: Path) -> dict[str, Any]:
         **full,
         "components": {"schemas": _referenced(kept, full.get("components", {}).get("schemas", {}))},
         "info": {
-            "title": "KEP-5007 conformance: fabric probe and fault injector",
+            "title": "KEP-5007 conformance: fabric probe, readiness probe and fault injector",
             "version": "v1",
-            "description": "What a profile's fabricProbe and faultInjector URLs must answer (the documentation site's "
-            "'Fabric probe and fault injector'). Generated from the reference fabric manager.",
+            "description": "What a profile's fabricProbe, readinessProbe and faultInjector URLs must answer (the "
+            "documentation site's 'Fabric probe and fault injector'). Generated from the reference fabric manager.",
         },
         "paths": kept,
     }

@@ -114,6 +114,15 @@ def create_app(manager: FabricManager) -> FastAPI:
             attachments=[api.attachment_out(record) for record in records], free=api.free_out(summaries)
         )
 
+    @app.get("/v1/readiness", response_model=api.ReadinessListOut, tags=["readiness"])
+    async def readiness(node: str | None = None) -> api.ReadinessListOut:
+        """Node-local readiness (bindingModel node-local): per device, whether it is ready, on which node, since when.
+        The reference readies a node-local device by attaching it to its one node (a fabric per node)."""
+        records = manager.store.find()
+        if node is not None:  # the devices that can be readied there (a fabric per node, in the reference)
+            records = [r for r in records if node in manager.config.fabrics.get(r.fabric, ())]
+        return api.ReadinessListOut(devices=[api.readiness_out(record) for record in records])
+
     @app.get("/v1/fabrics", response_model=api.FabricListOut, tags=["probe"])
     async def fabrics() -> api.FabricListOut:
         return api.FabricListOut(fabrics=[api.fabric_out(summary) for summary in manager.fabrics()])

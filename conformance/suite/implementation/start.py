@@ -1,0 +1,22 @@
+"""The usual start of an implementation scenario that applies to every binding model (IMP-17, the kubelet path): a
+node, a lease of the implementation's devices with binding conditions there, and a namespace with a claim template
+for exactly those. Where the devices come from follows the profile's binding model: a fabric model's reach a node
+without node-local devices (Context.remote_fabric); a node-local readiness gate's sit on their own node."""
+
+from __future__ import annotations
+
+from conformance.cluster.manifests import claim_template
+from conformance.observe.devices import Lease
+from conformance.suite.implementation.readiness import gated_node
+from conformance.suite.scenario import Context
+
+
+def own_devices(ctx: Context, count: int = 1, template: str = "gpu") -> tuple[str, Lease, str]:
+    """(node, lease, namespace): `count` of the implementation's devices with binding conditions that a pod pinned to
+    `node` can get, and a claim template `template` for them."""
+    if ctx.profile.has_fabric:
+        return ctx.remote_fabric(count, template, exclusive=ctx.counted)
+    node, lease = gated_node(ctx, count)
+    ns = ctx.namespace()
+    ctx.objects.create(claim_template(template, ctx.device_class(lease)), ns)
+    return node, lease, ns

@@ -1,0 +1,171 @@
+"""RDY-8: least privilege per node (node-local readiness gate). A writer that runs per node (every account a perNode
+process of the profile runs as) is judged as the API server sees its daemon on one node A: with a token bound to a pod
+on A, it
+- may not hold `resourceclaims/driver` `arbitrary-node:update|patch` (that is a central controller's right; a node's
+  daemon needs `associated-node:*`, which the API server grants only for claims allocated on its node);
+- is refused every status write (each verb it holds on resourceclaims/status) on a claim of the profile's driver
+  allocated on another node B, where the same write on a claim allocated on A is allowed;
+- is refused dry-run writes of the driver's ResourceSlices of another node: creating one for B, one without a node,
+  and updating or deleting node B's published slice.
+IMP-9 judges the same accounts' rights against the KEP's minimum (rights.py); this adds what "its own node" means.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from conformance.cluster.manifests import resource_slice
+from conformance.observe.slices import driver_slices
+from conformance.suite.implementation.nodecredentials import (
+    allocate_on,
+    node_bound_client,
+    per_node_accounts,
+    write_condition,
+)
+from conformance.suite.implementation.readiness import require_model
+from conformance.suite.scenario import Context, result_fixture, scenario
+
+G, V = "resource.k8s.io", "v1"
+STATUS_VERBS = ("update", "patch")
+
+
+@dataclass
+class NodeAccount:
+    account: str
+    processes: list[str]
+    node: str  # the node its token is bound to
+    other: str  # another node
+    verbs: list[str] = field(default_factory=list)  # resourceclaims/status verbs it holds
+    own_write: dict[str, tuple[int, str]] = field(default_factory=dict)
+    other_write: dict[str, tuple[int, str]] = field(default_factory=dict)
+    arbitrary: dict[str, bool] = field(default_factory=dict)  # arbitrary-node:<verb> allowed
+    slice_writes: dict[str, str] = field(default_factory=dict)  # what -> "admitted" or the refusal
+
+    @property
+    def label(self) -> str:
+        return f"{self.account} ({', '.join(self.processes)}) as node {self.node}'s daemon"
+
+
+@dataclass
+class NodePrivilege:
+    accounts: list[NodeAccount] = field(default_factory=list)
+
+
+def _allowed(api: client.ApiClient, resource: str, verb: str, name: str = "") -> bool:
+    resource, _, sub = resource.partition("/")
+    attributes = {"group": G, "resource": resource, "subresource": sub, "verb": verb, "name": name}
+    review = client.AuthorizationV1Api(api).create_self_subject_access_review(
+        {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": attributes},
+        }
+    )
+    return bool(review.status.allowed)
+
+
+def _dry_run(attempt: Any) -> str:
+    try:
+        attempt()
+    except ApiException as exc:
+        return f"{exc.status} {str(exc.body)[:300]}"
+    return "admitted"
+
+
+def _slice_writes(api: client.ApiClient, driver: str, other: str, existing: dict[str, Any] | None) -> dict[str, str]:
+    custom = client.CustomObjectsApi(api)
+    elsewhere = resource_slice(f"rdy8-{other}", driver, f"rdy8-{other}", [], node=other)
+    nowhere = resource_slice("rdy8-all-nodes", driver, "rdy8-all-nodes", [], all_nodes=True)
+    out = {
+        f"create a slice for node {other}": _dry_run(
+            lambda: custom.create_cluster_custom_object(G, V, "resourceslices", elsewhere, dry_run="All")
+        ),
+        "create a slice for all nodes": _dry_run(
+            lambda: custom.create_cluster_custom_object(G, V, "resourceslices", nowhere, dry_run="All")
+        ),
+    }
+    if existing is not None:
+        name = existing["metadata"]["name"]
+        changed = {**existing, "metadata": {**existing["metadata"], "labels": {"rdy8": "dry-run"}}}
+        out[f"update node {other}'s slice {name}"] = _dry_run(
+            lambda: custom.replace_cluster_custom_object(G, V, "resourceslices", name, changed, dry_run="All")
+        )
+        out[f"delete node {other}'s slice {name}"] = _dry_run(
+            lambda: custom.delete_cluster_custom_object(G, V, "resourceslices", name, dry_run="All")
+        )
+    return out
+
+
+@scenario(
+    "node-privilege",
+    "each per-node writer, with a token bound to a pod on its node, writes only its node's claims and slices",
+    ("RDY-8",),
+    remote=False,
+)
+def node_privilege(ctx: Context) -> NodePrivilege:
+    require_model(ctx)
+    accounts = per_node_accounts(ctx.profile)
+    if not accounts:
+        pytest.skip(
+            "the profile runs no process per node with a ServiceAccount ({sa_kubeconfig} or {pod_kubeconfig} of a "
+            "perNode process): a central condition writer's privileges are IMP-9's"
+        )
+    nodes = sorted(n.name for n in ctx.nodes())
+    if len(nodes) < 2:
+        pytest.skip(f"needs two nodes to tell a node's own claims from another's; the cluster has {nodes}")
+    node, other = nodes[0], nodes[1]
+    ns = ctx.namespace()
+    driver = ctx.profile.driver
+    own = allocate_on(ctx, ns, driver, node, "rdy8")
+    elsewhere = allocate_on(ctx, ns, driver, other, "rdy8")
+    existing = next((s for s in driver_slices(ctx.cluster, driver) if s["spec"].get("nodeName") == other), None)
+    seen = NodePrivilege()
+    for account, processes in accounts.items():
+        found = NodeAccount(account, processes, node, other)
+        with node_bound_client(ctx, account, node) as api:
+            custom = client.CustomObjectsApi(api)
+            found.verbs = [v for v in STATUS_VERBS if _allowed(api, "resourceclaims/status", v)]
+            for verb in found.verbs:
+                found.own_write[verb] = write_condition(custom, _reread(ctx, own), verb)
+                found.other_write[verb] = write_condition(custom, _reread(ctx, elsewhere), verb)
+                found.arbitrary[verb] = _allowed(api, "resourceclaims/driver", f"arbitrary-node:{verb}", driver)
+            found.slice_writes = _slice_writes(api, driver, other, existing)
+        ctx.say(
+            f"node-privilege: {found.label}: writes on node {other}'s claim "
+            + ", ".join(f"{v} {w[0]}" for v, w in found.other_write.items())
+        )
+        seen.accounts.append(found)
+    return seen
+
+
+def _reread(ctx: Context, claim: dict[str, Any]) -> dict[str, Any]:
+    meta = claim["metadata"]
+    return client.CustomObjectsApi(ctx.cluster.api).get_namespaced_custom_object(
+        G, V, meta["namespace"], "resourceclaims", meta["name"]
+    )
+
+
+privilege = result_fixture("node_privilege", "node-privilege")
+
+
+@pytest.mark.requirement("RDY-8")
+def test_a_nodes_writer_writes_only_its_nodes_claims_and_slices(node_privilege: NodePrivilege) -> None:
+    problems = []
+    for a in node_privilege.accounts:
+        for verb, (status, _) in a.other_write.items():
+            if status == 200:
+                problems.append(f"{a.label}: {verb} of conditions on a claim allocated on {a.other} was admitted")
+        granted = [f"arbitrary-node:{v}" for v, allowed in a.arbitrary.items() if allowed]
+        if granted:
+            problems.append(f"{a.label}: holds resourceclaims/driver {granted} (a central controller's right)")
+        if a.verbs and not any(status == 200 for status, _ in a.own_write.values()):
+            problems.append(f"{a.label}: refused on a claim allocated on its own node: {a.own_write}")
+        admitted = [what for what, outcome in a.slice_writes.items() if outcome == "admitted"]
+        if admitted:
+            problems.append(f"{a.label}: dry-run slice writes admitted: {admitted}")
+    assert not problems, "\n".join(problems)

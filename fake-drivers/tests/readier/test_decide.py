@@ -1,0 +1,67 @@
+"""The node readiness daemon's decisions (fake_drivers.readier.decide): pure, no cluster."""
+
+from __future__ import annotations
+
+from fake_drivers.readier.decide import ATTACHED, ATTACHING, FREE, Conditions, Held, NodeDevice, Policy, decide
+
+NODE = "node-0"
+CONDITIONS = Conditions("fpga.local.example.com/ready", "fpga.local.example.com/prepare-failed")
+UNPREFIXED = Conditions("Ready", "PrepareFailed")  # the API accepts condition types without a prefix
+NOW = 1000.0
+
+
+def device(name: str, state: str = FREE, failed_at: float | None = None) -> NodeDevice:
+    return NodeDevice(
+        f"uuid-{name}", name, "fake-fpga", {}, state, NODE if state != FREE else None, failed_at, "R", "M"
+    )
+
+
+def held(name: str, conditions: dict[str, str] | None = None, allocated_at: float = NOW - 5) -> Held:
+    return Held("ns", f"claim-{name}", f"uid-{name}", NODE, name, allocated_at, conditions or {})
+
+
+def test_an_allocated_free_device_is_readied_not_reported() -> None:
+    plan = decide(NODE, [device("a")], [held("a")], CONDITIONS, set(), {}, NOW, Policy())
+    assert [d.name for d in plan.ready] == ["a"] and not plan.report_ready
+
+
+def test_reported_ready_only_once_the_device_manager_says_ready_there() -> None:
+    preparing = decide(NODE, [device("a", ATTACHING)], [held("a")], CONDITIONS, set(), {}, NOW, Policy())
+    assert not preparing.report_ready and not preparing.ready
+    ready = decide(NODE, [device("a", ATTACHED)], [held("a")], CONDITIONS, set(), {}, NOW, Policy())
+    assert [h.device for h in ready.report_ready] == ["a"]
+
+
+def test_works_the_same_with_unprefixed_condition_names() -> None:
+    plan = decide(NODE, [device("a", ATTACHED)], [held("a")], UNPREFIXED, set(), {}, NOW, Policy())
+    assert [h.device for h in plan.report_ready] == ["a"]
+    done = decide(NODE, [device("a", ATTACHED)], [held("a", {"Ready": "True"})], UNPREFIXED, set(), {}, NOW, Policy())
+    assert not done.report_ready
+
+
+def test_a_failed_readying_is_reported_and_the_device_hidden() -> None:
+    failed = device("a", FREE, failed_at=NOW - 1)
+    plan = decide(NODE, [failed, device("b")], [held("a")], CONDITIONS, set(), {}, NOW, Policy())
+    assert [(h.device, r, m) for h, r, m in plan.report_failed] == [("a", "R", "M")]
+    assert [d.name for d in plan.publish] == ["b"] and not plan.ready
+
+
+def test_a_failure_before_the_allocation_is_not_this_claims() -> None:
+    old = device("a", FREE, failed_at=NOW - 120)  # quarantine over
+    plan = decide(NODE, [old], [held("a")], CONDITIONS, set(), {}, NOW, Policy())
+    assert not plan.report_failed and [d.name for d in plan.ready] == ["a"] and [d.name for d in plan.publish] == ["a"]
+
+
+def test_an_unheld_ready_device_is_unprepared_after_the_grace() -> None:
+    first = decide(NODE, [device("a", ATTACHED)], [], CONDITIONS, set(), {}, NOW, Policy())
+    assert not first.unprepare and first.unheld_since == {"uuid-a": NOW}
+    later = decide(NODE, [device("a", ATTACHED)], [], CONDITIONS, set(), first.unheld_since, NOW + 3, Policy())
+    assert [d.name for d in later.unprepare] == ["a"]
+
+
+def test_broken_modes() -> None:
+    early = Policy(broken_ready_before_prepared=True)
+    assert decide(NODE, [device("a")], [held("a")], CONDITIONS, set(), {}, NOW, early).report_ready
+    silent = Policy(broken_no_failure_condition=True)
+    failed = device("a", FREE, failed_at=NOW - 1)
+    assert not decide(NODE, [failed], [held("a")], CONDITIONS, set(), {}, NOW, silent).report_failed

@@ -23,9 +23,9 @@ from typing import Any
 
 from conformance.observe.attachments import holdings, stamp
 from conformance.observe.recorder import PROBE_PERIOD_S, Record, Sample
-from conformance.observe.slices import allocation_results, reaches, tainted_by_rule
+from conformance.observe.replay import free_entries, replay
+from conformance.observe.slices import reaches
 
-HIDING = ("NoSchedule", "NoExecute")
 ON_FABRIC = ("attaching", "attached", "detaching")
 
 
@@ -46,33 +46,16 @@ class Quarantine:
 
 def _offers(state: dict[str, dict[str, Any]], q: Quarantine, driver: str) -> list[str]:
     """'slice:device' of every entry offering the failed device free on its node in this state of the cluster."""
-    slices = [s for s in state["slice"].values() if s.get("driver") == driver]
-    newest: dict[str, int] = {}
-    for s in slices:
-        newest[s["pool"]] = max(newest.get(s["pool"], 0), int(s.get("generation") or 0))
-    allocated = {entry for entries in state["claim"].values() for entry in entries}
-    rules = list(state["taintrule"].values())
     labels = state["node"].get(q.node, {}).get("labels") or {}
-    out = []
-    for name, s in state["slice"].items():
-        if s.get("driver") != driver or int(s.get("generation") or 0) != newest[s["pool"]]:
-            continue
+
+    def reaching(s: dict[str, Any]) -> bool:
         spec = {"nodeName": s.get("nodeName"), "allNodes": s.get("where") == "allNodes"}
-        if not reaches({"spec": spec | {"nodeSelector": s.get("nodeSelector")}}, q.node, labels):
-            continue
-        for d in s.get("devices") or []:
-            if d.get("identity") != q.identity or (s["pool"], d["name"]) in allocated:
-                continue
-            if any(t.get("effect") in HIDING for t in d.get("taints") or []):
-                continue
-            if tainted_by_rule(rules, driver, s["pool"], d["name"]):
-                continue
-            out.append(f"{name}:{d['name']}")
-    return out
+        return reaches({"spec": spec | {"nodeSelector": s.get("nodeSelector")}}, q.node, labels)
+
+    return free_entries(state, driver, q.identity, reaching)
 
 
 def _replay(records: list[Record], q: Quarantine, driver: str) -> list[str]:
-    state: dict[str, dict[str, Any]] = {"slice": {}, "claim": {}, "taintrule": {}, "node": {}}
     found: list[str] = []
     opened: tuple[Record, list[str]] | None = None
 
@@ -84,17 +67,7 @@ def _replay(records: list[Record], q: Quarantine, driver: str) -> list[str]:
                 f"{at - r.at:.1f} s: {', '.join(entries)}"
             )
 
-    kinds = tuple(state)
-    for r in sorted(
-        (r for r in records if r.kind in kinds and r.at <= q.until), key=lambda r: (r.revision or 0, r.seq)
-    ):
-        key = f"{r.namespace}/{r.name}" if r.namespace else r.name
-        if r.type == "DELETED":
-            state[r.kind].pop(key, None)
-        elif r.kind == "claim":
-            state["claim"][key] = [(x["pool"], x["device"]) for x in allocation_results(r.obj) if x["driver"] == driver]
-        else:
-            state[r.kind][key] = r.obj
+    for r, state in replay((r for r in records if r.at <= q.until), driver, ("slice", "claim", "taintrule", "node")):
         if (r.revision or 0) <= q.revision:
             continue
         now = _offers(state, q, driver)

@@ -216,6 +216,13 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "COST-2", "implementation", "SHOULD", "one fabric attach per device, no detach on the way to the binding", _COST
     ),
     _r("COST-3", "implementation", "SHOULD", "allocation to binding within the promised attach and one poll", _COST),
+    _r(
+        "IMP-27",
+        "implementation",
+        "MUST",
+        "a hot-plugged device's copy is never held by, nor offered to, another claim while one holds the device",
+        _IMP,
+    ),
     _r("RDY-1", "readiness", "MUST", "node-local devices carry binding conditions; the allocation copies them", _RDY),
     _r(
         "RDY-2",
@@ -279,6 +286,7 @@ APPLIES: dict[str, Applies] = {
     "IMP-18": _fabric("it judges each device's attach and detach"),
     "IMP-19": _fabric("it judges a device moved through the fabric from one node to another"),
     "IMP-20": _fabric("it judges a shared claim's one attach and the detach after its last pod"),
+    "IMP-27": _fabric("it judges the fabric entry and the hot-plugged node-local copy of one device"),
     "NODE-3": _fabric("it orders the kubelet's unprepare before the fabric's detach"),
     "COST-2": _fabric("it counts the fabric's attaches and detaches on the way to the binding"),
     # The node-local readiness gate's own requirements: a fabric device's gate is its attach, which IMP-* judge.
@@ -726,6 +734,31 @@ DOCS: dict[str, Doc] = {
             "counted": "attachSeconds + 15 s",
             "node-local": "not measured yet: path-cost follows a fabric device's path (skipped, said so)",
         },
+    "IMP-27": Doc(
+        "copy-race: a pod's claim is allocated a fabric device on a node without node-local devices; then 2 pods pinned"
+        " to that node and asking for the same device wait in the scheduler's queue (node-local pools are tried first, "
+        "and every slice or taint rule change sends them back), and each pod that binds is deleted until all have bound"
+        " once. The run's record is judged (conformance/observe/copies.py): each claim's holding of an entry is an "
+        "interval of etcd revisions (as SCH-9), mapped to the physical device; no two claims may hold one device "
+        "through two copies over overlapping revisions (no threshold), and no copy of a held device may sit free "
+        "(newest generation, unallocated, untainted) at any revision for a probe period (0.1 s) or more. A holding ends"
+        " at the clearing, or at the first write showing one of its failure conditions True (the stack lets the device "
+        "go; kube-scheduler tries the rescheduled pod again within milliseconds of its own deallocation, so a copy "
+        "hidden until then would cost a second attach on every move). The failure names both holders with their "
+        "revision intervals and the physical device. Broken on purpose (tests/selftest/test_copy_race_breakage.py): no "
+        "hold on the copy and the reschedule asked 2 s after it appears (`--broken-no-hold`, identified and counted), a"
+        " keep-in-pool node driver without its deny list",
+        models={
+            "keep-in-pool": "the hot-plugged copy stays hidden while the fabric allocation holds the device (the "
+            "moving pod binds first, then the waiting pods take the fabric entry in turn)",
+            "reschedule-to-local": "the node-local copy is no other claim's until the moving claim lets its fabric "
+            "allocation go (the condition meaning `reschedule` True); then any waiting pod may win it (the moving pod "
+            "then waits its turn)",
+            "counted": "the waiting pods ask for a node-local copy of the model (so they wait rather than take "
+            "capacity); the count entry's device is the one its status names, else the probe's one attach to the "
+            "node while it was held",
+        },
+        skips="no node without node-local devices is reached by a fabric pool",
     ),
     "RDY-1": Doc(
         "readiness-gate (bindingModel node-local): the driver's devices with `bindingConditions` are node-local "

@@ -362,8 +362,9 @@ class Context(ClusterContext):
                     return d.identity
         return self.invariants.identity_of(pool, device) if self.invariants else None
 
-    def device_class(self, *leases: Lease) -> str:
-        """A DeviceClass matching exactly the leased physical devices (every copy of them)."""
+    def device_class(self, *leases: Lease, narrower: str = "") -> str:
+        """A DeviceClass matching exactly the leased physical devices (every copy of them); `narrower`: a CEL term
+        and-ed to that (e.g. only the copies that carry the identity attribute)."""
         self._classes += 1
         name = f"{self.scenario.name}-{self.objects.run_id}-{self._classes}"
         models = {lease.counted.model for lease in leases if lease.counted}
@@ -373,6 +374,7 @@ class Context(ClusterContext):
             raise ValueError(f"a device class takes one count-based lease, got {len(leases)} of models {models}")
         else:
             selector = self.pool.selector([i for lease in leases for i in lease.identities])
+        selector += f" && {narrower}" if narrower else ""
         self.objects.create(
             {
                 "apiVersion": RESOURCE_API,

@@ -11,6 +11,7 @@ from test_reconciler import reconciler
 
 from fake_drivers.controller.cli import BROKEN_FLAGS, main
 from fake_drivers.controller.decide import (
+    BROKEN_NOTICE_AFTER_S,
     BROKEN_QUARANTINE_AFTER_S,
     Failure,
     Memory,
@@ -18,6 +19,7 @@ from fake_drivers.controller.decide import (
     _available,
     decide,
 )
+from fake_drivers.controller.model import NodeCopy
 from fake_drivers.controller.settings import FabricEntries, Mode, Purpose, Settings
 
 FAILED = Memory(failures={"uuid-fabric-0-0": Failure("FabricLinkDown", "link 3 lost")})
@@ -252,3 +254,27 @@ def test_needless_reattach_detaches_an_attached_device_once_then_attaches_it_aga
     assert [a.uuid for a in again.attaches] == [attached.uuid]
     done = plan_for(broken, [attached], (claim(),), memory=Memory(idle_since=again.idle_since))
     assert done.detaches == [] and conditions(done) == [("attached", "Attached")]
+
+
+def test_no_hold_offers_the_node_local_copy_and_asks_for_the_reschedule_only_seconds_later() -> None:
+    fresh = plan_for(LOCAL, [dev(0)], (claim(),))
+    assert [t.purpose for t in fresh.create_taints] == [Purpose.HOLD], "the correct controller holds the copy"
+    broken = replace(LOCAL, broken_no_hold=True)
+    unheld = plan_for(broken, [dev(0)], (claim(),))
+    assert unheld.create_taints == [] and [a.needs_hold for a in unheld.attaches] == [False], "broken: no hold"
+    device = dev(0, "attached", "node-0")
+    copy = NodeCopy("node-0", "node-0", device.name, device.uuid)
+    first = plan_for(broken, [device], (claim(),), copies=(copy,))
+    assert first.conditions == [], "broken: the copy is not noticed at once"
+    later = plan_for(
+        broken,
+        [device],
+        (claim(),),
+        copies=(copy,),
+        memory=Memory(idle_since=first.idle_since),
+        now=NOW + BROKEN_NOTICE_AFTER_S,
+    )
+    assert conditions(later) == [("reschedule", "NodeLocalCopyPublished")]
+    assert conditions(plan_for(LOCAL, [device], (claim(),), copies=(copy,))) == [
+        ("reschedule", "NodeLocalCopyPublished")
+    ]

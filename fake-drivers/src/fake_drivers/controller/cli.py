@@ -52,6 +52,8 @@ BROKEN_FLAGS = {
     "without waiting for the node-local copy (a late copy: the scheduler allocates another fabric device)",
     "--broken-needless-reattach": "COST-2: an attached device is detached and attached again once before it is "
     "reported",
+    "--broken-no-hold": "IMP-27: reschedule-to-local: no hold on the node-local copy, which is noticed (reschedule "
+    "asked) only 2 s after it appears: meanwhile it is offered while the pending fabric allocation holds the device",
 }
 
 

@@ -32,6 +32,7 @@ from .settings import Mode, Purpose, Settings
 FREE, ATTACHING, ATTACHED, DETACHING = "free", "attaching", "attached", "detaching"
 BROKEN_DETACH_AFTER_S = 1.0  # --broken-detach-while-used: ready (or in use node-locally) this long, then detached
 BROKEN_REPORT_AFTER_S = 0.3  # --broken-report-while-attaching: attach in flight this long, then reported
+BROKEN_NOTICE_AFTER_S = 2.0  # --broken-no-hold: the unheld node-local copy is noticed this late
 BROKEN_QUARANTINE_AFTER_S = 10.0  # --broken-late-quarantine: the failed device is hidden only this long after
 
 
@@ -277,9 +278,12 @@ def _device(
 
     # The hold lasts while a claim holds the fabric copy with an allocation that can still bind. Once its
     # failure condition is True the scheduler deallocates it and allocates again within milliseconds, so the
-    # node-local copy must be allocatable by then: the hold goes as soon as the reschedule is asked for.
+    # node-local copy must be allocatable by then: the hold goes as soon as the reschedule is asked for. (Kept until
+    # the clearing, the rescheduled pod's next try, which kube-scheduler makes within milliseconds of its own
+    # deallocation, finds the copy still held and takes another device: a second attach on every move.)
     live_fabric_holders = [h for h in holders if h.via_fabric and not h.failed()]
     want_hold = settings.mode is Mode.RESCHEDULE_TO_LOCAL and bool(live_fabric_holders)
+    want_hold = want_hold and not settings.broken_no_hold  # broken on purpose: the copy offered as it appears
     if want_hold and hold is None:
         plan.create_taints.append(TaintCreate(Purpose.HOLD, d.uuid, d.name))
     elif not want_hold and hold is not None:
@@ -491,6 +495,17 @@ def _counted_pools(
         plan.pools[fabric] = entries
 
 
+def _noticed(settings: Settings, plan: Plan, memory: Memory, d: FabricDevice, now: float) -> bool:
+    """Whether the node-local copy is noticed: at once, or (--broken-no-hold) only once it has been published for
+    BROKEN_NOTICE_AFTER_S, as a stack that finds copies on a periodic rescan."""
+    if not settings.broken_no_hold:
+        return True
+    if _timer(plan, memory, f"copy:{d.uuid}", now) >= BROKEN_NOTICE_AFTER_S:
+        return True
+    plan.states[f"device {d.name}"] = f"copy on {d.node} not noticed yet (broken on purpose)"
+    return False
+
+
 def _losers(holders: list[Holding]) -> list[Holding]:
     """When two live claims hold one device, the pending fabric-copy holders that must give it up.
 
@@ -552,7 +567,8 @@ def _fabric_holder(
     elif busy:
         plan.states[label] = f"{busy} in flight ({node})"
     elif d.state == FREE:
-        plan.attaches.append(Attach(d.uuid, node, claim.key, needs_hold=settings.mode is Mode.RESCHEDULE_TO_LOCAL))
+        needs_hold = settings.mode is Mode.RESCHEDULE_TO_LOCAL and not settings.broken_no_hold
+        plan.attaches.append(Attach(d.uuid, node, claim.key, needs_hold=needs_hold))
         plan.states[label] = f"attaching to {node}"
         if settings.broken_report_before_attach:
             write(
@@ -575,7 +591,7 @@ def _fabric_holder(
                 f"fabric manager attached device {d.uuid} to node {node}",
                 f"attached to {node}, reporting it",
             )
-        elif any(c.node == node for c in copies):
+        elif any(c.node == node for c in copies) and _noticed(settings, plan, memory, d, now):
             copy = next(c for c in copies if c.node == node)
             write(
                 settings.reschedule,

@@ -85,6 +85,7 @@ class Settings:
     broken_forget_move_on_restart: bool = False
     broken_early_reschedule: bool = False
     broken_needless_reattach: bool = False
+    broken_no_hold: bool = False
 
     def __post_init__(self) -> None:
         if self.counted and self.mode is not Mode.RESCHEDULE_TO_LOCAL:

@@ -734,6 +734,7 @@ DOCS: dict[str, Doc] = {
             "counted": "attachSeconds + 15 s",
             "node-local": "not measured yet: path-cost follows a fabric device's path (skipped, said so)",
         },
+    ),
     "IMP-27": Doc(
         "copy-race: a pod's claim is allocated a fabric device on a node without node-local devices; then 2 pods pinned"
         " to that node and asking for the same device wait in the scheduler's queue (node-local pools are tried first, "

@@ -142,3 +142,52 @@ def test_attaching_that_never_shows_says_what_was_held() -> None:
     with pytest.raises(WaitTimeout) as caught:
         attaching(ctx, _faults(Script((0, [{"device": "d1"}]))), "hang", NODE, timeout=0.3, held=2)  # type: ignore[arg-type]
     assert "hang" in str(caught.value) and "2 other fabric operation(s)" in str(caught.value)
+
+
+# --- unbacked_conditions: a condition True while the fabric still said not attached (IMP-13..15) ------------------
+# The probe and the history are stand-ins (fakes, said so): samples with their sending times, claim events with the
+# watch's delivery times. Irregular answers (a slow probe on kind) must neither excuse nor invent an early condition.
+
+
+def _sample(sent: float, state: str | None) -> SimpleNamespace:
+    return SimpleNamespace(sent=sent, states={"dev-a": (NODE, state)} if state else {})
+
+
+def _claim_event(at: float, status: str) -> SimpleNamespace:
+    result = {"driver": "d", "pool": "p", "device": "fabric-a", "bindingConditions": ["d/attached"]}
+    claim = {
+        "metadata": {"name": "app-dev"},
+        "status": {
+            "allocation": {"devices": {"results": [result]}},
+            "devices": [{**result, "conditions": [{"type": "d/attached", "status": status}]}],
+        },
+    }
+    return SimpleNamespace(obj=claim, at=at, revision=7)
+
+
+def _judge(samples: list[SimpleNamespace], at: float) -> list[str]:
+    from conformance.suite.implementation.settle import unattached_until, unbacked_conditions
+
+    probe = SimpleNamespace(samples=lambda since: [s for s in samples if s.sent >= since])
+    ctx = SimpleNamespace(profile=SimpleNamespace(identity_attribute="uuid"), identity=lambda pool, device: "dev-a")
+    history = SimpleNamespace(events=lambda kind: [_claim_event(at, "True")])
+    return unbacked_conditions(ctx, history, {"dev-a": unattached_until(probe, "dev-a", NODE, 0.0)})
+
+
+def test_a_condition_seen_before_an_answer_that_still_says_attaching_is_unbacked() -> None:
+    samples = [_sample(10.0, "attaching"), _sample(10.1, "attaching"), _sample(10.2, "attached")]
+    found = _judge(samples, at=10.05)
+    assert len(found) == 1 and "answer sent at 10.100 still did not show it attached" in found[0], found
+
+
+def test_a_slow_probe_does_not_make_a_timely_condition_early() -> None:
+    """A gap between answers: the attach ended somewhere in it; a condition seen inside it cannot be judged early
+    (the rule it replaces, one probe period before the first attached answer, failed the reference on kind)."""
+    samples = [_sample(10.0, "attaching"), _sample(10.6, "attached")]
+    assert _judge(samples, at=10.4) == []
+    assert _judge(samples, at=9.9) != []  # before an answer that said attaching: early, whatever the gap
+
+
+def test_a_device_never_attached_is_unbacked_up_to_the_last_answer() -> None:
+    samples = [_sample(10.0, None), _sample(10.1, "attaching")]
+    assert _judge(samples, at=10.05) != [] and _judge(samples, at=10.2) == []

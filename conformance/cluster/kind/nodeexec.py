@@ -52,6 +52,8 @@ def cdi_specs(node: str) -> list[CdiSpec]:
     specs = []
     for line in node_exec(node, "sh", "-c", script).splitlines():
         path, mtime, body = line.split("\t", 2)
+        if not mtime or not body:  # removed between the listing and the read: the next read sees it gone
+            continue
         try:
             spec = yaml.safe_load(base64.b64decode(body)) or {}
         except yaml.YAMLError:

@@ -176,27 +176,43 @@ def listed_since(probe: Recorder, node: str, since: float, among: set[str] | Non
     return sorted(found if among is None else found & among)
 
 
-def unbacked_conditions(ctx: Context, history: History, attached: dict[str, float | None]) -> list[str]:
-    """Binding conditions a claim of the namespace showed True before the fabric said THAT device's attach was done
-    (`attached`: device -> when the probe first said it attached to the node, None: never), one probe period of
-    tolerance: a condition that claims an attach that had not happened. Each device of a claim on its own; an entry
-    that names no device (a count entry without status data) is compared with the first attach of any of them."""
-    known = [at for at in attached.values() if at is not None]
-    first = min(known) if known else None
+def unattached_until(probe: Recorder, device: str, node: str, since: float) -> float | None:
+    """The sending time of the fabric's last answer, from `since` (time.time()) on, that did NOT show `device`
+    attached to `node` before its first answer that did (the last answer of all if none did): the fabric's own state
+    at or after that moment said not attached. None if the probe gave no such answer."""
+    last = None
+    for sample in probe.samples(since):
+        if sample.states.get(device) == (node, "attached"):
+            return last
+        last = sample.sent
+    return last
+
+
+def unbacked_conditions(ctx: Context, history: History, unattached: dict[str, float | None]) -> list[str]:
+    """Binding conditions a claim of the namespace showed True while the fabric still said THAT device was not
+    attached: seen True (watch delivery, after the write) no later than the sending of a probe answer that did not
+    show it attached (`unattached`: device -> unattached_until). Exact whatever the probe's pace: an answer describes
+    the fabric at a moment at or after its sending, so nothing is assumed about the time between answers. Each device
+    of a claim on its own; an entry that names no device (a count entry without status data) is compared with the
+    earliest of them (no device of the claim was attached then)."""
+    known = [at for at in unattached.values() if at is not None]
+    earliest = min(known) if known else None
     attribute = ctx.profile.identity_attribute
     found = []
     for event in history.events("claim"):
         claim = event.obj
         for result in allocation_results(claim):
             ident = ctx.identity(result["pool"], result["device"]) or data_identity(claim, result, attribute)
-            at = attached.get(ident, first) if ident else first
-            if at is not None and event.at >= at - PROBE_PERIOD_S:
+            until = unattached.get(ident, earliest) if ident else earliest
+            if until is None or event.at > until:
                 continue
             wanted = set(result.get("bindingConditions") or ())
             for type_, status in device_conditions(claim, result).items():
                 if type_ in wanted and status == "True":
                     name = claim["metadata"]["name"]
                     device = f"{result.get('pool')}/{result.get('device')}" + (f" ({ident})" if ident else "")
-                    said = f"attached at {at:.3f}" if at is not None else "never attached"
-                    found.append(f"claim {name} r{event.revision} {device}: {type_} True at {event.at:.3f}, {said}")
+                    found.append(
+                        f"claim {name} r{event.revision} {device}: {type_} True at {event.at:.3f}, but the fabric's "
+                        f"answer sent at {until:.3f} still did not show it attached"
+                    )
     return found

@@ -24,7 +24,7 @@ from conformance.cluster.waits import wait_for
 from conformance.implementation.faults import FaultInjector
 from conformance.observe.recorder import PROBE_PERIOD_S
 from conformance.suite.implementation.outcome import Outcome, bind_timeout, follow
-from conformance.suite.implementation.settle import LetGo, attached_at, let_go, unbacked_conditions
+from conformance.suite.implementation.settle import LetGo, let_go, unattached_until, unbacked_conditions
 from conformance.suite.implementation.shape import Shape, shaped_claim, shaped_fixture, shaped_scenario
 from conformance.suite.scenario import Context
 
@@ -99,7 +99,7 @@ def fabric_unreachable(ctx: Context, shape: Shape) -> Outage:
         extra = float(ctx.cluster.info.binding_timeout_s) + (claimed.count - 1) * ctx.profile.promises.attach_s
         seen.outcome = follow(ctx, history, node, bind_timeout(ctx.profile) + extra)
         used = sorted({i for i in seen.outcome.final_identities() if i})
-        seen.unbacked = unbacked_conditions(ctx, history, {d: attached_at(probe, d, node, began) for d in used})
+        seen.unbacked = unbacked_conditions(ctx, history, {d: unattached_until(probe, d, node, began) for d in used})
     ctx.cluster.core.delete_namespaced_pod("app", ns, grace_period_seconds=0)
     seen.let_go = let_go(ctx, used, claimed.lease, time.monotonic(), ctx.profile.promises.detach_s)
     return seen

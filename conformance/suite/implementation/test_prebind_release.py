@@ -30,11 +30,11 @@ from conformance.observe.views import SCHEDULE_S, History
 from conformance.suite.implementation.outcome import Outcome, bind_timeout, follow
 from conformance.suite.implementation.settle import (
     LetGo,
-    attached_at,
     attaching,
     delete_pod,
     let_go,
     listed_since,
+    unattached_until,
     unbacked_conditions,
 )
 from conformance.suite.implementation.shape import Shape, shaped_claim, shaped_fixture, shaped_scenario
@@ -105,8 +105,8 @@ def _prebind_delete(ctx: Context, mode: Literal["slow", "hang"], shape: Shape) -
         else:  # the slowed attach ends at most SLOW_S after it started
             ended += SLOW_S
         seen.let_go = let_go(ctx, seen.devices, claimed.lease, ended, ctx.profile.promises.detach_s)
-        attached = {d: attached_at(probe, d, node, began) for d in seen.devices}
-        seen.unbacked = unbacked_conditions(ctx, history, attached)
+        unattached = {d: unattached_until(probe, d, node, began) for d in seen.devices}
+        seen.unbacked = unbacked_conditions(ctx, history, unattached)
     return seen
 
 

@@ -1,0 +1,22 @@
+"""Reading CDI specs on a kind node (conformance/cluster/kind/nodeexec.py) with the node's shell faked (said so): a
+spec removed between the listing and the read is left out, not an error (seen on kind: NodeUnprepareResources
+removed a spec while NODE-1 read them, and `stat` printed nothing)."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+
+from conformance.cluster.kind import nodeexec
+
+
+def test_a_spec_removed_while_it_is_read_is_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = {"kind": "gpu.fabric.example.com/gpu", "devices": [{"name": "d0", "containerEdits": {"env": ["A=1"]}}]}
+    body = base64.b64encode(json.dumps(spec).encode()).decode()
+    out = f"/var/run/cdi/a.json\t1796459350.5\t{body}\n/var/run/cdi/gone.json\t\t\n"
+    monkeypatch.setattr(nodeexec, "node_exec", lambda node, *argv: out)
+    specs = nodeexec.cdi_specs("worker")
+    assert [(s.path, s.mtime, s.kind) for s in specs] == [("/var/run/cdi/a.json", 1796459350.5, spec["kind"])]
+    assert specs[0].edits("d0") == {"env": ["A=1"]}

@@ -190,9 +190,10 @@ def unattached_until(probe: Recorder, device: str, node: str, since: float) -> f
 
 def unbacked_conditions(ctx: Context, history: History, unattached: dict[str, float | None]) -> list[str]:
     """Binding conditions a claim of the namespace showed True while the fabric still said THAT device was not
-    attached: seen True (watch delivery, after the write) no later than the sending of a probe answer that did not
-    show it attached (`unattached`: device -> unattached_until). Exact whatever the probe's pace: an answer describes
-    the fabric at a moment at or after its sending, so nothing is assumed about the time between answers. Each device
+    attached: seen True (watch delivery, after the write) at least one probe period before the sending of a probe
+    answer that did not show it attached (`unattached`: device -> unattached_until; the period: a probe may lag the
+    fabric). Whatever the probe's pace: an answer describes the fabric at a moment at or after its sending, so
+    nothing is assumed about the time between answers. Each device
     of a claim on its own; an entry that names no device (a count entry without status data) is compared with the
     earliest of them (no device of the claim was attached then)."""
     known = [at for at in unattached.values() if at is not None]
@@ -204,7 +205,7 @@ def unbacked_conditions(ctx: Context, history: History, unattached: dict[str, fl
         for result in allocation_results(claim):
             ident = ctx.identity(result["pool"], result["device"]) or data_identity(claim, result, attribute)
             until = unattached.get(ident, earliest) if ident else earliest
-            if until is None or event.at > until:
+            if until is None or event.at + PROBE_PERIOD_S > until:  # a period's grace: a probe may lag the fabric
                 continue
             wanted = set(result.get("bindingConditions") or ())
             for type_, status in device_conditions(claim, result).items():

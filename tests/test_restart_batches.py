@@ -63,7 +63,7 @@ def test_what_a_profile_or_role_cannot_stage_says_why() -> None:
     kw = {"command": False, "counted": False, "multi": True, "concurrency": None, "second_node": True}
     assert not any(not_staged(c, **kw) for c in CELLS)
     command = {c.name for c in CELLS if not_staged(c, **(kw | {"command": True}))}
-    assert command == {"released-attached", "move-attached-a", "allocated-free"}
+    assert command == {"released-attached", "move-attached-a", "allocated-free", "allocated-attached"}
     counted = {c.name for c in CELLS if not_staged(c, **(kw | {"counted": True}))}
     assert counted == {"move-attached-a", "move-detaching-a", "move-attaching-b"}
     assert "multiDeviceClaims" in not_staged(BY_NAME["multi-one-attaching"], **(kw | {"multi": False}))
@@ -95,4 +95,9 @@ def test_the_tests_are_the_cells_the_design_can_stage() -> None:
     every = {c.name for c in CELLS}
     assert cells("reference") == every and by_design(None) == [c.name for c in CELLS]
     assert every - cells("reference-counted") == {"move-attached-a", "move-detaching-a", "move-attaching-b"}
-    assert every - cells("reference-kind") == {"released-attached", "move-attached-a", "allocated-free"}
+    assert every - cells("reference-kind") == {
+        "released-attached",
+        "move-attached-a",
+        "allocated-free",
+        "allocated-attached",
+    }

@@ -520,7 +520,9 @@ DOCS: dict[str, Doc] = {
             "staged (entries name no device)",
         },
         skips="a restart command (not a process) cannot stage the cells changed while the role is down "
-        "(allocated/free, released/attached, the move attached to A); the multi-device cell needs "
+        "(allocated/free, released/attached, the move attached to A, allocated/attached: its attach must complete "
+        "while the role is down); a miss of the pending/free cell's timing around the command is skipped with why; "
+        "the multi-device cell needs "
         "`multiDeviceClaims` and `fabricConcurrency` of 2 or more: each such cell is skipped with why",
     ),
     "IMP-9": Doc(

@@ -197,12 +197,22 @@ UNREACHABLE: tuple[tuple[str, str, str], ...] = (
 )
 
 
+# Cells whose fabric step a process role's restart lets happen while the role is down (a held attach let go between
+# kill and start); no cell of a role restarted by a command.
+COMPLETED_WHILE_DOWN = ("allocated-attached",)
+
+
 def not_staged(
     cell: Cell, *, command: bool, counted: bool, multi: bool, concurrency: int | None, second_node: bool
 ) -> str:
     """Why the cell cannot be staged for this profile and role ("" : it can)."""
     if cell.down and command:
         return "the role restarts by a command, which kills and starts in one: nothing can happen while it is down"
+    if cell.name in COMPLETED_WHILE_DOWN and command:
+        return (
+            "the attach must complete while the role is down: a command kills and starts in one, so only timing "
+            "could place it there (on kind the attach was seen complete, its conditions written, before the command)"
+        )
     if cell.move and counted:
         return (
             "count-based entries name no device: the device B's claim gets is the stack's choice, and the one leaving "

@@ -479,8 +479,9 @@ def _fabric_state(ctx: Context, s: _Staged, at: float) -> str:
     return state[1] if state[0] == s.seen.node else f"{state[1]} on {state[0]}"
 
 
-# Cells a role restarted by a command (not held down) can stage only by timing around the command.
-TIMED_BY_COMMAND = ("allocated-attached", "pending-free")
+# Cells a role restarted by a command (not held down) stages by timing around the command: the pod created right
+# before it (allocated-attached is no cell of such a role: restart_cells.COMPLETED_WHILE_DOWN).
+TIMED_BY_COMMAND = ("pending-free",)
 
 
 def _came_back(

@@ -20,7 +20,7 @@ from kubernetes.client.exceptions import ApiException
 
 from conformance.cluster import interrupts
 from conformance.cluster.client import USER_AGENT, Cluster
-from conformance.cluster.defects import ACCEPT_PREFIX, PROPERTY, accepted, catalogue
+from conformance.cluster.defects import ACCEPT_PREFIX, PROPERTY, accepted, catalogue, check_accepts
 from conformance.cluster.gates import parse_gate_overrides
 from conformance.cluster.objects import RUN_LABEL, ObjectTracker
 from conformance.cluster.providers import PROVIDERS, ClusterInfo, ClusterSpec, ProviderNotReady, make_provider
@@ -201,11 +201,8 @@ def _mark(config: pytest.Config, moment: str, seconds: float | None = None) -> N
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    for value in config.getoption("--accept"):
-        if value != "partial" and not value.startswith(ACCEPT_PREFIX):
-            raise pytest.UsageError(f"--accept {value}: expected 'partial' or '{ACCEPT_PREFIX}ID'")
     try:
-        accepted(config.getoption("--accept"))
+        check_accepts(config.getoption("--accept"))
     except ValueError as exc:
         raise pytest.UsageError(f"--accept: {exc}") from None
     config.pluginmanager.register(RequirementReporter(config), "dra-conformance-requirements")

@@ -75,5 +75,14 @@ def accepted(values: list[str]) -> set[str]:
     return ids
 
 
+def check_accepts(values: list[str]) -> None:
+    """`--accept` values of a run or a matrix: 'partial' or 'known-defect:ID' with a known id; ValueError says which
+    value is wrong (a typo must not accept nothing silently)."""
+    for value in values:
+        if value != "partial" and not value.startswith(ACCEPT_PREFIX):
+            raise ValueError(f"{value}: expected 'partial' or '{ACCEPT_PREFIX}ID'")
+    accepted(values)
+
+
 # The test property (JUnit, and read by the plugin) that names the known defect a failed test saw.
 PROPERTY = "known_defect"

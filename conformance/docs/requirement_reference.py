@@ -1,4 +1,4 @@
-"""The requirement reference page, from the catalogue (conformance/report/catalogue.py: level, KEP section, title and
+"""The requirement reference page, from the catalogue (conformance/report/catalogue/: level, KEP section, title and
 Doc), the scenario records (conformance/suite/scenario.py REGISTRY: which scenario checks it, what it needs from the
 profile: profile_needs, the runner's own skip rule in words) and the suite's `requirement` markers (which tests
 judge it). A requirement without its Doc is an error."""
@@ -77,8 +77,8 @@ def render(requirements: tuple[Requirement, ...], scenarios: list[Scenario], tes
     missing = [r.id for r in requirements if r.doc is None or not r.doc.checks.strip()]
     if missing:
         raise MissingDoc(
-            "requirements without reference text (add a Doc to DOCS in conformance/report/catalogue.py): "
-            + ", ".join(missing)
+            "requirements without reference text (add a Doc to DOCS of its family module in "
+            "conformance/report/catalogue/): " + ", ".join(missing)
         )
     unknown = sorted({k for r in requirements if r.doc for k in r.doc.models} - set(DESIGNS))
     if unknown:

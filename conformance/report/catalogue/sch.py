@@ -1,0 +1,82 @@
+"""SCH requirements: what kube-scheduler owes a claim whose devices carry binding conditions (preference, waiting in
+PreBind, binding, failure, timeout, shared and multi-device claims, one claim per device)."""
+
+from __future__ import annotations
+
+from conformance.report.catalogue.model import _FIXED_TIMEOUT, _NO_NODE, _SCH, Applies, Doc, Requirement, _r
+
+REQUIREMENTS: tuple[Requirement, ...] = (
+    _r("SCH-1", "scheduler", "MUST", "node-local devices are preferred", _SCH),
+    _r("SCH-2", "scheduler", "MUST", "fallback to a fabric device: copied conditions, timestamp, one node", _SCH),
+    _r("SCH-3", "scheduler", "MUST", "no binding before all conditions are True", _SCH),
+    _r("SCH-4", "scheduler", "MUST", "binds to the allocated node once all conditions are True", _SCH),
+    _r("SCH-5", "scheduler", "MUST", "failure condition: deallocated and rescheduled elsewhere", _SCH),
+    _r("SCH-6", "scheduler", "MUST", "timeout: not bound, binding timeout, deallocated, recovery", _SCH),
+    _r("SCH-7", "scheduler", "MUST", "shared claim: all pods wait, then bind", _SCH),
+    _r("SCH-8", "scheduler", "MUST", "multi-device claim: every device's conditions count", _SCH),
+    _r("SCH-9", "scheduler", "MUST", "a device is allocated to at most one claim at a time, all run long", _SCH),
+)
+
+APPLIES: dict[str, Applies] = {}  # every binding model
+
+DOCS: dict[str, Doc] = {
+    "SCH-1": Doc(
+        "node-local-preference: a node-local pool (`z-local`) and a fabric pool (`a-fabric`, so a first-fit by name "
+        "would pick it) on one node: the node-local device is allocated and no `BindingConditionsPending` is seen",
+        skips=_NO_NODE,
+    ),
+    "SCH-2": Doc(
+        "binding-gate: a fabric device with two binding conditions reaching two nodes, a pod pinned to the first: the "
+        "allocation result carries the slice's conditions, an `allocationTimestamp` and a node selector of exactly "
+        "that node",
+        skips=_NO_NODE,
+    ),
+    "SCH-3": Doc(
+        "binding-gate: `BindingConditionsPending`; with one of two conditions True the pod stays unbound for two "
+        "PreBind polls and a second (11 s) and `nominatedNodeName` shows the node (asserted from 1.35; 1.34 has "
+        "`NominatedNodeNameForExpectation` off)",
+        skips=_NO_NODE,
+    ),
+    "SCH-4": Doc(
+        "binding-gate: with both conditions True the pod binds on the allocated node, after the last condition write "
+        "(ordered by etcd revision, not by wall clock)",
+        skips=_NO_NODE,
+    ),
+    "SCH-5": Doc(
+        "failure-reschedule: two fabric devices; the suite withdraws the allocated one and sets its failure "
+        "condition: the claim is cleared after that write, allocated again on the other device, and the pod binds "
+        "only after that device's condition is True",
+        skips=_NO_NODE,
+    ),
+    "SCH-6": Doc(
+        "binding-timeout: no condition is ever written: the allocation is cleared within both bounds of the declared "
+        "`bindingTimeout` (no sooner than it less 1 s, the timestamp's truncation; no later than it + one PreBind poll "
+        "+ the pod's first backoff and its flush + 5 s of slack: conformance/cluster/settings.py), "
+        "`binding timeout` shows in the pod's events or conditions; the next allocation's condition is set and the "
+        "pod binds (recovery)",
+        skips=_FIXED_TIMEOUT,
+    ),
+    "SCH-7": Doc(
+        "shared-claim: one claim, 3 pods: each shows `BindingConditionsPending`, none binds for two polls, then all "
+        "bind on the claim's node after the write; `reservedFor` lists all 3",
+        skips=_NO_NODE,
+    ),
+    "SCH-8": Doc(
+        "multi-device-claim: one claim of two fabric devices: with the first device ready the pod stays unbound for "
+        "two polls; it binds only after the second device's write",
+        skips=_NO_NODE,
+    ),
+    "SCH-9": Doc(
+        "double-allocation: 5 pods race for 2 fabric devices whose binding conditions are never written; after each "
+        "binding timeout no device may be allocated to a waiting claim before the timed-out claim is cleared "
+        "(`--double-allocation-rounds`, default 2; the double allocations per timeout and each overlap in revisions "
+        "and ms are reported). And run-wide, once every scenario has ended: every claim of the run (suite drivers and "
+        "the implementation's) is judged from the run-wide record: no device entry (driver, pool, device) is held by "
+        "two claims over overlapping etcd revisions. An implementation scenario that saw such a double allocation is "
+        "skipped with the evidence (not judged), not failed: only the allocator writes allocations. A failure whose "
+        "every double allocation followed a binding timeout on kube-scheduler 1.37 or 1.38.0-beta.0 reads `failed "
+        "(known upstream defect: double-allocation-after-binding-timeout)`",
+        skips="no claim was allocated in the run, or no allocation timed out: nothing to judge; the release fixes "
+        "the binding timeout (1.34: 600 s)",
+    ),
+}

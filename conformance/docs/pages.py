@@ -31,7 +31,7 @@ def marked_tests() -> dict[str, list[MarkedTest]]:
 
 def requirements_page() -> str:
     from conformance.report.catalogue import REQUIREMENTS
-    from conformance.suite.scenario import REGISTRY
+    from conformance.suite.record import REGISTRY
 
     tests = marked_tests()  # first: it imports the suite, which registers the scenarios
     return requirement_reference.render(REQUIREMENTS, list(REGISTRY.values()), tests)
@@ -39,7 +39,7 @@ def requirements_page() -> str:
 
 def profile_page() -> str:
     from conformance.implementation.profile import PLACEHOLDERS, json_schema
-    from conformance.suite.scenario import REGISTRY
+    from conformance.suite.record import REGISTRY
 
     marked_tests()
     capabilities: dict[str, list[str]] = {}

@@ -1,5 +1,5 @@
 """The requirement reference page, from the catalogue (conformance/report/catalogue/: level, KEP section, title and
-Doc), the scenario records (conformance/suite/scenario.py REGISTRY: which scenario checks it, what it needs from the
+Doc), the scenario records (conformance/suite/record.py REGISTRY: which scenario checks it, what it needs from the
 profile: profile_needs, the runner's own skip rule in words) and the suite's `requirement` markers (which tests
 judge it). A requirement without its Doc is an error."""
 
@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from conformance.docs.profile_reference import MissingDoc
 from conformance.docs.schema_tables import cell
 from conformance.report.catalogue import BINDING_MODELS, DESIGNS, KEP_URL, Requirement
-from conformance.suite.scenario import Scenario, profile_needs
+from conformance.suite.gaps import profile_needs
+from conformance.suite.record import Scenario
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ pool reaches a Ready schedulable node; a node without node-local devices is reac
 need one: observe/reach.py). The read waits for that, for every pool to be complete (resourceSliceCount) and for
 nothing to change for the settle time. Past the promise it waits only for the slices to rest (at most
 published.timeoutSeconds in all) and reads them as they are: what is still owed is kept in the PublishLog, and the
-scenarios that cannot start without it fail with it as their cause (suite/scenario.py), instead of the run stopping.
+scenarios that cannot start without it fail with it as their cause (ImplementationOwes,
+suite/implementation/context.py), instead of the run stopping.
 """
 
 from __future__ import annotations

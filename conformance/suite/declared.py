@@ -9,7 +9,7 @@ from typing import Any
 
 from conformance.cluster.providers.base import ClusterInfo
 from conformance.cluster.settings import declared_gates
-from conformance.suite.scenario import ScenarioRunner
+from conformance.suite.runner import ScenarioRunner
 
 NOT_RUN = "not measured: scenario {name} was not run in this selection or ended in an error (see its requirement)"
 

@@ -34,7 +34,8 @@ from conformance.cluster.objects import ObjectTracker
 from conformance.observe.recorder import Recorder
 from conformance.observe.views import History, device_conditions
 from conformance.suite.cluster.owned import OwnedDriver
-from conformance.suite.scenario import ClusterContext, Scenario
+from conformance.suite.context import ClusterContext
+from conformance.suite.record import Scenario
 
 STATES = ("pending", "waiting", "timed-out", "failed")
 WRITER_PERIOD_S = 0.5

@@ -3,7 +3,7 @@
 Three parts: the schema (load_profile), the placeholders and files the profile refers to (resolved statically:
 the values a run fills in — ports, kubeconfigs — do not exist yet, their form is checked), and the plan: for each
 requirement of the catalogue, whether its scenarios run or are skipped with this profile, and why. The plan uses the
-runner's own skip rule (conformance.suite.scenario.profile_gap), so it predicts what a run skips for the profile;
+runner's own skip rule (conformance.suite.gaps.profile_gap), so it predicts what a run skips for the profile;
 a run may still skip a scenario for what only the cluster shows (its release, a node it cannot add), and
 says why then.
 """
@@ -31,7 +31,8 @@ from conformance.implementation.profile import (
     placeholder_problem,
 )
 from conformance.report.catalogue import REQUIREMENTS
-from conformance.suite.scenario import REGISTRY, known_capabilities, profile_gap
+from conformance.suite.gaps import profile_gap
+from conformance.suite.record import REGISTRY, known_capabilities
 
 SUITE_PACKAGES = ("conformance.suite.cluster", "conformance.suite.implementation")
 NO_PROFILE = "no implementation profile: the run certifies the cluster only"

@@ -22,7 +22,8 @@ from conformance.cluster.manifests import RESOURCE_API, device_class, pod_with_c
 from conformance.cluster.versions import PREBIND_POLL_S
 from conformance.cluster.waits import WaitTimeout, wait_for
 from conformance.observe.views import SCHEDULE_S, Binding, History
-from conformance.suite.scenario import ClusterContext, skip_if_binding_timeout_fixed
+from conformance.suite.context import ClusterContext
+from conformance.suite.gaps import skip_if_binding_timeout_fixed
 
 # The scheduler's PreBind re-reads the claim every PREBIND_POLL_S (KEP-5007). A pod that must NOT bind
 # is watched for two polls and a second: a scheduler that bound on a partial set of conditions would have done so.

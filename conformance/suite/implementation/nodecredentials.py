@@ -25,7 +25,7 @@ from conformance.implementation.serviceaccount import (
     remove_holder_pod,
     service_account_kubeconfig,
 )
-from conformance.suite.scenario import Context
+from conformance.suite.implementation.context import Context
 
 G, V = "resource.k8s.io", "v1"
 _ACCOUNT = re.compile(r"\{(?:sa|pod)_kubeconfig:([a-z0-9-]+/[a-z0-9.-]+)(?:@[^}]*\}?)?\}")

@@ -23,7 +23,7 @@ from conformance.implementation.profile import Profile
 from conformance.observe.recorder import Recorder, States
 from conformance.observe.slices import BIND_SLACK_S
 from conformance.observe.views import Allocation, Binding, History
-from conformance.suite.scenario import Context
+from conformance.suite.implementation.context import Context
 
 Path = Literal["fabric", "local", "none"]
 

@@ -19,7 +19,7 @@ from conformance.implementation.profile import Profile
 from conformance.observe.devices import Lease
 from conformance.observe.readiness import ReadinessSampler
 from conformance.observe.views import SCHEDULE_S, Allocation, Binding, History
-from conformance.suite.scenario import Context
+from conformance.suite.implementation.context import Context
 
 NODE_LOCAL = "node-local"
 

@@ -142,7 +142,7 @@ CELLS: tuple[Cell, ...] = (
 BY_NAME = {c.name: c for c in CELLS}
 # (claim, fabric) the record must show at the kill for the cell to be walked ("*": either, the model's); a process
 # role's cells staged while it is down (pods created or deleted, a claim allocated, a held attach let complete) are
-# checked for that too (test_restart.py _came_back).
+# checked for that too (restart_walked.py came_back).
 AT_KILL: dict[str, tuple[str, str]] = {
     "released-detaching": ("released", "detaching"),
     "released-attached": ("ready", "attached"),

@@ -16,7 +16,7 @@ from conformance.observe.invariants import PERSIST_S
 from conformance.observe.recorder import PROBE_PERIOD_S, Recorder
 from conformance.observe.slices import allocation_results, device_conditions
 from conformance.observe.views import History
-from conformance.suite.scenario import Context
+from conformance.suite.implementation.context import Context
 
 
 def delete_pod(ctx: Context, ns: str, history: History, pod: str = "app") -> None:

@@ -21,8 +21,10 @@ import pytest
 from conformance.cluster.manifests import requests_claim_template
 from conformance.observe.devices import Lease
 from conformance.observe.views import History
+from conformance.suite.implementation.context import Context
 from conformance.suite.implementation.outcome import Outcome, bind_timeout, follow
-from conformance.suite.scenario import REGISTRY, Context, ScenarioFailed, scenario
+from conformance.suite.record import REGISTRY, scenario
+from conformance.suite.runner import ScenarioFailed
 
 Shape = Literal["one", "multi"]
 SHAPES: tuple[Shape, ...] = ("one", "multi")

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from conformance.cluster.manifests import claim_template
 from conformance.observe.devices import Lease
+from conformance.suite.implementation.context import Context
 from conformance.suite.implementation.readiness import gated_node
-from conformance.suite.scenario import Context
 
 
 def own_devices(ctx: Context, count: int = 1, template: str = "gpu") -> tuple[str, Lease, str]:

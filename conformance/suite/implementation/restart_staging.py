@@ -1,0 +1,241 @@
+"""IMP-8's restart matrix, staged: a role's cells planned in batches, and each cell of a batch put in its state up to
+the role's kill (the restart itself and what follows: restart_batch.py).
+
+How a cell is staged: each has its own pod, device(s), namespace and faults, on its own node where faults select by
+node (count-based pools). Side by side for one restart: first the cells that need a bound pod (in parallel), then the
+attaches held in flight (a `hang` fault, let go once the role is back). Where fewer devices or nodes are free than
+cells, or the profile's fabricConcurrency allows fewer operations at once, the cells go in batches of what fits, one
+restart each.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import Any
+
+from conformance.cluster.manifests import claim_template, pinned_pod, requests_claim_template
+from conformance.cluster.waits import WaitTimeout, wait_for
+from conformance.implementation.faults import FaultInjector
+from conformance.implementation.profile import Role
+from conformance.observe.devices import Lease
+from conformance.observe.recorder import PROBE_PERIOD_S
+from conformance.observe.views import SCHEDULE_S, History
+from conformance.suite.implementation.context import Context
+from conformance.suite.implementation.outcome import bind_timeout, follow, outcome
+from conformance.suite.implementation.restart_cells import CELLS, Cell, Restart, batches, not_staged
+from conformance.suite.implementation.settle import attaching, delete_pod
+
+BOUND_FIRST = ("released-detaching", "released-attached", "ready-attached", *(c.name for c in CELLS if c.move))
+ATTACHES = ("allocated-attaching", "allocated-attached", "released-attaching", "multi-one-attaching")
+
+
+@dataclass
+class Staged:
+    """One cell of a restart: its own lease, namespace(s), record view(s) and faults."""
+
+    seen: Restart
+    lease: Lease
+    ns: str  # where the judged pod lives (a move: B's)
+    history: History
+    faults: FaultInjector
+    target: dict[str, Any]  # what its faults select: its node (count-based) or its device
+    template: str = "gpu"
+    count: int = 1  # devices of its claim
+    ns_a: str = ""  # a move: A's namespace
+    history_a: History | None = None
+    fault: str = ""  # the fault holding (or marking) its operation
+    began: float = 0.0  # time.time(): the suite began holding its pod back (a held attach seen, or its pod created)
+    ended: float = 0.0  # time.time(): the suite stopped holding it back
+    released: float = 0.0  # time.monotonic(): its pod and claim deleted
+    held_from: float = 0.0  # time.monotonic(): a held detach seen
+    let_on: float = 0.0  # time.monotonic(): its held operation let go
+    bound_a: float = 0.0  # a move: when the pod on A was seen bound (the move is judged from there)
+    kill_seen: tuple[str, str] | None = None  # a process role: (claim, fabric) read right after the kill
+
+    @property
+    def cell(self) -> Cell:
+        return self.seen.spec
+
+    @property
+    def pod_node(self) -> str:
+        return self.seen.node_b or self.seen.node
+
+
+def _multi_size(ctx: Context) -> int:
+    """A multi-device cell's claim size: the profile's devicesPerClaim, bounded by what reaches one fabric-only node
+    (0: not even two)."""
+    for n in range(ctx.profile.devices_per_claim, 1, -1):
+        if ctx.fabric_only_nodes(n):
+            return n
+    return 0
+
+
+def plan(ctx: Context, role: Role) -> tuple[list[list[Cell]], list[Restart], int]:
+    """The role's cells in batches, the cells it cannot stage (with why), the multi-device claim's size."""
+    nodes = ctx.remote_nodes()  # owed: waited for up to the promise, else the scenario fails with the cause
+    n = _multi_size(ctx)
+    room = min(len(nodes), ctx.pool.count("fabric")) if ctx.counted else ctx.pool.count("fabric", nodes[0])
+    cells, skipped = [], []
+    for cell in CELLS:
+        why = not_staged(
+            cell,
+            command=role.process is None,
+            counted=ctx.counted,
+            multi=bool(ctx.profile.capabilities.get("multiDeviceClaims")) and n >= 2,
+            concurrency=ctx.profile.fabric_concurrency,
+            second_node=ctx.counted or len({x for d in ctx.pool.devices.values() for x in d.nodes}) >= 2,
+        )
+        if cell.multi and not why and not ctx.counted and n > room:
+            why = f"{n} devices do not reach one node"
+        if why:
+            skipped.append(Restart(cell.name, role.name, "", skipped=why))
+        else:
+            cells.append(cell)
+    devices = {c.name: n for c in cells if c.multi and not ctx.counted}
+    return batches(cells, max(1, room), ctx.profile.fabric_concurrency, devices), skipped, n
+
+
+def stage(ctx: Context, stack: ExitStack, cell: Cell, role: Role, n: int) -> Staged:
+    injector = ctx.profile.fault_injector
+    assert injector is not None  # faults=True
+    url = ctx.implementation.resolve(injector.url)
+    timeout = float(ctx.cluster.info.binding_timeout_s)
+    if cell.multi or cell.move:
+        nodes = ctx.remote_nodes(n if cell.multi else 1)
+        count = n if cell.multi else 1
+        where = nodes if ctx.counted else nodes[0]
+        lease = ctx.lease(count, "fabric", where, exclusive=ctx.counted, part=cell.name)
+        node = lease.node or nodes[0]
+        klass = ctx.device_class(lease)
+        ns = ctx.namespace(f"{ctx.scenario.name}-{cell.name}")
+        template = "gpus" if cell.multi else "gpu"
+        manifest = requests_claim_template("gpus", [("gpu", klass, n)]) if cell.multi else claim_template("gpu", klass)
+        ctx.objects.create(manifest, ns)
+    else:
+        node, lease, ns = ctx.remote_fabric(exclusive=ctx.counted, part=cell.name)
+        count, template = 1, "gpu"
+    faults = FaultInjector(url, frozenset(lease.identities), frozenset({node}) if ctx.counted else frozenset())
+    stack.enter_context(faults)
+    history = stack.enter_context(ctx.history(ns))
+    seen = Restart(cell.name, role.name, node, binding_timeout_s=timeout)
+    target: dict[str, Any] = {"node": node} if ctx.counted else {"device": lease.identities[0]}
+    s = Staged(seen, lease, ns, history, faults, target, template, count)
+    if not ctx.counted and not cell.multi:
+        seen.device = lease.identities[0]  # the held cells name the device their fault hit, once it is hit
+    if cell.move:  # the pod on A lives in a namespace of its own; the judged one (B's) in `ns`
+        reach = lease.devices[0].nodes - {node}
+        remote = [x for x in ctx.fabric_only_nodes(1) if x in reach]
+        others = remote or sorted(x.name for x in ctx.nodes() if x.name in reach)
+        if not others:
+            seen.skipped = f"the fabric device {lease.identities[0]} reaches no node but {node}: it cannot move"
+            return s
+        seen.node_b = others[0]
+        s.ns_a = ctx.namespace(f"{ctx.scenario.name}-{cell.name}-a")
+        ctx.objects.create(claim_template("gpu", klass), s.ns_a)
+        s.history_a = stack.enter_context(ctx.history(s.ns_a))
+    return s
+
+
+def wait_probe(
+    ctx: Context, device: str, done: Callable[[tuple[str, str] | None], bool], timeout: float, what: str
+) -> tuple[str, str] | None:
+    probe = ctx.probe
+    assert probe is not None
+    return wait_for(
+        lambda: probe.now().get(device),
+        done,
+        timeout=timeout,
+        expected=what,
+        interval=PROBE_PERIOD_S,
+        max_interval=PROBE_PERIOD_S,
+    )
+
+
+def bound_first(ctx: Context, s: Staged) -> None:
+    """The cells that begin with a bound pod (on A for a move), up to their kill point."""
+    node, cell = s.seen.node, s.seen.cell
+    ns, history = (s.ns_a, s.history_a) if s.history_a is not None else (s.ns, s.history)
+    ctx.objects.create(pinned_pod("app", "gpu", node), ns)
+    try:
+        first = follow(ctx, history, node, bind_timeout(ctx.profile))
+    except WaitTimeout as exc:
+        s.seen.walked = f"the pod on {node} did not bind before the restart: {exc}"
+        s.seen.outcome = outcome(ctx, history, node)
+        return
+    s.seen.device = next((i for i in first.final_identities() if i), "") or s.lease.identities[0]
+    if not s.cell.move:
+        s.seen.outcome = first
+    device, detach = s.seen.device, {"node": node} if ctx.counted else {"device": s.seen.device}
+    assert first.binding is not None
+    s.bound_a = first.binding.at
+    if cell == "released-detaching":
+        s.fault = s.faults.arm("hang", operation="detach", **detach)
+        delete_pod(ctx, s.ns, s.history)
+        s.released = time.monotonic()
+        state = wait_probe(
+            ctx,
+            device,
+            lambda st: st is None or st[1] == "detaching",
+            ctx.profile.promises.detach_s,
+            f"the detach of {device} from {node} to start (the probe to say detaching)",
+        )
+        s.held_from = time.monotonic()
+        if state is None:
+            s.seen.walked = f"{device} was detached before the restart could come"
+    elif cell == "move-detaching-a":
+        s.fault = s.faults.arm("hang", device, operation="detach")
+        delete_pod(ctx, ns, history)
+        ctx.objects.create(pinned_pod("app", "gpu", s.seen.node_b), s.ns)
+        s.began = time.time()
+        wait_probe(
+            ctx,
+            device,
+            lambda st: st is None or st[1] == "detaching",
+            bind_timeout(ctx.profile, ctx.profile.promises.detach_s),
+            f"the detach of {device} from {node} to start once it was released and asked for on {s.seen.node_b}",
+        )
+        s.held_from = time.monotonic()
+    elif cell == "move-attaching-b":
+        s.fault = s.faults.arm("hang", device)
+        delete_pod(ctx, ns, history)
+        ctx.objects.create(pinned_pod("app", "gpu", s.seen.node_b), s.ns)
+        timeout = bind_timeout(ctx.profile, ctx.profile.promises.detach_s)
+        s.seen.device = attaching(ctx, s.faults, s.fault, s.seen.node_b, timeout)
+        s.began = time.time()
+
+
+def hold_attaches(ctx: Context, staged: list[Staged], process: bool, others: int) -> None:
+    """The cells whose attach is held in flight across the restart (allocated-attached of a restart command: a short
+    attach timed to complete while the command runs)."""
+    for s in staged:
+        held = s.seen.cell != "allocated-attached" or process
+        s.fault = s.faults.arm("hang", **s.target) if held else s.faults.arm("slow", delaySeconds=0.1, **s.target)
+        ctx.objects.create(pinned_pod("app", s.template, s.seen.node), s.ns)
+    for s in staged:
+        timeout = bind_timeout(ctx.profile)
+        s.seen.device = attaching(ctx, s.faults, s.fault, s.seen.node, timeout, others + len(staged) - 1)
+        s.began = time.time()
+        if s.cell.multi:  # the others attached while this one is held
+            ids = set(s.lease.identities)
+            node, want = s.seen.node, s.count - 1
+            _wait_attached(ctx, node, ids, s.seen.device, want, bind_timeout(ctx.profile, s.count * 2.0))
+        if s.seen.cell == "released-attaching":
+            delete_pod(ctx, s.ns, s.history)
+            s.released = time.monotonic()
+            s.history.wait(lambda h: not h.latest("claim"), timeout=SCHEDULE_S, expected="its claim gone (released)")
+
+
+def _wait_attached(ctx: Context, node: str, ids: set[str], held: str, want: int, timeout: float) -> None:
+    probe = ctx.probe
+    assert probe is not None
+    wait_for(
+        lambda: [i for i, st in probe.now().items() if st == (node, "attached") and (ctx.counted or i in ids)],
+        lambda found: len([i for i in found if i != held]) >= want,
+        timeout=timeout,
+        expected=f"{want} devices of the claim attached to {node} while the attach of {held} is held",
+        interval=PROBE_PERIOD_S,
+        max_interval=PROBE_PERIOD_S,
+    )

@@ -1,0 +1,97 @@
+"""A scenario's record (name, description, requirements, what the implementation must offer) and the registry its
+decorator `scenario` fills.
+
+In the spirit of the Gateway API conformance suite. A scenario drives the cluster and the implementation and
+returns what it observed; the tests of its module assert one requirement each on that observation (the runner:
+runner.py; what a scenario works with: context.py and implementation/context.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    requirements: tuple[str, ...]
+    run: Callable[[Any], Any]  # given a ClusterContext (context.py) or a Context (implementation/context.py)
+    module: str
+    capabilities: tuple[str, ...] = ()  # profile capabilities it needs (skipped without them)
+    probe: bool = False  # needs the profile's fabricProbe
+    faults: bool = False  # needs the profile's faultInjector
+    # False: certifies the cluster with suite-owned drivers (runs with --profile none; gets a ClusterContext)
+    implementation: bool = True
+    controller: tuple[str, ...] = ()  # controller fields of the profile it needs ("process", "serviceAccount")
+    exclusive: bool = False  # runs alone: it disturbs the shared implementation (restarts it), or must not be disturbed
+    # Requirements of the scenario that only the fabric probe can judge (the scenario itself runs without one): they
+    # are skipped, and predicted skipped by `profile check`, where the profile declares no fabricProbe.
+    probe_for: tuple[str, ...] = ()
+    # The same for the readiness probe (bindingModel node-local): requirements judged on what it says is ready.
+    readiness_for: tuple[str, ...] = ()
+    # Needs a node without node-local devices reached by a fabric pool: the device read waits for one (publishing.py).
+    remote: bool = True
+
+
+REGISTRY: dict[str, Scenario] = {}
+# Capabilities a scenario reads in its body (not through `capabilities=`), registered by `reads_capability`: with the
+# scenarios' own, every capability a profile may claim (`profile check` refuses one that nothing reads).
+READ_CAPABILITIES: set[str] = set()
+
+
+def reads_capability(name: str) -> str:
+    """Register a capability a scenario reads in its body; returns the name."""
+    READ_CAPABILITIES.add(name)
+    return name
+
+
+def known_capabilities() -> set[str]:
+    """Every capability some registered scenario reads."""
+    return {c for s in REGISTRY.values() for c in s.capabilities} | READ_CAPABILITIES
+
+
+def scenario(
+    name: str,
+    description: str,
+    requirements: tuple[str, ...],
+    *,
+    capabilities: tuple[str, ...] = (),
+    probe: bool = False,
+    faults: bool = False,
+    implementation: bool = True,
+    controller: tuple[str, ...] = (),
+    exclusive: bool = False,
+    probe_for: tuple[str, ...] = (),
+    remote: bool = True,
+    readiness_for: tuple[str, ...] = (),
+) -> Callable[[Callable[[Any], T]], Callable[[Any], T]]:
+    """Register a scenario function; the module's tests read its result with `result_fixture`. A scenario with
+    implementation=False gets a ClusterContext (no profile, no implementation, no leased devices)."""
+
+    def register(fn: Callable[[Any], T]) -> Callable[[Any], T]:
+        if name in REGISTRY and REGISTRY[name].module != fn.__module__:
+            raise ValueError(f"scenario {name!r} is defined twice ({REGISTRY[name].module}, {fn.__module__})")
+        REGISTRY[name] = Scenario(
+            name,
+            description,
+            requirements,
+            fn,
+            fn.__module__,
+            capabilities,
+            probe,
+            faults,
+            implementation,
+            controller,
+            exclusive,
+            probe_for,
+            readiness_for,
+            remote,
+        )
+        return fn
+
+    return register

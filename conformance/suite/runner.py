@@ -1,0 +1,221 @@
+"""The runner: starts the selected scenarios side by side and hands each module's tests its scenario's observation.
+
+Scenarios run in threads, each in its own namespaces and with its own leased devices, so the suite takes about as
+long as its longest scenario; a failure or skip of a scenario becomes the outcome of each of its tests.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from conformance.cluster.client import USER_AGENT
+from conformance.observe.invariants import SCHEDULER_FAULT, InvariantWatcher
+from conformance.suite.context import ClusterContext
+from conformance.suite.exclusive import ExclusiveGate
+from conformance.suite.known import for_holders
+from conformance.suite.record import REGISTRY, Scenario
+
+SCENARIO_DEADLINE_S = 900.0
+
+
+@dataclass(frozen=True)
+class ScenarioFailed:
+    """What a test receives instead of the observation when its scenario failed; the plugin raises `error` when
+    the test runs, so each test of the scenario is FAILED with the scenario's evidence (not a setup ERROR)."""
+
+    error: Exception
+
+
+def result_fixture(fixture: str, name: str) -> Any:
+    """A module fixture `fixture` that hands the tests of a module the observation of scenario `name`.
+    A skip of the scenario skips the tests; a failure fails each of them (see ScenarioFailed)."""
+
+    @pytest.fixture(scope="module", name=fixture)
+    def observed(request: pytest.FixtureRequest) -> Any:
+        # Cluster scenarios run on their own runner: they need no implementation and do not wait for it.
+        runner: ScenarioRunner = request.getfixturevalue(
+            "scenarios" if REGISTRY[name].implementation else "cluster_scenarios"
+        )
+        try:
+            return runner.result(name)
+        except Exception as exc:  # skips and interrupts are BaseExceptions: they pass through
+            return ScenarioFailed(exc)
+
+    return observed
+
+
+class InvariantViolated(AssertionError):
+    """An invariant watched during the scenario broke; the message lists when and which objects."""
+
+
+@dataclass
+class Timing:
+    start: float
+    end: float | None = None
+    outcome: str = "running"
+
+
+class ScenarioRunner:
+    """Starts the selected scenarios at once and hands their results to the tests."""
+
+    def __init__(
+        self,
+        scenarios: list[Scenario],
+        make_context: Callable[[Scenario], ClusterContext],
+        invariants: InvariantWatcher | None,
+        say: Callable[[str], None],
+        concurrency: int | None = None,
+    ) -> None:
+        self.scenarios = {s.name: s for s in scenarios}
+        # The profile's fabricConcurrency: at most this many implementation scenarios at once (a stack that
+        # attaches one device at a time would otherwise stall every scenario behind one hung attach).
+        self.concurrency = concurrency
+        self._slots = threading.BoundedSemaphore(concurrency) if concurrency else None
+        self._gate = ExclusiveGate(sum(1 for s in scenarios if s.implementation and s.exclusive))
+        self._make_context = make_context
+        self._invariants = invariants
+        self._say = say
+        self._executor = ThreadPoolExecutor(max_workers=max(1, len(scenarios)), thread_name_prefix="scenario")
+        self._futures: dict[str, Future[Any]] = {}
+        self.timings: dict[str, Timing] = {}
+        self.measurements: dict[str, list[float]] = {}
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        if self.scenarios:
+            bound = f" (at most {self.concurrency} at once: the profile's fabricConcurrency)" if self._slots else ""
+            self._say(f"starting {len(self.scenarios)} scenarios side by side{bound}: {', '.join(self.scenarios)}")
+        for sc in self.scenarios.values():
+            self._futures[sc.name] = self._executor.submit(self._run, sc)
+
+    def result(self, name: str) -> Any:
+        """The scenario's observation; re-raises its failure or skip in the calling test."""
+        if name not in self._futures:
+            raise KeyError(f"scenario {name!r} was not selected in this run (known: {sorted(self._futures)})")
+        return self._futures[name].result(timeout=SCENARIO_DEADLINE_S)
+
+    def finished(self, name: str) -> Any | None:
+        """The observation of scenario `name` if it ran and ended without an error, else None (for the reports)."""
+        future = self._futures.get(name)
+        if future is None or not future.done() or future.cancelled() or future.exception() is not None:
+            return None
+        return future.result()
+
+    def _run(self, sc: Scenario) -> Any:
+        if not sc.implementation:
+            return self._run_now(sc)
+        with self._gate.alone() if sc.exclusive else self._gate.shared():
+            if self._slots is None:
+                return self._run_now(sc)
+            with self._slots:
+                return self._run_now(sc)
+
+    def wall(self) -> float | None:
+        """Seconds from the first scenario's start to the last one's end (None before all ended)."""
+        ends = [t.end for t in self.timings.values()]
+        if not ends or None in ends:
+            return None
+        return max(e for e in ends if e is not None) - min(t.start for t in self.timings.values())
+
+    def _run_now(self, sc: Scenario) -> Any:
+        timing = self.timings[sc.name] = Timing(time.time())
+        ctx = self._make_context(sc)
+        ctx.cluster.user_agent = f"{USER_AGENT}/{sc.name}"
+        try:
+            if reason := ctx.requirements_missing():
+                pytest.skip(reason)
+            try:
+                result = sc.run(ctx)
+            except AssertionError as exc:  # a wait ran out: what the watcher saw meanwhile is the evidence
+                if notes := _notes(ctx):
+                    exc.args = (f"{exc}\n{notes}",)  # the first line stays the cause
+                self._check_invariants(sc, ctx, timing.start, failure=exc)
+                raise
+            self._check_invariants(sc, ctx, timing.start)
+            timing.outcome = "passed"
+            return result
+        except pytest.skip.Exception:
+            timing.outcome = "skipped"
+            raise
+        except BaseException:
+            timing.outcome = "failed"
+            raise
+        finally:
+            failures = ctx.objects.cleanup()
+            ctx.release()
+            with self._lock:
+                for key, values in ctx.measurements.items():
+                    self.measurements.setdefault(key, []).extend(values)
+            ctx.cluster.close()
+            timing.end = time.time()
+            self._say(f"scenario {sc.name}: {timing.outcome} in {timing.end - timing.start:.1f}s")
+            if failures:
+                raise AssertionError(f"scenario {sc.name}: cleanup failed: {failures}")
+
+    def _check_invariants(
+        self, sc: Scenario, ctx: ClusterContext, start: float, failure: AssertionError | None = None
+    ) -> None:
+        if self._invariants is None:
+            return
+        broken = self._invariants.since(start, ctx.namespaces, ctx.identities)
+        then = f"\nand then: {failure}" if failure else ""
+        if any(v.what != SCHEDULER_FAULT for v in broken):
+            raise InvariantViolated(
+                f"scenario {sc.name}: invariants broken while it ran:\n" + "\n".join(f"  {v}" for v in broken) + then
+            ) from failure
+        if broken:  # the cluster's fault: what the implementation did after it cannot be judged (SCH-9 fails)
+            known = for_holders(ctx.record, {o for v in broken for o in v.objects}, ctx.cluster.info)
+            pytest.skip(
+                f"scenario {sc.name}: not judged: kube-scheduler allocated one device to two claims while it ran "
+                f"(SCH-9, the cluster's fault, not the implementation's{'; ' + known if known else ''}):\n"
+                + "\n".join(f"  {v}" for v in broken)
+                + then
+            )
+
+    def say(self, message: str) -> None:
+        """A line of progress on the terminal (for what judges the scenarios after they ended)."""
+        self._say(message)
+
+    def wait_all(self) -> list[str]:
+        """Wait until every scenario has ended (its cleanup included); the names of those that ran."""
+        wait(self._futures.values(), timeout=SCENARIO_DEADLINE_S)
+        return [name for name, t in self.timings.items() if t.outcome != "skipped"]
+
+    def join(self) -> None:
+        """Wait for every scenario (their cleanup runs in their threads), then stop the pool."""
+        _, running = wait(self._futures.values(), timeout=SCENARIO_DEADLINE_S)
+        if running:
+            stuck = [name for name, f in self._futures.items() if f in running]
+            raise AssertionError(f"scenarios still running after {SCENARIO_DEADLINE_S:g}s: {stuck}")
+        self._executor.shutdown(wait=True)
+        if (wall := self.wall()) is not None and self._slots:
+            self._say(f"{len(self.timings)} scenarios took {wall:.1f}s at most {self.concurrency} at once")
+
+
+def _notes(ctx: ClusterContext) -> str:
+    """The context's failure notes; never a reason for a second failure."""
+    try:
+        return ctx.failure_notes()
+    except Exception as exc:  # a log that cannot be read must not hide the failure
+        return f"(the implementation's log lines could not be read: {exc!r})"
+
+
+def summarize(values: list[float]) -> dict[str, float]:
+    """median, p95, min, max and count of a measured figure."""
+    ordered = sorted(values)
+    p95 = ordered[min(len(ordered) - 1, max(0, round(0.95 * len(ordered)) - 1))]
+    return {
+        "count": len(ordered),
+        "median": round(statistics.median(ordered), 3),
+        "p95": round(p95, 3),
+        "min": round(ordered[0], 3),
+        "max": round(ordered[-1], 3),
+    }

@@ -172,7 +172,7 @@ class DevicePool:
         or publish pools at run time). A device known as fabric stays fabric while only its node-local copy is
         published (attached, under reschedule-to-local); one no longer published is kept (it may be in use); a
         node-local device first seen now is a hot-plugged copy (count-based entries name no identity), not local
-        hardware. The first read (plugin.py) takes the node-local devices as they are."""
+        hardware. The first read (session/scenarios.py) takes the node-local devices as they are."""
         current = read_devices(slices, self.attribute, nodes)
         with self._cond:
             merged = dict(self.devices)  # replaced whole: other threads iterate the old one meanwhile

@@ -86,7 +86,7 @@ class InvariantWatcher:
     model_attribute: str | None = None
     # How long offered entries may exceed the fabric's free count before it counts: the scheduler clears a
     # rescheduled entry before the implementation can rewrite its pool, so a pool lags the fabric for as long as
-    # the implementation takes to react (plugin.py: the profile's attachSeconds).
+    # the implementation takes to react (session/scenarios.py: the profile's attachSeconds).
     counted_persist_s: float = PERSIST_S
     violations: list[Violation] = field(default_factory=list)
     evaluations: int = 0

@@ -37,7 +37,7 @@ def test_every_profile_field_has_a_description() -> None:
         assert f"`{key}`" in text
     for name, obj in schema["$defs"].items():
         for key, prop in obj.get("properties", {}).items():
-            assert prop.get("description", "").strip(), f"{name}.{key} has no description (profile.py)"
+            assert prop.get("description", "").strip(), f"{name}.{key} has no description (implementation/profile/)"
 
 
 def test_a_profile_field_without_description_fails_the_page() -> None:

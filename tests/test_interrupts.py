@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -125,7 +126,7 @@ def test_an_interrupt_during_stop_leaves_no_process(tmp_path: Path, monkeypatch:
     def interrupted_wait(*_args: object) -> None:
         raise KeyboardInterrupt("SIGTERM")
 
-    monkeypatch.setattr(harness.subprocess.Popen, "wait", interrupted_wait, raising=True)
+    monkeypatch.setattr(subprocess.Popen, "wait", interrupted_wait, raising=True)
     with pytest.raises(KeyboardInterrupt):
         impl.stop()
     monkeypatch.undo()

@@ -86,7 +86,8 @@ class RequirementReporter(TerminalSummary):
                 continue
             if not marker.args or marker.args[0] not in CATALOGUE:
                 raise pytest.UsageError(
-                    f"{item.nodeid}: requirement {marker.args!r} is not in conformance/catalogue.py"
+                    f"{item.nodeid}: requirement {marker.args!r} is not in the catalogue "
+                    "(conformance/report/catalogue/)"
                 )
             self.requirement_of[item.nodeid] = marker.args[0]
             self.module_of[item.nodeid] = getattr(getattr(item, "module", None), "__name__", "")

@@ -1,6 +1,7 @@
 """A cluster that runs other settings than it declares is caught (BASE-2, SCH-6), with declared and measured named in
-the first line of the failure: the local provider's selftest-only knobs (conformance/cluster/providers/local.py
-SELFTEST_*) configure kube-scheduler otherwise while the cluster still declares what the suite asked for.
+the first line of the failure: the local provider's selftest-only knobs
+(conformance/cluster/providers/local/scheduler.py SELFTEST_*) configure kube-scheduler otherwise while the cluster
+still declares what the suite asked for.
 
 Runs the real suite in a subprocess on its own local cluster: run it through the shared cluster slots.
 """

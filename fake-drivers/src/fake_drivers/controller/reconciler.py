@@ -22,20 +22,9 @@ from urllib3.exceptions import HTTPError
 
 from ..nodes import NodeLister
 from ..pools import brief
-from .decide import (
-    Assignment,
-    AssignmentKey,
-    Attach,
-    ConditionWrite,
-    Detach,
-    Failure,
-    Memory,
-    Plan,
-    Snapshot,
-    assignment_key,
-    decide,
-    holdings,
-)
+from .decide import decide
+from .decide.holdings import assignment_key, holdings
+from .decide.plan import Assignment, AssignmentKey, Attach, ConditionWrite, Detach, Failure, Memory, Plan, Snapshot
 from .fabric import FabricClient, FabricUnavailable
 from .kube import Kube
 from .metrics import Metrics

@@ -1,22 +1,11 @@
-"""The embedded default: real control-plane binaries run as local processes by `kwokctl --runtime binary`.
-
-kube-apiserver, kube-controller-manager, kube-scheduler and etcd are the real binaries from the cache; nodes
-are simulated by the kwok controller. Everything listens on 127.0.0.1 on ports kwokctl picks free, and all
-state lives in one folder per cluster, so several clusters can run side by side and the user's
-~/.kube/config and ~/.kwok are never touched.
-"""
+"""LocalProvider: start a kwokctl binary-runtime cluster, follow it until every component is ready, delete it."""
 
 from __future__ import annotations
 
 import atexit
 import contextlib
 import os
-import shutil
-import signal
-import socket
 import subprocess
-import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -26,23 +15,31 @@ from pathlib import Path
 import yaml
 
 from conformance.cluster.client import Cluster
-from conformance.cluster.gates import binary_gates, format_gates, gates_to_enable, parse_gate_overrides
+from conformance.cluster.gates import binary_gates, gates_to_enable
 from conformance.cluster.interrupts import shielded
 from conformance.cluster.nodes import create_nodes, wait_nodes_ready
 from conformance.cluster.providers.base import ClusterInfo, ClusterSpec, ProviderNotReady
 from conformance.cluster.providers.existing import mark_test_cluster
+from conformance.cluster.providers.local.components import COMPONENTS, PORT_OPTIONS, component_patches, free_ports
+from conformance.cluster.providers.local.processes import (
+    GONE_GRACE_S,
+    _env,
+    _print,
+    _running,
+    clusters_root,
+    delete_cluster,
+)
+from conformance.cluster.providers.local.scheduler import (
+    _selftest_scheduler_gates,
+    _selftest_scheduler_timeout,
+    scheduler_config,
+)
 from conformance.cluster.readiness import https_get, inline_kubeconfig, side_by_side, warm_client_imports
 from conformance.cluster.toolchain.build import Binaries, ensure_binaries
 from conformance.cluster.toolchain.gobuild import Progress
 from conformance.cluster.waits import Cancelled, wait_for
 
 READY_TIMEOUT_S = 60.0
-# One instance of each component: leader election would only add the wait for a lease (0.5 s or 3 s, bimodal).
-NO_LEADER_ELECTION = {"leaderElect": False}
-# The client-side rate limit of kube-scheduler (default 50/s, burst 100) and kube-controller-manager (20/s, burst 30),
-# raised: at their defaults they, not binding conditions, set SCALE-1's pace (1000 pods bound in 78 s without any
-# condition; 18 s with these). kwokctl already runs kube-apiserver without priority and fairness.
-CLIENT_RATE = {"qps": 500, "burst": 1000}
 # kube-controller-manager controllers the suite depends on (default ServiceAccounts, claim templates, clean-up);
 # its /healthz lists a controller once it has started.
 REQUIRED_CONTROLLERS = ("serviceaccount-controller", "resourceclaim-controller", "namespace-controller")
@@ -59,141 +56,15 @@ PHASES = (
 # Fast polls where no watch exists (a component's health endpoint): a start-up is over in a few seconds.
 PROBE_INTERVAL_S = 0.05
 PROBE_MAX_INTERVAL_S = 0.2
-DELETE_TIMEOUT_S = 30.0
 APISERVER_NOT_YET = "failed to wait for apiserver being healthy"
 MAX_REVIVALS = 3
-GONE_GRACE_S = 2.0
 NEVER = threading.Event()
-COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok-controller")
-# For selftests only (tests/selftest/test_declared_settings.py): a cluster that runs other settings than it declares.
-# The scheduler is configured with this bindingTimeout (seconds) while the cluster still declares the asked one...
-SELFTEST_SCHEDULER_TIMEOUT_ENV = "DRA_CONFORMANCE_SELFTEST_SCHEDULER_BINDING_TIMEOUT"
-# ...and kube-scheduler alone gets these gates ("Name=false,..."), while the cluster declares the suite's own.
-SELFTEST_SCHEDULER_GATES_ENV = "DRA_CONFORMANCE_SELFTEST_SCHEDULER_GATES"
-
-
-def clusters_root() -> Path:
-    return Path(tempfile.gettempdir()) / "dra-conformance-clusters"
-
-
-def _print(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def scheduler_config(binding_timeout_s: int | None, *, local: bool = False, kubeconfig: str | None = None) -> dict:
-    """A KubeSchedulerConfiguration; bindingTimeout only where the release has it (1.35+). Client rate CLIENT_RATE
-    everywhere. The local cluster runs one scheduler: no leader election. `kubeconfig` is where the scheduler finds
-    its credentials: a config file replaces the --kubeconfig flag (kubeadm's), so without it kube-scheduler exits
-    "no configuration has been provided" (kind: /etc/kubernetes/scheduler.conf)."""
-    profile: dict = {"schedulerName": "default-scheduler"}
-    if binding_timeout_s is not None:
-        profile["pluginConfig"] = [
-            {
-                "name": "DynamicResources",
-                "args": {
-                    "apiVersion": "kubescheduler.config.k8s.io/v1",
-                    "kind": "DynamicResourcesArgs",
-                    "bindingTimeout": f"{binding_timeout_s}s",
-                },
-            }
-        ]
-    config: dict = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
-    if local:
-        config["leaderElection"] = NO_LEADER_ELECTION
-    config["clientConnection"] = ({"kubeconfig": kubeconfig} if kubeconfig else {}) | CLIENT_RATE
-    return {**config, "profiles": [profile]}
-
-
-def _selftest_scheduler_gates() -> dict[str, bool]:
-    return parse_gate_overrides(os.environ.get(SELFTEST_SCHEDULER_GATES_ENV, ""))
-
-
-def _selftest_scheduler_timeout(declared: int | None, scheduler_gates: dict[str, bool]) -> int | None:
-    """The bindingTimeout kube-scheduler is configured with: the declared one, unless a selftest asks for another
-    (SELFTEST_SCHEDULER_TIMEOUT_ENV); none where the scheduler runs without binding conditions (a config error)."""
-    if not scheduler_gates.get("DRADeviceBindingConditions", True):
-        return None
-    override = os.environ.get(SELFTEST_SCHEDULER_TIMEOUT_ENV)
-    return int(override) if override and declared is not None else declared
 
 
 def phase_summary(timings: dict[str, float]) -> str:
     """`install 0.4, apiserver 2.1, ...`: when each phase ended, in seconds from the start, in that order."""
     ended = sorted((t, p) for p, t in timings.items() if p in PHASES and p != "bring_up_s")
     return ", ".join(f"{p.removesuffix('_s').removesuffix('_ready')} {t:.2f}" for t, p in ended)
-
-
-# The Go garbage collector's target for every component: 400 (default 100) lets each heap grow to five times its live
-# size before a collection. Measured with `dra-conformance bench` (idle, 2 cores): the control plane's CPU seconds
-# to Ready 4.9 -> 4.1, bring-up 4.6 -> 4.3 s median; the price is memory (kube-apiserver's RSS about +90 MiB).
-GOGC = "400"
-
-
-def component_patches(scheduler_verbosity: int | None = None) -> list[dict]:
-    """Flags kwokctl has no option for: no leader election in kube-controller-manager (one instance), etcd without
-    fsync (a throw-away cluster: the bootstrap writes of kube-apiserver need not wait for the disk), GOGC,
-    kube-scheduler's verbosity when asked (--scheduler-verbosity) and, for a selftest, kube-scheduler's own gates
-    (SELFTEST_SCHEDULER_GATES_ENV)."""
-
-    def args(**values: str) -> list[dict]:
-        return [{"key": key.replace("_", "-"), "value": value} for key, value in values.items()]
-
-    extra_args = {
-        "kube-controller-manager": args(
-            leader_elect="false", kube_api_qps=str(CLIENT_RATE["qps"]), kube_api_burst=str(CLIENT_RATE["burst"])
-        ),
-        "etcd": args(unsafe_no_fsync="true"),
-    }
-    scheduler_args: dict[str, str] = {}
-    if scheduler_gates := _selftest_scheduler_gates():
-        scheduler_args["feature_gates"] = format_gates(scheduler_gates)
-    if scheduler_verbosity is not None:
-        scheduler_args["v"] = str(scheduler_verbosity)
-    if scheduler_args:
-        extra_args["kube-scheduler"] = args(**scheduler_args)
-    return [
-        {"name": name, "extraArgs": extra_args.get(name, []), "extraEnvs": [{"name": "GOGC", "value": GOGC}]}
-        for name in COMPONENTS
-    ]
-
-
-PORT_OPTIONS = (
-    "kubeApiserverPort",
-    "etcdPort",
-    "etcdPeerPort",
-    "kubeControllerManagerPort",
-    "kubeSchedulerPort",
-    "kwokControllerPort",
-)
-
-
-def free_ports(count: int) -> list[int]:
-    """Distinct free loopback ports chosen by the kernel (all held open until every one is picked)."""
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
-def leftover_processes(marker: str) -> list[tuple[int, str]]:
-    """Processes whose command line mentions `marker` (a cluster's own folder)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
-            continue
-        try:
-            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if marker in cmd:
-            found.append((int(proc.name), cmd.strip()))
-    return found
 
 
 class LocalProvider:
@@ -541,65 +412,3 @@ class LocalProvider:
                 child.wait(GONE_GRACE_S)
         self.timings["teardown_s"] = time.monotonic() - started
         self.progress(f"cluster {self.cluster_name} removed in {self.timings['teardown_s']:.1f}s")
-
-
-def _running(pid: int) -> bool:
-    """True for a live process; a zombie (exited, not yet reaped by kwokctl) counts as gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def kwokctl_of(workdir: Path) -> Path | None:
-    link = workdir / "kwokctl"
-    return link.resolve() if link.exists() else None
-
-
-def _env(workdir: Path) -> dict[str, str]:
-    # KWOK_WORKDIR keeps all cluster state (pids, certs, logs) inside the cluster's own folder.
-    return dict(os.environ, KWOK_WORKDIR=str(workdir / "kwok"))
-
-
-def run_kwokctl(kwokctl: Path, workdir: Path, name: str, *args: str, timeout: float = 300) -> str:
-    cmd = [str(kwokctl), "--name", name, *args]
-    proc = subprocess.run(cmd, env=_env(workdir), capture_output=True, text=True, timeout=timeout)
-    if proc.returncode != 0:
-        raise ProviderNotReady(
-            f"`kwokctl {' '.join(args[:3])}` failed (exit {proc.returncode}):\n"
-            f"{proc.stderr.strip()[-4000:]}\nlogs: {workdir / 'kwok'}"
-        )
-    return proc.stdout
-
-
-def delete_cluster(name: str, workdir: Path, kwokctl: Path | None, *, keep_folder: bool = False) -> None:
-    """Delete a cluster and its folder; kill anything of it that survives (never leave processes behind).
-
-    keep_folder keeps the suite's own files (configs) and removes only kwokctl's state, for a retry. No wait here
-    goes through wait_for: this runs after an interrupt too, when every wait_for stops at once.
-    """
-    if kwokctl is not None and (workdir / "kwok").exists():
-        try:
-            run_kwokctl(kwokctl, workdir, name, "delete", "cluster", timeout=DELETE_TIMEOUT_S)
-        except (ProviderNotReady, subprocess.TimeoutExpired) as exc:
-            _print(f"warning: kwokctl delete of {name} failed, killing its processes: {exc}")
-    # kwokctl SIGKILLs the components; one may still be exiting for a moment (seen as leftover, then gone).
-    survivors = _until_gone(str(workdir), GONE_GRACE_S)
-    for pid, cmd in survivors:
-        _print(f"warning: killing leftover process {pid} of cluster {name}: {cmd[:120]}")
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    if survivors:
-        _until_gone(str(workdir), GONE_GRACE_S)
-    shutil.rmtree(workdir / "kwok" if keep_folder else workdir, ignore_errors=True)
-
-
-def _until_gone(marker: str, grace: float) -> list[tuple[int, str]]:
-    """Live (not zombie) processes of `marker` still there after up to `grace` seconds."""
-    deadline = time.monotonic() + grace
-    while True:
-        alive = [(pid, cmd) for pid, cmd in leftover_processes(marker) if _running(pid)]
-        if not alive or time.monotonic() >= deadline:
-            return alive
-        time.sleep(0.05)

@@ -165,7 +165,8 @@ def copy_race(ctx: Context) -> Race:
         for name in seen.waiting:
             ctx.objects.create(pinned_pod(name, template, node), ns)
         history.wait(lambda h: _staged(h, seen), timeout=deadline, expected=f"{seen.waiting} in the scheduler's queue")
-        if held is not None:
+        if held is not None:  # disarmed first: the attach may not have reached the fabric yet
+            held[0].disarm(held[1])
             held[0].release_fault(held[1])
         try:
             _round_robin(ctx, history, ns, seen, deadline)

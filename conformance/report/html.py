@@ -23,7 +23,7 @@ body{font-family:sans-serif;margin:24px;color:#222;max-width:1240px}
 h1{font-size:22px}h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;width:100%;font-size:13px}th,td{border:1px solid #ddd;padding:4px 6px;
 vertical-align:top;text-align:left}th{background:#f4f4f4}
-.passed,.success{background:#dff3df}.failed,.failure{background:#f8d7d7}.skipped,.partial,.not-covered{background:#fff2cc}
+.passed,.success{background:#dff3df}.failed,.failure{background:#f8d7d7}.skipped,.partial,.not-covered,.not-judged{background:#fff2cc}
 .not-certified,.not-applicable{background:#eee}.verdict{display:inline-block;padding:10px 16px;margin:4px 12px 4px 0;
 border-radius:6px;font-size:15px}pre{white-space:pre-wrap;margin:0;font-size:12px}small{color:#666}
 .timeline{overflow-x:auto;border:1px solid #eee;margin:6px 0}

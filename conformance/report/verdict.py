@@ -2,10 +2,11 @@
 
 The cluster (kube-apiserver, kube-scheduler of one release) is certified by BASE-*, API-* and SCH-*; the
 implementation by IMP-* and SCALE-1 (design.md, "Two things are certified, separately"). Each verdict is
-`failure` (a requirement failed), `partial` (a MUST was not shown to pass: skipped, only partly run, not covered)
-or `success`; a run without a profile does not certify an implementation at all (`not-certified`). A requirement
-that does not apply to the profile's binding model (`not-applicable`, e.g. a fabric-only one for bindingModel
-node-local) is counted out: it never makes a verdict partial or failed, and the verdict says how many it left out.
+`failure` (a requirement failed), `partial` (a MUST was not shown to pass: skipped, not judged, only partly run, not
+covered) or `success`; a run without a profile does not certify an implementation at all (`not-certified`). A
+requirement that does not apply to the profile's binding model (`not-applicable`, e.g. a fabric-only one for
+bindingModel node-local) is counted out: it never makes a verdict partial or failed, and the verdict says how many it
+left out.
 
 pytest's exit status says the verdict, so CI cannot read a partial run as a pass: 0 success, 1 failure,
 EXIT_PARTIAL for partial unless the run was started with `--accept partial` (a profile that knowingly lacks a
@@ -32,6 +33,8 @@ CLUSTER_AREAS = ("baseline", "api", "scheduler")
 IMPLEMENTATION_AREAS = ("implementation", "scale")
 NOT_CERTIFIED = "not-certified"
 NOT_APPLICABLE = "not-applicable"  # a requirement's outcome where it does not apply to the profile's binding model
+# A requirement's outcome where its scenario failed before its evidence existed (suite/judged.py): not shown to pass.
+NOT_JUDGED = "not-judged"
 
 
 @dataclass

@@ -24,7 +24,7 @@ from conformance.report.outcomes import (
     NOTE_PROPERTY,
     Outcomes,
     RunResult,
-    not_applicable_reason,
+    skip_outcome,
     write_certification_junit,
     write_conformance_report,
 )
@@ -32,6 +32,7 @@ from conformance.report.reasons import report_reason
 from conformance.report.verdict import (
     IMPLEMENTATION_AREAS,
     NOT_APPLICABLE,
+    NOT_JUDGED,
     KnownFailures,
     Verdict,
     exit_status,
@@ -115,10 +116,14 @@ class RequirementReporter(TerminalSummary):
         return loaded.profile.binding_model if loaded is not None else None
 
     def pytest_report_teststatus(self, report: pytest.TestReport) -> tuple[str, str, Any] | None:
-        """A test of a requirement that does not apply to the binding model: its own outcome in pytest's terminal
-        (`12 not applicable`), apart from the skipped ones."""
-        if report.skipped and dict(report.user_properties).get("outcome") == NOT_APPLICABLE:
+        """A test of a requirement that does not apply to the binding model, or whose scenario failed before its
+        evidence existed: its own outcome in pytest's terminal (`12 not applicable`, `2 not judged`), apart from the
+        skipped ones."""
+        shown = dict(report.user_properties).get("outcome") if report.skipped else None
+        if shown == NOT_APPLICABLE:
             return "not applicable", "n", ("NOT APPLICABLE", {"cyan": True})
+        if shown == NOT_JUDGED:
+            return "not judged", "j", ("NOT JUDGED", {"yellow": True})
         return None
 
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
@@ -173,8 +178,8 @@ class RequirementReporter(TerminalSummary):
             reason = self.reasons.get((report.nodeid, report.when)) or report_reason(report)
             if report.failed and report.when != "call":
                 reason = f"{report.when}: {reason}"
-            if report.skipped and (why := not_applicable_reason(reason)) is not None:
-                reason, outcome = why, NOT_APPLICABLE
+            if report.skipped:  # not applicable, not judged (suite/judged.py) or skipped
+                outcome, reason = skip_outcome(reason)
         elif report.when == "call":  # a passed check may say what it accepted (e.g. IMP-9's declared rights)
             reason = "; ".join(str(v) for k, v in report.user_properties if k == NOTE_PROPERTY)
         result = RunResult(report.nodeid, outcome, reason, report.duration, known_defect=known)

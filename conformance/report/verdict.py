@@ -84,7 +84,7 @@ def known_defects(summary: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
     return found
 
 
-def _subject(requirement: str) -> str:
+def subject_of(requirement: str) -> str:
     return "cluster" if CATALOGUE[requirement].area in CLUSTER_AREAS else "implementation"
 
 
@@ -94,7 +94,7 @@ def judge(
     """The verdict of `subject` from the per-requirement summary; `not_certified` gives the reason a run certifies
     no implementation (then its IMP-* outcomes are listed as not checked, and the result is not-certified); `model`:
     the profile's binding model, which the requirements not applicable to it are counted out for."""
-    entries = {rid: e for rid, e in summary.items() if _subject(rid) == subject}
+    entries = {rid: e for rid, e in summary.items() if subject_of(rid) == subject}
     counts: dict[str, int] = {}
     for e in entries.values():
         counts[e["outcome"]] = counts.get(e["outcome"], 0) + 1

@@ -182,7 +182,7 @@ def write_conformance_report(
         "requirements": summary,
     }
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    path.write_text(yaml.safe_dump(document, sort_keys=False, allow_unicode=True), encoding="utf-8")  # "·", "—" as is
 
 
 def write_certification_junit(

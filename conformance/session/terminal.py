@@ -57,6 +57,7 @@ class TerminalSummary:
 
         def known_defects(self) -> list[dict[str, Any]]: ...
 
+    @pytest.hookimpl(trylast=True)  # after the cluster's section: the headline is the suite's last line
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int) -> None:
         if self.result is None:
             return

@@ -96,5 +96,7 @@ def test_a_scenario_failing_midway_fails_only_its_own_requirements(tmp_path: Pat
     }
     for rid in ("RDY-3", "RDY-4"):
         assert outcomes.get(rdy[rid]) == "skipped" and shown[rdy[rid]].get("outcome") == "not-judged", shown
-    assert "not judged: readiness-gate failed before the pod bound (cause: " in out, out[-4000:]
+    assert "RDY-3, RDY-4 MUST not-judged: readiness-gate failed before the pod bound (cause: WaitTimeout" in out, out[
+        -4000:
+    ]
     assert "2 not judged" in out, out[-2000:]

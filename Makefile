@@ -94,8 +94,9 @@ REFERENCE_PROFILES ?= fixtures/profiles/reference.yaml fixtures/profiles/referen
 conformance-roles: binaries
 	$(MAKE) --no-print-directory conformance PROFILE=fixtures/profiles/reference-roles.yaml \
 		REPORTS=$(REPORTS)/reference-roles
-# The stack shapes of issue 27 (docs/certify.md "Per-node daemons, pod-bound credentials, HTTPS"): the node driver per node
-# with pod-bound tokens and an admission policy, and the fabric manager on HTTPS with the run's CA.
+# The stack shapes of issue 27 (docs/certify.md "Per-node daemons with pod-bound credentials", "HTTPS endpoints"):
+# the node driver per node with pod-bound tokens and an admission policy, and the fabric manager on HTTPS with the
+# run's CA.
 SHAPE_PROFILES ?= fixtures/profiles/reference-pernode.yaml fixtures/profiles/reference-https.yaml
 conformance-shapes: binaries
 	rc=0; for p in $(SHAPE_PROFILES); do \
@@ -182,7 +183,7 @@ K8S_RELEASES ?= 1.34 1.35 1.36 1.37 1.38
 image:
 	docker build -t $(IMAGE) fake-drivers
 
-# With no registry (README "On kind"): the kind node image of K8S_VERSION (only where kind's own kindest/node cannot
+# With no registry (docs/clusters.md "On kind"): the kind node image of K8S_VERSION (only where kind's own kindest/node cannot
 # be pulled) and the reference image, from Debian packages and the Go module proxy; cached by inputs. Starts a
 # dockerd for the build where none runs (and stops it). Builds run at nice 15 (KIND_IMAGE_NICE).
 KIND_IMAGE_NICE ?= 15

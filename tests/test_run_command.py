@@ -65,3 +65,9 @@ def test_the_runs_headline_comes_just_before_the_status_and_a_stale_one_never(
     os.utime(report, (0, 0))
     result = CliRunner().invoke(main, ["run", "--reports-dir", str(tmp_path)])
     assert result.output.splitlines() == [run_module.status_line(4)]
+
+
+def test_a_zero_with_accepted_known_defects_says_so() -> None:
+    headline = "implementation: success · cluster: failure, only known upstream defect SCH-9 (accepted) · exit 0"
+    assert "known upstream defects accepted" in run_module.status_line(0, headline)
+    assert run_module.status_line(0, "implementation: success · cluster: success · exit 0").endswith("(success)")

@@ -14,6 +14,12 @@ REPORTS ?= reports
 PYTEST_ARGS ?=
 # Used by the builder only when a module's go directive is newer than the machine's Go.
 export DRA_CONFORMANCE_GOTOOLCHAIN ?= go1.27.3
+# A patched control plane (docs/clusters.md "A patched control plane"): K8S_PATCHES=DIR applies DIR's *.patch files,
+# in name order, to K8S_VERSION's sources; K8S_SOURCE=PATH builds a local checkout as K8S_VERSION. Every target that
+# builds or starts a cluster (binaries, conformance, matrix, kind-image, the reproducer's `cluster up`) uses it.
+K8S_PATCHES ?=
+K8S_SOURCE ?=
+export K8S_PATCHES K8S_SOURCE
 
 BIN := $(VENV)/bin
 SUITE_ARGS := --provider $(PROVIDER) --k8s-version $(K8S_VERSION) --profile $(PROFILE) \

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import yaml
 
 from conformance.cluster.defects import HOLDER_PAST_TIMEOUT, accepted, catalogue, known_defect
 from conformance.cluster.providers.base import ClusterInfo
+from conformance.cluster.toolchain.source import with_patches
 from conformance.observe.allocations import judge, past_binding_timeout
 from conformance.observe.recorder import Record
 from conformance.report.catalogue import REQUIREMENTS
@@ -90,6 +92,8 @@ def test_a_failure_is_named_a_known_defect_only_if_every_double_is_its_symptom_o
     assert named.defect is not None and named.defect.id == DEFECT and not named.unexplained
     assert describe(doubles, named).startswith(f"known upstream defect: {DEFECT}")
     assert explain(doubles, TIMED_OUT, _info("v1.36.3")).defect is None, "a release the defect is not listed for"
+    patched = replace(_info("v1.37.2"), source=with_patches("v1.37.2", Path(__file__)))
+    assert explain(doubles, TIMED_OUT, patched).defect is None, "a patched control plane is not the release"
     early = [_claim("c", 40, 200.0, "dev-1"), _claim("d", 41, 201.0, "dev-1")]  # no timeout: a new failure
     mixed = judge(TIMED_OUT + early).doubles
     found = explain(mixed, TIMED_OUT + early, _info("v1.37.2"))

@@ -1,8 +1,7 @@
-"""A patched control plane (K8S_PATCHES / K8S_SOURCE): its identity, its cache entry, the overlay its patches make."""
+"""A patched control plane (K8S_PATCHES / K8S_SOURCE): its identity, its cache entry, the tree its patches make."""
 
 from __future__ import annotations
 
-import json
 import os
 import textwrap
 from pathlib import Path
@@ -13,7 +12,7 @@ from conformance.cluster.toolchain import build, source
 from conformance.cluster.toolchain.cache import Cache
 from conformance.cluster.toolchain.gobuild import BuildError
 from conformance.cluster.toolchain.gomod import wrapper_gomod
-from conformance.cluster.toolchain.overlay import module_file, patched_paths, prepare_overlay
+from conformance.cluster.toolchain.patched import patched_paths, prepare_tree, staging_module
 from conformance.cluster.versions import KWOK_VERSION, parse_version
 from conformance.report.verdict import verdicts
 
@@ -103,37 +102,55 @@ def test_the_paths_of_a_patch() -> None:
     assert patched_paths(dashes + "--- a/g.go\n+++ b/g.go\n@@ -1 +1 @@\n-a\n+b\n") == ["f.go", "g.go"]
 
 
-def test_go_mod_changes_need_a_checkout(tmp_path: Path) -> None:
+def test_go_mod_changes_need_a_checkout() -> None:
     with pytest.raises(BuildError, match="K8S_SOURCE"):
-        module_file("go.mod", tmp_path, lambda m: tmp_path)
+        staging_module("staging/src/k8s.io/api/go.mod")
+    assert staging_module("staging/src/k8s.io/api/core/v1/types.go") == "k8s.io/api"
+    assert staging_module("pkg/scheduler/scheduler.go") is None
 
 
-def test_the_overlay_replaces_exactly_the_patched_files(tmp_path: Path) -> None:
-    kubernetes, api = tmp_path / "kubernetes@v1.37.2", tmp_path / "api@v0.37.2"
-    (kubernetes / "pkg").mkdir(parents=True)
-    (kubernetes / "pkg" / "a.go").write_text("package pkg\nvar X = 1\n")
-    (kubernetes / "pkg" / "a.go").chmod(0o444)  # as in the module cache
-    api.mkdir()
-    (api / "x.go").write_text("package api\n")
+def _module(root: Path, files: dict[str, str]) -> Path:
+    """A read-only module folder, as in the module cache."""
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    for dirpath, _dirs, names in os.walk(root, topdown=False):
+        for name in names:
+            os.chmod(Path(dirpath) / name, 0o444)
+        os.chmod(dirpath, 0o555)
+    return root
+
+
+def test_the_patched_tree_replaces_the_modules_the_patches_touch(tmp_path: Path) -> None:
+    kubernetes = _module(tmp_path / "kubernetes@v1.37.2", {"pkg/a.go": "package pkg\nvar X = 1\n", "vendor/v.go": ""})
+    api = _module(tmp_path / "api@v0.37.2", {"x.go": "package api\n"})
     folder = _patches(tmp_path, **{"0001-fix.patch": PATCH})
-    overlay, touched = prepare_overlay(
-        source.with_patches("v1.37.2", folder), kubernetes, lambda module: {"k8s.io/api": api}[module], tmp_path / "o"
-    )
-    replace = json.loads(overlay.read_text())["Replace"]
-    assert set(replace) == {str(kubernetes / "pkg/a.go"), str(kubernetes / "pkg/new.go"), str(api / "x.go")}
-    assert Path(replace[str(kubernetes / "pkg/a.go")]).read_text() == "package pkg\nvar X = 2\n"
-    assert Path(replace[str(api / "x.go")]).read_text() == "package api // patched\n"
-    assert (kubernetes / "pkg" / "a.go").read_text() == "package pkg\nvar X = 1\n", "the module cache is untouched"
+    tree = tmp_path / "entry" / "patched"
+    for _ in range(2):  # a second preparation starts afresh
+        replaces, touched = prepare_tree(
+            source.with_patches("v1.37.2", folder), kubernetes, lambda module: {"k8s.io/api": api}[module], tree
+        )
+    assert replaces == {"k8s.io/kubernetes": str(tree), "k8s.io/api": str(tree / "staging/src/k8s.io/api")}
     assert touched == ["pkg/a.go", "pkg/new.go", "staging/src/k8s.io/api/x.go"]
+    assert (tree / "pkg/a.go").read_text() == "package pkg\nvar X = 2\n" and (tree / "pkg/new.go").exists()
+    assert (tree / "staging/src/k8s.io/api/x.go").read_text() == "package api // patched\n"
+    assert not (tree / "vendor").exists(), "a module build of a dependency never reads vendor/"
+    assert (kubernetes / "pkg/a.go").read_text() == "package pkg\nvar X = 1\n", "the module cache is untouched"
 
 
 def test_a_patch_that_does_not_apply_stops_the_build(tmp_path: Path) -> None:
-    kubernetes = tmp_path / "kubernetes@v1.37.2"
-    (kubernetes / "pkg").mkdir(parents=True)
-    (kubernetes / "pkg" / "a.go").write_text("package pkg\nvar X = 3\n")
+    kubernetes = _module(tmp_path / "kubernetes@v1.37.2", {"pkg/a.go": "package pkg\nvar X = 3\n"})
     folder = _patches(tmp_path, **{"0001-fix.patch": PATCH.split("diff --git a/pkg/new.go")[0]})
     with pytest.raises(BuildError, match=r"0001-fix\.patch does not apply"):
-        prepare_overlay(source.with_patches("v1.37.2", folder), kubernetes, lambda m: tmp_path, tmp_path / "o")
+        prepare_tree(source.with_patches("v1.37.2", folder), kubernetes, lambda m: tmp_path, tmp_path / "o")
+
+
+def test_a_patch_changed_after_its_hash_was_taken_stops_the_build(tmp_path: Path) -> None:
+    folder = _patches(tmp_path, **{"0001-fix.patch": PATCH})
+    taken = source.with_patches("v1.37.2", folder)
+    (folder / "0001-fix.patch").write_text(PATCH + "\n")
+    with pytest.raises(BuildError, match="changed while the build waited"):
+        prepare_tree(taken, tmp_path, lambda m: tmp_path, tmp_path / "o")
 
 
 def test_a_checkout_is_the_module_itself() -> None:

@@ -20,7 +20,7 @@ import yaml
 from conformance.cluster.toolchain.cache import Cache, ComponentDir, default_cache_root
 from conformance.cluster.toolchain.gobuild import BuildError, Progress, go_env, go_json, go_run, toolchain_choice
 from conformance.cluster.toolchain.gomod import parse_gomod, staging_replacements, wrapper_gomod
-from conformance.cluster.toolchain.overlay import prepare_overlay
+from conformance.cluster.toolchain.patched import prepare_tree
 from conformance.cluster.toolchain.source import KubeSource, source_from_env
 from conformance.cluster.versions import KWOK_VERSION, KubeVersion
 
@@ -59,7 +59,6 @@ class _Build:
     godebug: tuple[str, ...] = ()
     tags: str = ""
     ldflags: str = "-s -w"
-    overlay: Path | None = None  # go build -overlay (patched files of the module sources)
 
 
 def _print(message: str) -> None:
@@ -153,7 +152,7 @@ def _build_kubernetes(
     source: KubeSource | None = None,
 ) -> list[str]:
     """`commands` of k8s.io/kubernetes (cmd/<name>) at `version`, stamped like a release build, into `target`;
-    from `source` where given (patches as a build overlay, a checkout as the module itself)."""
+    from `source` where given (the modules replaced by a patched copy, or by a checkout)."""
     source = source or KubeSource(version.tag)
     if source.checkout is not None:
         info = {"Dir": str(source.checkout), "GoMod": str(source.checkout / "go.mod")}
@@ -170,12 +169,13 @@ def _build_kubernetes(
     if not replaces:
         raise BuildError(f"k8s.io/kubernetes {version.tag}: found no staging modules in its go.mod")
     etcd_version = _expected_etcd(Path(info["Dir"]))
-    overlay, overlaid = None, []
+    patched: list[str] = []
     if source.patches:
-        overlay, overlaid = prepare_overlay(
+        copies, patched = prepare_tree(
             source, Path(info["Dir"]), lambda module: _staging_dir(module, version, target.src), target.root / "patched"
         )
-        progress(f"k8s.io/kubernetes {version.tag}: {len(source.patches)} patches replace {len(overlaid)} files")
+        replaces.update(copies)
+        progress(f"k8s.io/kubernetes {version.tag}: {len(source.patches)} patches change {len(patched)} files")
     if source.checkout is not None:
         replaces["k8s.io/kubernetes"] = str(source.checkout)
     stamp = {
@@ -203,15 +203,15 @@ def _build_kubernetes(
         # As hack/lib/golang.sh does for non-debug builds.
         tags="selinux,notest,grpcnotrace",
         ldflags=f"{ldflags} -s -w",
-        overlay=overlay,
     )
     progress(
         f"k8s.io/kubernetes {version.tag}: {len(replaces)} staging modules replaced by "
         f"{version.staging_tag}; expects etcd {etcd_version}"
     )
-    extra = {"etcd_version": etcd_version, "staging": sorted(replaces), "source": source.as_dict()}
-    if overlaid:
-        extra["overlaid"] = overlaid
+    staging = sorted(path for path in replaces if path != "k8s.io/kubernetes")
+    extra = {"etcd_version": etcd_version, "staging": staging, "source": source.as_dict()}
+    if patched:
+        extra["patched_files"] = patched
     return _build(build, target, progress, extra=extra)
 
 
@@ -283,8 +283,6 @@ def _build(build: _Build, target: ComponentDir, progress: Progress, extra: dict 
         args = ["build", "-v", "-trimpath", "-ldflags", build.ldflags, "-o", str(tmp), package]
         if build.tags:
             args[3:3] = ["-tags", build.tags]
-        if build.overlay is not None:
-            args[3:3] = [f"-overlay={build.overlay}"]
         seconds = go_run(args, target.src, env, name, progress)
         tmp.replace(out)
         size = out.stat().st_size

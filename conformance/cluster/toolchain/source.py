@@ -16,7 +16,7 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from conformance.cluster.toolchain.gobuild import BuildError
 
@@ -31,8 +31,9 @@ class SourceError(BuildError):
     """K8S_PATCHES or K8S_SOURCE does not name a usable source."""
 
 
-@dataclass(frozen=True)
-class Patch:
+class Patch(NamedTuple):
+    """One patch file, applied in the order of its name; the sha256 of its content is part of the build's key."""
+
     name: str
     path: Path
     sha256: str

@@ -42,8 +42,8 @@ binaries: venv
 	$(BIN)/dra-conformance build --k8s-version $(K8S_VERSION)
 
 # Known upstream defects of the cluster's release (conformance/cluster/known-defects.yaml) this project's own runs
-# accept explicitly: kube-scheduler 1.37 and 1.38.0-beta.0 allocate a device twice after a binding timeout, which the
-# suite's SCH-9 scenario provokes in every run. SCH-9 still reads failed and the cluster verdict failure in every
+# accept explicitly: kube-scheduler 1.37 allocates a device twice after a binding timeout (fixed in 1.38.0-beta.0),
+# which the suite's SCH-9 scenario provokes in every run. SCH-9 still reads failed and the cluster verdict failure in every
 # report (docs/upstream/double-allocation-after-binding-timeout.md); accepting it only keeps the exit status for the
 # rest of the run. ACCEPT_KNOWN_DEFECTS= (empty) makes such a run exit 7.
 ACCEPT_KNOWN_DEFECTS ?= double-allocation-after-binding-timeout

@@ -14,6 +14,12 @@ REPORTS ?= reports
 PYTEST_ARGS ?=
 # Used by the builder only when a module's go directive is newer than the machine's Go.
 export DRA_CONFORMANCE_GOTOOLCHAIN ?= go1.27.3
+# A patched control plane (docs/clusters.md "A patched control plane"): K8S_PATCHES=DIR applies DIR's *.patch files,
+# in name order, to K8S_VERSION's sources; K8S_SOURCE=PATH builds a local checkout as K8S_VERSION. Every target that
+# builds or starts a cluster (binaries, conformance, matrix, kind-image, the reproducer's `cluster up`) uses it.
+K8S_PATCHES ?=
+K8S_SOURCE ?=
+export K8S_PATCHES K8S_SOURCE
 
 BIN := $(VENV)/bin
 SUITE_ARGS := --provider $(PROVIDER) --k8s-version $(K8S_VERSION) --profile $(PROFILE) \
@@ -36,8 +42,8 @@ binaries: venv
 	$(BIN)/dra-conformance build --k8s-version $(K8S_VERSION)
 
 # Known upstream defects of the cluster's release (conformance/cluster/known-defects.yaml) this project's own runs
-# accept explicitly: kube-scheduler 1.37 and 1.38.0-beta.0 allocate a device twice after a binding timeout, which the
-# suite's SCH-9 scenario provokes in every run. SCH-9 still reads failed and the cluster verdict failure in every
+# accept explicitly: kube-scheduler 1.37 allocates a device twice after a binding timeout (fixed in 1.38.0-beta.0),
+# which the suite's SCH-9 scenario provokes in every run. SCH-9 still reads failed and the cluster verdict failure in every
 # report (docs/upstream/double-allocation-after-binding-timeout.md); accepting it only keeps the exit status for the
 # rest of the run. ACCEPT_KNOWN_DEFECTS= (empty) makes such a run exit 7.
 ACCEPT_KNOWN_DEFECTS ?= double-allocation-after-binding-timeout

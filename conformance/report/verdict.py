@@ -47,18 +47,25 @@ class Verdict:
     counts: dict[str, int] = field(default_factory=dict)
     not_applicable: list[str] = field(default_factory=list)  # requirements counted out for the binding model
     model: str | None = None  # the profile's binding model
+    # The cluster verdict of a control plane built from patches or a checkout: what it was built from
+    # (toolchain.source.KubeSource.describe()); None for a release as published.
+    patched: str | None = None
 
     @property
     def shown(self) -> str:
         """The result as the reports print it: with the requirements it counted out, e.g. `success (12 requirements
-        not applicable to bindingModel node-local)`."""
-        if not self.not_applicable or self.result == NOT_CERTIFIED:
-            return self.result
-        n = len(self.not_applicable)
-        return f"{self.result} ({n} requirement{'s' if n != 1 else ''} not applicable to bindingModel {self.model})"
+        not applicable to bindingModel node-local)`, and on a patched control plane `success (patched control plane:
+        v1.37.2 patched: 0001-fix.patch (sha256 ...))`."""
+        notes = [f"patched control plane: {self.patched}"] if self.patched else []
+        if self.not_applicable and self.result != NOT_CERTIFIED:
+            n = len(self.not_applicable)
+            notes.append(f"{n} requirement{'s' if n != 1 else ''} not applicable to bindingModel {self.model}")
+        return f"{self.result} ({'; '.join(notes)})" if notes else self.result
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"result": self.result, "reasons": self.reasons, "counts": self.counts}
+        if self.patched:
+            out["summary"], out["patched"] = self.shown, self.patched
         if self.not_applicable and self.result != NOT_CERTIFIED:
             out["summary"] = self.shown
             out["notApplicable"] = {"bindingModel": self.model, "requirements": self.not_applicable}
@@ -140,10 +147,17 @@ def _headline(entry: dict[str, Any]) -> str:
 
 
 def verdicts(
-    summary: dict[str, dict[str, Any]], *, no_implementation: str | None = None, model: str | None = None
+    summary: dict[str, dict[str, Any]],
+    *,
+    no_implementation: str | None = None,
+    model: str | None = None,
+    patched: str | None = None,
 ) -> dict[str, Verdict]:
+    """Both verdicts; `patched`: what a patched control plane was built from (the cluster verdict says so first)."""
+    cluster = judge(summary, "cluster", model=model)
+    cluster.patched = patched
     return {
-        "cluster": judge(summary, "cluster", model=model),
+        "cluster": cluster,
         "implementation": judge(summary, "implementation", not_certified=no_implementation, model=model),
     }
 

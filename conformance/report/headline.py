@@ -34,7 +34,7 @@ def _ids(ids: list[str]) -> str:
 def verdict_part(verdict: Verdict, summary: dict[str, dict[str, Any]], accepted: set[str]) -> str:
     """One verdict in words: `cluster: failure, only known upstream defect SCH-9 (accepted)`, `implementation:
     partial (IMP-7 not shown to pass)`, `implementation: success (21 not applicable)`."""
-    subject = verdict.subject
+    subject = verdict.subject + (" (patched control plane)" if verdict.patched else "")
     if verdict.result == NOT_CERTIFIED:
         return f"{subject}: not certified"
     entries = {rid: e for rid, e in summary.items() if subject_of(rid) == subject}
@@ -98,10 +98,11 @@ def conclude(
     other_failures: bool = False,
     not_certified: str | None = None,
     model: str | None = None,
+    patched: str | None = None,
 ) -> Conclusion:
     """The end of a run from its per-requirement summary and `--accept` values (the reporter's, and the docs' test
     renders the docs' quoted samples with it); `other_failures`: a failed test that names no known defect."""
-    found = verdicts(summary, no_implementation=not_certified, model=model)
+    found = verdicts(summary, no_implementation=not_certified, model=model, patched=patched)
     result, taken = overall(found), accepted_defects(accept)
     known = KnownFailures(summary, taken, other_failures, not_certified, model)
     status = exit_status(result, pytest_status, set(accept), known)

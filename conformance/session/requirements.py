@@ -196,6 +196,7 @@ class RequirementReporter(TerminalSummary):
         loaded = self.config.stash[PROFILE_KEY]
         not_certified = NO_PROFILE_REASON if loaded is None else None
         self.summary = summary = self.outcomes.summary(not_certified=not_certified, model=self.model)
+        info = self.config.stash[CLUSTER_KEY][0] if CLUSTER_KEY in self.config.stash else None
         ended = conclude(
             summary,
             self.config.getoption("--accept"),
@@ -203,6 +204,7 @@ class RequirementReporter(TerminalSummary):
             other_failures=bool(self.other_failures),
             not_certified=not_certified,
             model=self.model,
+            patched=info.source.describe() if info is not None and info.patched and info.source else None,
         )
         self.verdicts, self.result, self.known_failures = ended.verdicts, ended.result, ended.known
         session.exitstatus = self.exit_status = ended.exit_status
@@ -237,6 +239,7 @@ class RequirementReporter(TerminalSummary):
                 "featureGates": info.feature_gates,
                 "bindingTimeoutSeconds": info.binding_timeout_s,
                 "bringUpSeconds": round(timings.get("bring_up_s", 0.0), 2),
+                **({"kubernetesSource": info.source.as_dict()} if info.source else {}),
             }
             if CLUSTER_RUNNER_KEY in self.config.stash:
                 run["cluster"]["settings"] = settings_report(info, self.config.stash[CLUSTER_RUNNER_KEY])

@@ -26,7 +26,8 @@ def cluster_summary(terminalreporter: Any, config: pytest.Config) -> None:
     gates = ", ".join(f"{k}={str(v).lower()}" for k, v in info.feature_gates.items()) or "release defaults"
     timeout = f"{info.binding_timeout_s}s" + ("" if info.binding_timeout_configurable else " (fixed by the release)")
     terminalreporter.section("KEP-5007 cluster")
-    terminalreporter.write_line(f"provider {info.provider}, Kubernetes {info.version}, {len(info.nodes)} nodes")
+    built = f"; built from {info.source.describe()}" if info.patched and info.source else ""
+    terminalreporter.write_line(f"provider {info.provider}, Kubernetes {info.version}, {len(info.nodes)} nodes{built}")
     terminalreporter.write_line(f"feature gates set: {gates}; binding timeout {timeout}")
     if CLUSTER_RUNNER_KEY in config.stash:
         measured = settings_report(info, config.stash[CLUSTER_RUNNER_KEY])["measured"]

@@ -74,7 +74,7 @@ DOCS: dict[str, Doc] = {
         "the implementation's) is judged from the run-wide record: no device entry (driver, pool, device) is held by "
         "two claims over overlapping etcd revisions. An implementation scenario that saw such a double allocation is "
         "skipped with the evidence (not judged), not failed: only the allocator writes allocations. A failure whose "
-        "every double allocation followed a binding timeout on kube-scheduler 1.37 or 1.38.0-beta.0 reads `failed "
+        "every double allocation followed a binding timeout on kube-scheduler 1.37 reads `failed "
         "(known upstream defect: double-allocation-after-binding-timeout)`",
         skips="no claim was allocated in the run, or no allocation timed out: nothing to judge; the release fixes "
         "the binding timeout (1.34: 600 s)",

@@ -36,6 +36,7 @@ from conformance.suite.record import REGISTRY, known_capabilities
 
 SUITE_PACKAGES = ("conformance.suite.cluster", "conformance.suite.implementation")
 NO_PROFILE = "no implementation profile: the run certifies the cluster only"
+DECLARED_FAILS = " (fails: the profile declares promises.reportsFailures: false)"
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ def _placeholder_errors(
     scope = Scope(
         process=process,
         ported=frozenset(p.name for p in profile.processes[:before] if p.has_port),
+        named_ports=frozenset(f"{p.name}:{port}" for p in profile.processes[:before] for port in p.named_ports),
         tls=frozenset(p.name for p in profile.processes if p.tls),
         per_node=per_node,
         per_node_processes=frozenset(p.name for p in profile.processes if p.per_node),
@@ -181,7 +183,8 @@ def plan(prof: Profile | None) -> list[PlanRow]:
         runs, skips = [], []
         for sc in (s for s in covering if s.implementation):
             gap = NO_PROFILE if prof is None else profile_gap(sc, prof, req.id)
-            (skips.append(f"{sc.name}: {gap}") if gap else runs.append(sc.name))
+            declared = prof is not None and sc.failure_reporting and not prof.promises.reports_failures
+            (skips.append(f"{sc.name}: {gap}") if gap else runs.append(sc.name + (DECLARED_FAILS if declared else "")))
         if cluster or (not covering and "cluster" in direct.get(req.id, ())):
             what = ", ".join(cluster) or (
                 "every claim of the run, judged at its end" if RUN_WIDE in direct[req.id] else "tests of the API"

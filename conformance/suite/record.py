@@ -36,6 +36,9 @@ class Scenario:
     readiness_for: tuple[str, ...] = ()
     # Needs a node without node-local devices reached by a fabric pool: the device read waits for one (publishing.py).
     remote: bool = True
+    # Judges how the stack reports a failure: with a profile that declares it never does (promises.reportsFailures:
+    # false) it runs without an injector or capability and its requirements fail citing that (declared_failures.py).
+    failure_reporting: bool = False
 
 
 REGISTRY: dict[str, Scenario] = {}
@@ -69,6 +72,7 @@ def scenario(
     probe_for: tuple[str, ...] = (),
     remote: bool = True,
     readiness_for: tuple[str, ...] = (),
+    failure_reporting: bool = False,
 ) -> Callable[[Callable[[Any], T]], Callable[[Any], T]]:
     """Register a scenario function; the module's tests read its result with `result_fixture`. A scenario with
     implementation=False gets a ClusterContext (no profile, no implementation, no leased devices)."""
@@ -91,6 +95,7 @@ def scenario(
             probe_for,
             readiness_for,
             remote,
+            failure_reporting,
         )
         return fn
 

@@ -41,11 +41,11 @@ binaries: venv
 # report (docs/upstream/double-allocation-after-binding-timeout.md); accepting it only keeps the exit status for the
 # rest of the run. ACCEPT_KNOWN_DEFECTS= (empty) makes such a run exit 7.
 ACCEPT_KNOWN_DEFECTS ?= double-allocation-after-binding-timeout
+# `dra-conformance run` returns the suite's own exit status (README "Verdicts and exit status") and prints it on its
+# last line; make itself exits 2 whenever a recipe fails, so CI that tells partial from failure runs that command.
 conformance: binaries
-	mkdir -p $(REPORTS)
-	$(BIN)/pytest conformance/suite $(SUITE_ARGS) --junitxml=$(REPORTS)/junit.xml \
-		--alluredir=$(REPORTS)/allure --reports-dir=$(REPORTS) \
-		$(addprefix --accept known-defect:,$(ACCEPT_KNOWN_DEFECTS)) $(PYTEST_ARGS)
+	$(BIN)/dra-conformance run $(SUITE_ARGS) --reports-dir $(REPORTS) \
+		$(addprefix --accept known-defect:,$(ACCEPT_KNOWN_DEFECTS)) $(if $(PYTEST_ARGS),-- $(PYTEST_ARGS))
 
 lint: venv
 	$(BIN)/ruff check .
@@ -94,8 +94,9 @@ REFERENCE_PROFILES ?= fixtures/profiles/reference.yaml fixtures/profiles/referen
 conformance-roles: binaries
 	$(MAKE) --no-print-directory conformance PROFILE=fixtures/profiles/reference-roles.yaml \
 		REPORTS=$(REPORTS)/reference-roles
-# The stack shapes of issue 27 (docs/certify.md "Per-node daemons, pod-bound credentials, HTTPS"): the node driver per node
-# with pod-bound tokens and an admission policy, and the fabric manager on HTTPS with the run's CA.
+# The stack shapes of issue 27 (docs/certify.md "Per-node daemons with pod-bound credentials", "HTTPS endpoints"):
+# the node driver per node with pod-bound tokens and an admission policy, and the fabric manager on HTTPS with the
+# run's CA.
 SHAPE_PROFILES ?= fixtures/profiles/reference-pernode.yaml fixtures/profiles/reference-https.yaml
 conformance-shapes: binaries
 	rc=0; for p in $(SHAPE_PROFILES); do \
@@ -182,7 +183,7 @@ K8S_RELEASES ?= 1.34 1.35 1.36 1.37 1.38
 image:
 	docker build -t $(IMAGE) fake-drivers
 
-# With no registry (README "On kind"): the kind node image of K8S_VERSION (only where kind's own kindest/node cannot
+# With no registry (docs/clusters.md "On kind"): the kind node image of K8S_VERSION (only where kind's own kindest/node cannot
 # be pulled) and the reference image, from Debian packages and the Go module proxy; cached by inputs. Starts a
 # dockerd for the build where none runs (and stops it). Builds run at nice 15 (KIND_IMAGE_NICE).
 KIND_IMAGE_NICE ?= 15

@@ -3,6 +3,7 @@ run that hits one reports and exits (pytester: an in-process pytest run of a tin
 
 from __future__ import annotations
 
+import fnmatch
 import itertools
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -155,11 +156,19 @@ def test_accepting_the_known_defect_exits_as_the_rest_of_the_run_and_every_repor
         "-p", "no:cacheprovider", f"--reports-dir={tmp_path}", f"--accept=known-defect:{DEFECT}"
     )
     assert result.ret == 0
+    headline = "implementation: success (* not applicable) · cluster: failure, only known upstream defect SCH-9 " + (
+        "(accepted) · exit 0"
+    )
     result.stdout.fnmatch_lines(
-        [f"{DEFECT}: SCH-9 failed; ACCEPTED*", "*cluster verdict: FAILURE*", "result: failure", "*accepted known*"]
+        [f"{DEFECT}: SCH-9 failed; ACCEPTED*", "*cluster verdict: FAILURE*", "*accepted known*", headline]
     )
     report = yaml.safe_load((tmp_path / "conformance-report.yaml").read_text())
     assert report["result"] == "failure" and report["knownDefects"][0]["accepted"] is True
+    assert report["exitStatus"] == 0 and fnmatch.fnmatch(report["headline"], headline)
+    page = (tmp_path / "report.html").read_text()
+    assert "exit status <b>0</b>" in page and "only known upstream defect SCH-9 (accepted) · exit 0" in page
+    copy = report["knownDefects"][0]["writeupCopy"]
+    assert (tmp_path / copy).is_file() and f'<a href="{copy}">' in page  # the write-up, linked and bundled
     junit = ET.parse(tmp_path / "certification-junit.xml").getroot()
     [case] = [c for c in junit.iter("testcase") if c.get("name", "").startswith("SCH-9 ")]
     failure = case.find("failure")

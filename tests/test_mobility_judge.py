@@ -1,9 +1,9 @@
-"""Unit tests of IMP-19's order of a move (test_mobility.judge_move) on hand-made probe answers (no fabric)."""
+"""Unit tests of IMP-19's order of a move (observe/moves.py judge_move) on hand-made probe answers (no fabric)."""
 
 from __future__ import annotations
 
+from conformance.observe.moves import judge_move
 from conformance.observe.recorder import Sample
-from conformance.suite.implementation.test_mobility import judge_move
 
 T0 = 1000.0
 

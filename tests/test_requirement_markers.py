@@ -15,4 +15,4 @@ def test_unknown_requirement_id_is_a_usage_error(pytester: pytest.Pytester) -> N
     """)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*NOPE-1*not in conformance/catalogue.py*"])
+    result.stderr.fnmatch_lines(["*NOPE-1*not in the catalogue (conformance/report/catalogue/)*"])

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from conformance.cli import implementation, kind, local, matrix, profile, results
+from conformance.cli import implementation, kind, local, matrix, profile, results, run
 
 
 @click.group()
@@ -17,6 +17,7 @@ def main() -> None:
 
 
 for command in (
+    run.run_command,
     local.build,
     local.cluster,
     local.bench,

@@ -2,10 +2,11 @@
 
 The cluster (kube-apiserver, kube-scheduler of one release) is certified by BASE-*, API-* and SCH-*; the
 implementation by IMP-* and SCALE-1 (design.md, "Two things are certified, separately"). Each verdict is
-`failure` (a requirement failed), `partial` (a MUST was not shown to pass: skipped, only partly run, not covered)
-or `success`; a run without a profile does not certify an implementation at all (`not-certified`). A requirement
-that does not apply to the profile's binding model (`not-applicable`, e.g. a fabric-only one for bindingModel
-node-local) is counted out: it never makes a verdict partial or failed, and the verdict says how many it left out.
+`failure` (a requirement failed), `partial` (a MUST was not shown to pass: skipped, not judged, only partly run, not
+covered) or `success`; a run without a profile does not certify an implementation at all (`not-certified`). A
+requirement that does not apply to the profile's binding model (`not-applicable`, e.g. a fabric-only one for
+bindingModel node-local) is counted out: it never makes a verdict partial or failed, and the verdict says how many it
+left out.
 
 pytest's exit status says the verdict, so CI cannot read a partial run as a pass: 0 success, 1 failure,
 EXIT_PARTIAL for partial unless the run was started with `--accept partial` (a profile that knowingly lacks a
@@ -32,6 +33,8 @@ CLUSTER_AREAS = ("baseline", "api", "scheduler")
 IMPLEMENTATION_AREAS = ("implementation", "scale")
 NOT_CERTIFIED = "not-certified"
 NOT_APPLICABLE = "not-applicable"  # a requirement's outcome where it does not apply to the profile's binding model
+# A requirement's outcome where its scenario failed before its evidence existed (suite/judged.py): not shown to pass.
+NOT_JUDGED = "not-judged"
 
 
 @dataclass
@@ -81,7 +84,7 @@ def known_defects(summary: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
     return found
 
 
-def _subject(requirement: str) -> str:
+def subject_of(requirement: str) -> str:
     return "cluster" if CATALOGUE[requirement].area in CLUSTER_AREAS else "implementation"
 
 
@@ -91,7 +94,7 @@ def judge(
     """The verdict of `subject` from the per-requirement summary; `not_certified` gives the reason a run certifies
     no implementation (then its IMP-* outcomes are listed as not checked, and the result is not-certified); `model`:
     the profile's binding model, which the requirements not applicable to it are counted out for."""
-    entries = {rid: e for rid, e in summary.items() if _subject(rid) == subject}
+    entries = {rid: e for rid, e in summary.items() if subject_of(rid) == subject}
     counts: dict[str, int] = {}
     for e in entries.values():
         counts[e["outcome"]] = counts.get(e["outcome"], 0) + 1

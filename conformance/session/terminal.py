@@ -1,8 +1,9 @@
 """The run's terminal summary: the requirements table, what was not shown to pass, not applicable or a known upstream
-defect, the verdicts and what the exit status says; and the cluster the run used."""
+defect, the verdicts and what the exit status says, ending with the run's headline; and the cluster the run used."""
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,6 +48,8 @@ class TerminalSummary:
     result: str | None
     known_failures: KnownFailures | None
     packaging: str
+    exit_status: int
+    headline: str
     if TYPE_CHECKING:  # RequirementReporter's
 
         @property
@@ -54,6 +57,7 @@ class TerminalSummary:
 
         def known_defects(self) -> list[dict[str, Any]]: ...
 
+    @pytest.hookimpl(trylast=True)  # after the cluster's section: the headline is the suite's last line
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int) -> None:
         if self.result is None:
             return
@@ -66,7 +70,7 @@ class TerminalSummary:
         if missing:
             terminalreporter.section("KEP-5007: NOT SHOWN TO PASS", red=True, bold=True)
             for line in missing:
-                failed = " failed " in f" {line} "
+                failed = re.match(r"\S+ +(MUST|SHOULD|MAY) +failed\b", line) is not None  # not "... failed before"
                 write(line, red=failed, yellow=not failed, bold=True)
         if apart := not_applicable(summary):
             title = f"KEP-5007: NOT APPLICABLE to bindingModel {self.model} (not run; counted out of the verdict)"
@@ -87,7 +91,6 @@ class TerminalSummary:
             for reason in found.reasons[: 30 if found.result != NOT_CERTIFIED else 1]:
                 write(f"  - {headline(reason, 400)}")
         status = self.config.getoption("--accept")
-        write(f"result: {self.result}", bold=True)
         if stopped_by := interrupts.interrupted():
             write(
                 f"interrupted by {stopped_by} after {time.monotonic() - self.started:.0f}s: "
@@ -122,3 +125,7 @@ class TerminalSummary:
                 )
         if reports_dir := self.config.getoption("--reports-dir"):
             write(f"reports: {Path(reports_dir).resolve()}; {self.packaging}")
+        # Last: both verdicts and the exit status in one line (the YAML's and the HTML's headline).
+        clean = self.exit_status == 0 and all(v.result in ("success", NOT_CERTIFIED) for v in self.verdicts.values())
+        colour = "green" if clean else "yellow" if self.exit_status == 0 else "red"
+        write(self.headline, bold=True, **{colour: True})

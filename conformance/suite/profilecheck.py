@@ -18,6 +18,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import yaml
 
@@ -30,7 +31,9 @@ from conformance.implementation.profile import (
     Scope,
     placeholder_problem,
 )
-from conformance.report.catalogue import REQUIREMENTS
+from conformance.report.catalogue import CATALOGUE, REQUIREMENTS
+from conformance.report.headline import conclude
+from conformance.report.verdict import EXIT_PARTIAL, NOT_APPLICABLE
 from conformance.suite.gaps import profile_gap
 from conformance.suite.record import REGISTRY, known_capabilities
 
@@ -52,6 +55,7 @@ class CheckResult:
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     plan: list[PlanRow] = field(default_factory=list)
+    verdict: list[str] = field(default_factory=list)  # what the run would end with (predict): the check's last lines
 
 
 def _placeholder_errors(
@@ -209,9 +213,35 @@ def _check_capabilities(prof: Profile, result: CheckResult) -> None:
         )
 
 
+_PLANNED = {"run": "passed", "skip": "skipped", "not-covered": "not-covered", "not-applicable": NOT_APPLICABLE}
+
+
+def predict(prof: Profile | None, rows: list[PlanRow]) -> list[str]:
+    """The headline a run with this profile ends with if every requirement that runs passes (report/headline.py:
+    its verdicts and exit status), and the MUSTs the plan leaves unshown, which make it partial."""
+    summary: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        req = CATALOGUE[row.requirement]
+        summary[row.requirement] = {"level": row.level, "area": req.area, "outcome": _PLANNED[row.action]}
+    none = NO_PROFILE if prof is None else None
+    ended = conclude(summary, [], not_certified=none, model=prof.binding_model if prof else None)
+    lines = [
+        "a requirement that fails makes its verdict failure (exit 1); a cluster release with a known upstream defect "
+        'reads failure for it, accepted or not (README "Verdicts and exit status")'
+    ]
+    unshown = [r for r in rows if r.level == "MUST" and r.action in ("skip", "not-covered")]
+    if none is None and unshown:
+        lines.append(f"the MUSTs that make it {ended.result} (not shown to pass: skipped or not covered):")
+        lines += [f"  {r.requirement} {r.action}: {r.reason}" for r in unshown]
+    accept = " (--accept partial: exit 0)" if ended.exit_status == EXIT_PARTIAL else ""
+    lines.append(f"if every requirement that runs passes, the run ends: {ended.headline}{accept}")
+    return lines
+
+
 def check(loaded: LoadedProfile) -> CheckResult:
     result = CheckResult()
     _check_files(loaded, result)
     _check_capabilities(loaded.profile, result)
     result.plan = plan(loaded.profile)
+    result.verdict = predict(loaded.profile, result.plan)
     return result

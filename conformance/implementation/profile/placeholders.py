@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from conformance.implementation.profile.stack import Process
+
+class Process(Protocol):
+    """What placeholder_problem reads of a profile process (stack.Process), without importing stack, which imports
+    this module."""
+
+    port_file: bool
+
 
 # {key} or {key:arg} in commands, env, manifests and endpoint URLs (see Process for the keys)
 PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([A-Za-z0-9_./@:-]+))?\}")

@@ -41,7 +41,7 @@ class Requirement:
         return f"not applicable to bindingModel {model}: only to {', '.join(sorted(applies.models))} ({applies.why})"
 
 
-# The profile's binding models (conformance/implementation/profile/model.py BINDING_MODELS; a unit test keeps them equal).
+# The profile's binding models (implementation/profile/model.py BINDING_MODELS; a unit test keeps them equal).
 BINDING_MODELS = ("keep-in-pool", "reschedule-to-local", "node-local")
 FABRIC_MODELS = frozenset({"keep-in-pool", "reschedule-to-local"})  # devices reached through a fabric
 

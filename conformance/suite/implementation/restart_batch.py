@@ -15,6 +15,7 @@ from conformance.cluster.versions import PREBIND_POLL_S
 from conformance.cluster.waits import WaitTimeout, wait_for
 from conformance.implementation.profile import Role
 from conformance.observe.attachments import stamp
+from conformance.observe.moves import judge_move
 from conformance.observe.recorder import PROBE_PERIOD_S
 from conformance.observe.views import SCHEDULE_S, History
 from conformance.suite.implementation.context import Context
@@ -31,7 +32,6 @@ from conformance.suite.implementation.restart_staging import (
 )
 from conformance.suite.implementation.restart_walked import came_back, claim_state, fabric_state
 from conformance.suite.implementation.settle import LetGo, delete_pod, let_go
-from conformance.suite.implementation.test_mobility import judge_move
 
 
 def _restart(

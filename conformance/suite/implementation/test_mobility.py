@@ -32,9 +32,8 @@ import pytest
 
 from conformance.cluster.manifests import claim_template, pinned_pod
 from conformance.cluster.waits import wait_for
-from conformance.observe.attachments import stamp
 from conformance.observe.devices import CountedPool
-from conformance.observe.recorder import Sample
+from conformance.observe.moves import judge_move
 from conformance.suite.implementation.outcome import Outcome, bind_timeout, follow
 from conformance.suite.implementation.settle import LetGo, delete_pod, let_go
 from conformance.suite.scenario import Context, result_fixture, scenario
@@ -219,32 +218,6 @@ def _counted_move(ctx: Context, nodes: list[str]) -> Move:
         delete_pod(ctx, ns_hold, history_hold, pod="hold")
     move.let_go = let_go(ctx, [move.device or used], lease_b, released, ctx.profile.promises.detach_s)
     return move
-
-
-def judge_move(samples: list[Sample], device: str, node_b: str) -> tuple[list[str], list[str]]:
-    """The device's path through the probe's answers, and what is wrong with its order: listed on another node, it
-    must leave it (an answer with it free, or detaching from there) before any answer lists it on B."""
-    path: list[str] = []
-    problems: list[str] = []
-    left, last, where = True, "", ""
-    for s in samples:
-        state = s.states.get(device)
-        said = f"{state[1]} {state[0]}" if state else "free"
-        if said != last:
-            path.append(f"{stamp(s.sent)} {said}")
-            last = said
-        if state is None:
-            left = True
-        elif state[0] != node_b:
-            left, where = state[1] == "detaching", state[0]
-        else:
-            if not left:
-                problems.append(
-                    f"the probe answer sent {stamp(s.sent)} lists {device} {state[1]} on {node_b} with no answer "
-                    f"between showing it leave {where} (free, or detaching from {where})"
-                )
-            break
-    return path, problems
 
 
 move = result_fixture("move", "device-mobility")

@@ -70,6 +70,8 @@ def test_broken_modes() -> None:
     silent = Policy(broken_no_failure_condition=True)
     failed = device("a", FREE, failed_at=NOW - 1)
     assert not decide(NODE, [failed], [held("a")], CONDITIONS, set(), {}, NOW, silent).report_failed
+    never = Policy(broken_never_ready=True)
+    assert not decide(NODE, [device("a", ATTACHED)], [held("a")], CONDITIONS, set(), {}, NOW, never).report_ready
 
 
 def test_broken_flags_are_hidden_and_each_is_broken_by_a_selftest() -> None:

@@ -35,6 +35,7 @@ BROKEN_FLAGS = {
     "--broken-no-failure-condition": "RDY-5: a readying failure never sets a failure condition",
     "--broken-write-other-nodes": "RDY-8: the daemon also reports for claims allocated on other nodes (given a "
     "central controller's rights)",
+    "--broken-never-ready": "RDY-2: a device is readied, but its binding condition is never written",
 }
 
 
@@ -281,6 +282,7 @@ def _results(claim: dict[str, Any]) -> list[dict[str, Any]]:
 @click.option("--broken-ready-before-prepared", is_flag=True, hidden=True)
 @click.option("--broken-no-failure-condition", is_flag=True, hidden=True)
 @click.option("--broken-write-other-nodes", is_flag=True, hidden=True)
+@click.option("--broken-never-ready", is_flag=True, hidden=True)
 def main(
     kubeconfig: str,
     node: str,
@@ -294,6 +296,7 @@ def main(
     broken_ready_before_prepared: bool,
     broken_no_failure_condition: bool,
     broken_write_other_nodes: bool,
+    broken_never_ready: bool,
 ) -> None:
     """Publish this node's devices with binding conditions; ready the allocated ones, then report them."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -305,12 +308,13 @@ def main(
         quarantine_s=quarantine_seconds,
         broken_ready_before_prepared=broken_ready_before_prepared,
         broken_no_failure_condition=broken_no_failure_condition,
+        broken_never_ready=broken_never_ready,
     )
     broken = [
         flag
         for flag, on in zip(
             BROKEN_FLAGS,
-            (broken_ready_before_prepared, broken_no_failure_condition, broken_write_other_nodes),
+            (broken_ready_before_prepared, broken_no_failure_condition, broken_write_other_nodes, broken_never_ready),
             strict=True,
         )
         if on

@@ -70,6 +70,7 @@ class Policy:
     # deliberately broken modes (selftests): never on by default
     broken_ready_before_prepared: bool = False
     broken_no_failure_condition: bool = False
+    broken_never_ready: bool = False
 
 
 def quarantined(device: NodeDevice, now: float, policy: Policy) -> bool:
@@ -106,7 +107,8 @@ def decide(
                 )
             continue
         if device.state == ATTACHED and device.node == node:
-            plan.report_ready.append(h)
+            if not policy.broken_never_ready:
+                plan.report_ready.append(h)
         elif device.state == FREE and device.uuid not in inflight:
             plan.ready.append(device)
             if policy.broken_ready_before_prepared:

@@ -19,7 +19,7 @@ from conformance.implementation.profile import API_VERSION, KIND, ProfileError, 
 from conformance.implementation.serviceaccount import place_holder_pod, scheduled_node
 from conformance.suite.implementation import test_failure, test_readiness_failure, test_readiness_restart
 from conformance.suite.implementation.declared_failures import NeverReports, judge_declared, never_reports
-from conformance.suite.profilecheck import DECLARED_FAILS, plan
+from conformance.suite.profilecheck import DECLARED_FAILS, plan, predict
 from conformance.suite.scenario import REGISTRY, profile_gap
 
 PY = sys.executable
@@ -176,7 +176,10 @@ def test_a_declared_never_reporting_stack_fails_the_failure_requirements_without
         judge_declared(declared)
     judge_declared(object())  # anything else: the test goes on to judge what was observed
     rows = {row.requirement: row for row in plan(prof)}
-    assert rows["RDY-5"].action == "run" and DECLARED_FAILS in rows["RDY-5"].reason
+    assert rows["RDY-5"].action == "fail" and DECLARED_FAILS in rows["RDY-5"].reason
+    said = predict(prof, list(rows.values()))
+    assert "  RDY-5 fail: readiness-failure (fails: the profile declares promises.reportsFailures: false)" in said
+    assert "implementation: failure" in said[-1], said[-1]
     reporting = _nodelocal(tmp_path, faultInjector=None)
     assert never_reports(reporting, "RDY-5", "readying") is None
     assert profile_gap(REGISTRY["readiness-failure"], reporting) is not None, "no injector: skipped as before"

@@ -11,9 +11,12 @@ import pytest
 import yaml
 
 from conformance.implementation.profile import ProfileError, Right, Users, load_profile
+from conformance.suite.implementation import test_privilege, test_readiness_privilege
 from conformance.suite.implementation.accountroles import central_missing, node_excess
 from conformance.suite.implementation.nodecredentials import per_node_accounts
 from conformance.suite.implementation.rights import Item, declaring
+from conformance.suite.implementation.test_privilege import Account, Privilege, View
+from conformance.suite.implementation.test_readiness_privilege import NodeAccount, NodePrivilege
 
 ROOT = Path(__file__).resolve().parents[1]
 DRIVER = "gpu.example.com"
@@ -124,3 +127,43 @@ def test_other_drivers_is_for_slices_only(tmp_path: Path) -> None:
     }
     with pytest.raises(ProfileError, match=r"otherDrivers: true is for resource\.k8s\.io resourceslices"):
         load_profile(_profile(tmp_path, rights=[right]))
+
+
+def _privilege(users: Users, views: list[View], node_local: bool = False) -> Privilege:
+    account = Account(SHARED, "controller", users, verbs=["update"], views=views)
+    return Privilege(DRIVER, "other.example.com", "1.37.2", node_local, ["default"], [account])
+
+
+def test_imp9_names_the_missing_right_of_a_shared_accounts_central_writer() -> None:
+    central = View(own_write={"update": "422 ... arbitrary-node:update"}, own_rule={"update": False})
+    daemon = View(node="node-0", own_write={"update": "allowed"}, own_rule={"update": True})
+    with pytest.raises(AssertionError) as caught:
+        test_privilege.test_condition_write_on_its_own_drivers_claim_is_allowed(_privilege(BOTH, [central, daemon]))
+    first = str(caught.value).splitlines()[0]
+    assert first.startswith(f"one account {SHARED} serves a central writer (process controller)"), first
+    assert "lacks resourceclaims/driver arbitrary-node:update" in first
+
+
+def test_imp9_fails_a_daemon_holding_a_central_right_on_a_fabric_stack_only() -> None:
+    daemon = View(
+        node="node-0", own_write={"update": "allowed"}, own_rule={"update": True}, central_rule={"update": True}
+    )
+    fabric = _privilege(BOTH, [View(own_rule={"update": True}), daemon])
+    with pytest.raises(AssertionError, match="both cannot hold: the account holds resourceclaims/driver"):
+        test_privilege.test_no_rights_beyond_the_minimum(fabric, lambda *_: None)
+    node_local = _privilege(BOTH, [View(own_rule={"update": True}), daemon], node_local=True)
+    test_privilege.test_no_rights_beyond_the_minimum(node_local, lambda *_: None)  # RDY-8's to judge
+
+
+def test_rdy8_puts_the_shared_account_first_then_what_it_let_through() -> None:
+    found = NodeAccount(SHARED, BOTH, "node-0", "node-1", verbs=["update"])
+    found.own_write = {"update": (200, "")}
+    found.other_write = {"update": (200, "")}
+    found.arbitrary = {"update": True}
+    with pytest.raises(AssertionError) as caught:
+        test_readiness_privilege.test_a_nodes_writer_writes_only_its_nodes_claims_and_slices(
+            NodePrivilege(DRIVER, [found])
+        )
+    lines = str(caught.value).splitlines()
+    assert lines[0].startswith(f"one account {SHARED} serves a central writer") and "both cannot hold" in lines[0]
+    assert "update of conditions on a claim allocated on node-1 was admitted" in lines[1]

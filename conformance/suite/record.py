@@ -50,6 +50,9 @@ class Scenario:
     # Needs a node without node-local devices reached by a fabric pool: the device read waits for one (publishing.py).
     remote: bool = True
     steps: tuple[Step, ...] = ()  # in the order the scenario reaches them (none: every requirement needs its end)
+    # Judges how the stack reports a failure: with a profile that declares it never does (promises.reportsFailures:
+    # false) it runs without an injector or capability and its requirements fail citing that (declared_failures.py).
+    failure_reporting: bool = False
 
     def evidence_step(self, requirement: str) -> str:
         """The step from which `requirement`'s evidence exists (END where no step names it)."""
@@ -88,6 +91,7 @@ def scenario(
     remote: bool = True,
     readiness_for: tuple[str, ...] = (),
     steps: tuple[Step, ...] = (),
+    failure_reporting: bool = False,
 ) -> Callable[[Callable[[Any], T]], Callable[[Any], T]]:
     """Register a scenario function; the module's tests read its result with `result_fixture`. A scenario with
     implementation=False gets a ClusterContext (no profile, no implementation, no leased devices). `steps`: where
@@ -118,6 +122,7 @@ def scenario(
             readiness_for,
             remote,
             steps,
+            failure_reporting,
         )
         return fn
 

@@ -147,7 +147,11 @@ DOCS: dict[str, Doc] = {
         "show it attaching, attached or detaching there. On the failed node only, because the KEP lets a stack narrow "
         "the device's node selector instead of removing or tainting it. Broken on purpose, it fails "
         "(tests/selftest/test_suite_detects_breakage.py): a quarantine 10 s late (`--broken-late-quarantine`), a "
-        "failed counted device given to the next entry (`--broken-reassign-failed-device`)",
+        "failed counted device given to the next entry (`--broken-reassign-failed-device`). A profile declaring "
+        "`promises.reportsFailures: false` (the stack never sets its failure conditions) fails it citing the "
+        "declaration, without a fault injector: the KEP has the controller set a failure condition True when the "
+        "attach fails and keep the failed device from being picked again, with no opt-out; without it the pod waits "
+        "out the bindingTimeout and the failed device may be allocated again",
         models={
             "keep-in-pool": "the failed device is the leased one",
             "reschedule-to-local": _SAME,

@@ -1,4 +1,5 @@
-"""Attach failure (IMP-4): the failed device is reported, hidden, and the pod lands on another device.
+"""Attach failure (IMP-4): the failed device is reported, hidden, and the pod lands on another device. A stack that
+declares it never reports failures (promises.reportsFailures: false) fails IMP-4 citing that (declared_failures.py).
 
 One pod, pinned to a node without node-local devices, asks for one of two leased fabric devices that both reach
 that node. The fault injector makes the first attach fail: it is armed on both devices (the suite cannot know
@@ -21,6 +22,7 @@ from conformance.implementation.faults import FaultInjector
 from conformance.observe import quarantine
 from conformance.observe.quarantine import Quarantine
 from conformance.observe.views import SCHEDULE_S, Allocation, Binding, History
+from conformance.suite.implementation.declared_failures import NeverReports, judge_declared, never_reports
 from conformance.suite.implementation.outcome import bind_timeout
 from conformance.suite.scenario import Context, result_fixture, scenario
 
@@ -54,8 +56,11 @@ FAIL_ATTEMPTS = 3
     ("IMP-4",),
     capabilities=("attachFailureReporting",),
     faults=True,
+    failure_reporting=True,
 )
-def attach_failure(ctx: Context) -> FailureRun:
+def attach_failure(ctx: Context) -> FailureRun | NeverReports:
+    if declared := never_reports(ctx.profile, "IMP-4", "attach"):
+        return declared  # judged on the declaration: nothing to cause
     assert ctx.profile.fault_injector is not None  # faults=True: skipped without one
     nodes = ctx.remote_nodes(2)  # owed: waited for up to the promise, else the scenario fails with the cause
     # Count-based entries: the device an attach will use is not known in advance, so the fault selects the attaches
@@ -157,6 +162,7 @@ def _failure(run: FailureRun) -> tuple[Allocation, dict[str, Any]]:
 
 @pytest.mark.requirement("IMP-4")
 def test_attach_failure_is_reported_and_the_device_not_offered_again(run: FailureRun) -> None:
+    judge_declared(run)
     failed, condition = _failure(run)
     assert condition.get("reason") and condition.get("message"), (
         f"failure condition without reason/message: {condition}"

@@ -27,7 +27,7 @@ import pytest
 
 from selftest.suite_runner import profile_changes, run_suite
 
-SELECT = ("-k", "test_order or test_reuse")
+ORDER = "conformance/suite/implementation/test_order.py"
 KEEP = '"--mode", "keep-in-pool"]'
 RESCHEDULE = '"--mode", "reschedule-to-local"'
 SLOW_COPY = ('"--republish"]', '"--republish", "--hotplug-delay", "5"]')
@@ -97,7 +97,7 @@ def test_each_wrong_order_or_stale_reuse_fails_with_it_on_the_first_line(
     profile = profile_changes(tmp_path, source, *changes)
     junit = tmp_path / "junit.xml"
     code, out, outcomes = run_suite(
-        junit, "--profile", str(profile), *SELECT, target="conformance/suite/implementation"
+        junit, "--profile", str(profile), ORDER, target="conformance/suite/implementation/test_reuse.py"
     )
     assert code == 1, f"expected a failure (exit 1), got {code}:\n{out[-3000:]}"
     assert outcomes.get(test) == "failure", f"{test} did not fail: {outcomes}\n{out[-3000:]}"

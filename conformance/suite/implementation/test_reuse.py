@@ -234,6 +234,11 @@ def small_pool_churn(ctx: Context) -> Churn:
                 faults.close()
         _judge(ctx, churn, probe)
     ctx.measure("churn_claims_served", len(churn.served))
+    leased = {i: p for i, p in churn.leased.items() if p}
+    ctx.say(
+        f"{ctx.scenario.name}: {len(churn.served)} of {CLAIMS} claims served on {churn.nodes}; reuses {churn.paths()}; "
+        f"leased on purpose {leased or 'none'}; first failure: {churn.failure}; {churn.rested}"
+    )
     return churn
 
 

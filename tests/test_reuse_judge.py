@@ -49,7 +49,7 @@ def _local_slice() -> Record:
 
 def _judge(records: list[Record], armed_until: float = 0.0, ready: Any = None) -> tuple[list[reuse.Reuse], list[str]]:
     found = steps(records, DRIVER, "uuid", IDS, MEANINGS)
-    reuses = reuse.reuses(records, DRIVER, "uuid", IDS, MEANINGS, found, {"churn"})
+    reuses = reuse.reuses(found, {"churn"}, records, driver=DRIVER, attribute="uuid", identities=IDS, meanings=MEANINGS)
     return reuses, reuse.judge(reuses, found, armed_until, ready)
 
 

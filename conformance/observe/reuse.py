@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from conformance.observe import copies
 from conformance.observe.attachments import stamp
@@ -50,16 +51,11 @@ class Reuse:
         return f"{self.identity} reused ({self.path}): {self.use}, after {self.before}"
 
 
-def reuses(
-    records: Iterable[Record],
-    driver: str,
-    attribute: str,
-    identities: dict[tuple[str, str], str],
-    meanings: dict[str, str],
-    found: list[Step],
-    namespaces: set[str],
-) -> list[Reuse]:
-    """Every reuse by a claim of `namespaces`, with the device's use just before it (any claim of the run)."""
+def reuses(found: list[Step], namespaces: set[str], records: Iterable[Record], **reading: Any) -> list[Reuse]:
+    """Every reuse by a claim of `namespaces`, with the device's use just before it (any claim of the run). `found`:
+    the record's steps; `reading`: driver, attribute, identities and meanings, as steps.steps read them."""
+    driver, attribute, identities = reading["driver"], reading["attribute"], reading["identities"]
+    meanings: dict[str, str] = reading["meanings"]
     records = [r for r in records if r.kind in copies.KINDS]
     held, _ = copies.identify(records, driver, attribute, identities)
     nodes = {}

@@ -58,48 +58,22 @@ def _verdict(judged: order.Order, clause: str, recorder: Recorder, record_proper
         pytest.skip(f"judged {v.checked[clause]}, but the record dropped {recorder.dropped} changes past its bound")
 
 
-def _needs_probe(profile: LoadedProfile) -> None:
-    if profile.profile.fabric_probe is None:
-        pytest.skip("the profile declares no fabricProbe: attachments cannot be observed")
+def _clause(clause: str, requirement: str, probe: bool = False) -> Any:
+    """The test of one clause under its requirement (each test carries one id; a function per test for the reports and
+    the requirement reference, which read the marks of the module's functions)."""
+
+    @pytest.mark.run_wide
+    @pytest.mark.requirement(requirement)
+    def test(judged: order.Order, profile: LoadedProfile, recorder: Recorder, record_property: Any) -> None:
+        if probe and profile.profile.fabric_probe is None:
+            pytest.skip("the profile declares no fabricProbe: attachments cannot be observed")
+        _verdict(judged, clause, recorder, record_property)
+
+    return test
 
 
-@pytest.mark.run_wide
-@pytest.mark.requirement("IMP-4")
-def test_a_failed_device_is_out_of_offer_when_its_failure_is_reported(
-    judged: order.Order, recorder: Recorder, record_property: Any
-) -> None:
-    _verdict(judged, order.HIDDEN, recorder, record_property)
-
-
-@pytest.mark.run_wide
-@pytest.mark.requirement("RDY-5")
-def test_a_device_whose_readying_failed_is_unpublished_when_its_failure_is_reported(
-    judged: order.Order, recorder: Recorder, record_property: Any
-) -> None:
-    _verdict(judged, order.HIDDEN, recorder, record_property)
-
-
-@pytest.mark.run_wide
-@pytest.mark.requirement("IMP-7")
-def test_a_reschedule_is_asked_for_only_once_the_node_local_copy_is_published(
-    judged: order.Order, recorder: Recorder, record_property: Any
-) -> None:
-    _verdict(judged, order.COPY, recorder, record_property)
-
-
-@pytest.mark.run_wide
-@pytest.mark.requirement("IMP-3")
-def test_binding_conditions_are_true_only_once_attached_to_that_node(
-    judged: order.Order, profile: LoadedProfile, recorder: Recorder, record_property: Any
-) -> None:
-    _needs_probe(profile)
-    _verdict(judged, order.ATTACHED, recorder, record_property)
-
-
-@pytest.mark.run_wide
-@pytest.mark.requirement("IMP-10")
-def test_a_detach_begins_only_after_the_last_pod_using_the_device_is_gone(
-    judged: order.Order, profile: LoadedProfile, recorder: Recorder, record_property: Any
-) -> None:
-    _needs_probe(profile)
-    _verdict(judged, order.DETACH, recorder, record_property)
+test_a_failed_device_is_out_of_offer_when_its_failure_is_reported = _clause(order.HIDDEN, "IMP-4")
+test_a_device_whose_readying_failed_is_unpublished_when_its_failure_is_reported = _clause(order.HIDDEN, "RDY-5")
+test_a_reschedule_is_asked_for_only_once_the_node_local_copy_is_published = _clause(order.COPY, "IMP-7")
+test_binding_conditions_are_true_only_once_attached_to_that_node = _clause(order.ATTACHED, "IMP-3", probe=True)
+test_a_detach_begins_only_after_the_last_pod_using_the_device_is_gone = _clause(order.DETACH, "IMP-10", probe=True)

@@ -247,10 +247,9 @@ def _judge(ctx: Context, churn: Churn, probe: ReadinessSampler | None) -> None:
     records = ctx.record.select()
     identities = ctx.record.identities()
     meanings = dict(prof.failure_conditions)
-    found = steps(records, prof.driver, prof.identity_attribute, identities, meanings)
-    churn.reuses = reuse.reuses(
-        records, prof.driver, prof.identity_attribute, identities, meanings, found, {churn.namespace}
-    )
+    reading = {"driver": prof.driver, "attribute": prof.identity_attribute, "identities": identities}
+    found = steps(records, **reading, meanings=meanings)
+    churn.reuses = reuse.reuses(found, {churn.namespace}, records, **reading, meanings=meanings)
     samples = ctx.record.samples() if ctx.probe is not None else []
 
     def ready(s: Step) -> str | None:

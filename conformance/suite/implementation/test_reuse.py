@@ -8,7 +8,8 @@ own) serve ten claims one after the other, two at a time, each claim its own pod
 - every device is released and taken again by a later claim (released; readied once on a node-local gate);
 - after eight claims the churn rests until the stack let every device go (detached; a node-local gate: unprepared),
   then the last two claims take them again (released and let go; readied once and since unprepared), pinned to a
-  second node every leased device reaches, where there is one (after a move);
+  second node every leased device reaches, where there is one (after a move), with one more device leased on purpose
+  then (other scenarios have failed, moved and released theirs by that time; not for count-based pools);
 - every third claim is deleted two seconds before its pod: the device must stay attached while the pod runs (IMP-10's
   order clause, judged run-wide by test_order.py).
 
@@ -32,7 +33,7 @@ from conformance.cluster.waits import WaitTimeout, wait_for
 from conformance.implementation.faults import FaultInjector
 from conformance.implementation.profile import LoadedProfile
 from conformance.observe import reuse
-from conformance.observe.devices import FAILED, MOVED, RELEASED
+from conformance.observe.devices import FAILED, MOVED, RELEASED, Lease
 from conformance.observe.order import attach_problem
 from conformance.observe.readiness import ReadinessSampler
 from conformance.observe.steps import READY, Step, steps
@@ -46,6 +47,7 @@ DEVICES, CLAIMS, LANES, MOVES = 3, 10, 2, 2
 CLAIM_FIRST_S = 2.0  # every third claim is deleted this long before its pod
 REASON = "ConformanceInjectedFailure"
 FAILURES = reads_capability("attachFailureReporting")
+PREFER = (FAILED, MOVED, RELEASED)  # leased on purpose: a device that went through these, the latest, where free
 
 
 @dataclass
@@ -87,7 +89,7 @@ def _place(ctx: Context) -> tuple[list[str], Any]:
     """The node(s) and the lease: three gated devices on one node (node-local), capacity on a node of the scenario's
     own (count-based), else three fabric devices reaching a node without node-local devices, and a second node all
     three reach, where there is one (the moves)."""
-    prefer = (FAILED, MOVED, RELEASED)
+    prefer = PREFER
     if not ctx.profile.has_fabric:
         node, lease = gated_node(ctx, DEVICES, prefer=prefer)
         return [node], lease
@@ -204,10 +206,22 @@ def _rest(ctx: Context, churn: Churn, probe: ReadinessSampler | None, leased: li
         churn.rested = f"not every device let go within {ctx.profile.promises.detach_s + 5:g}s (IMP-5, IMP-12 judge it)"
 
 
+def _lease_on_purpose(ctx: Context, churn: Churn, lease: Lease) -> None:
+    """One more device for the last claims, leased on purpose now that the scenarios beside had time to fail, move and
+    release theirs (PREFER); none went through anything: nothing added (the last claims reuse the churn's own)."""
+    extra = ctx.lease(1, "fabric", churn.nodes[-1], prefer=PREFER)
+    if not extra.past:
+        ctx.pool.release(extra)
+        ctx.leases.remove(extra)
+        return
+    churn.leased |= extra.past
+    churn.device_class = ctx.device_class(lease, extra)
+
+
 @scenario(
     "small-pool-churn",
     "three devices serve ten claims in turn, two at a time: the first claim's attach fails, devices are released and "
-    "taken again, moved to a second node, and claims deleted before their pods; every second use judged",
+    "taken again, let go, moved to a second node, and claims deleted before their pods; every second use judged",
     ("IMP-28", "RDY-3"),
     readiness_for=("RDY-3",),
 )
@@ -228,6 +242,8 @@ def small_pool_churn(ctx: Context) -> Churn:
             running = [claims[0]] if claims[0].started else []
             _churn(ctx, churn, history, [c for c in claims[: CLAIMS - MOVES] if not c.started], running)
             _rest(ctx, churn, probe, lease.identities)
+            if not ctx.counted:
+                _lease_on_purpose(ctx, churn, lease)
             _churn(ctx, churn, history, claims[CLAIMS - MOVES :], [])
         finally:
             if faults is not None:

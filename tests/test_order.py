@@ -133,6 +133,23 @@ def test_a_node_local_device_left_in_its_slice_when_its_failure_is_reported_fail
     assert not order.judge(records, [], DRIVER, "uuid", {}, MEANINGS).verdicts.violations
 
 
+def test_a_count_entrys_failed_device_given_to_another_claim_before_its_failure_is_reported_fails() -> None:
+    """Count entries name no device: the failed one (the claim's status data) is offered only by an assignment."""
+    counted = Record(0, T0 - 10, "slice", "ADDED", "", "fabric", 1, _slice(1) | {"devices": [{"name": "d0"}]})
+
+    def entry(rv: int, name: str, conditions: dict[str, str]) -> dict[str, Any]:
+        obj = _claim(rv, conditions, name=name)
+        obj["status"]["devices"][0]["data"] = {"uuid": "U0"}
+        return obj
+
+    records = [counted, *_records((T0, "claim", 5, entry(5, "c", {})), fabric=False)]
+    records += _records((T0 + 1, "claim", 10, entry(10, "c", {FAILED: "True"})), fabric=False)
+    assert _judge(records).verdicts.checked.get(order.HIDDEN) == 1 and not _judge(records).verdicts.violations
+    early = records[:2] + _records((T0 + 0.5, "claim", 8, entry(8, "other", {})), fabric=False) + records[2:]
+    line = _first(order.judge(early, [], DRIVER, "uuid", {}, MEANINGS), order.HIDDEN)
+    assert "True at revision 10" in line and "claim ns/other (revision 8" in line, line
+
+
 def test_a_reschedule_is_no_failure_of_the_device() -> None:
     found = _judge(_records((T0, "claim", 5, _claim(5, {})), (T0 + 1, "claim", 10, _claim(10, {MOVE: "True"}))))
     assert not found.verdicts.checked.get(order.HIDDEN), found.verdicts

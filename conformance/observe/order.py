@@ -7,8 +7,9 @@ each a tightening of the requirement named (report/catalogue):
   physical device may sit in a slice reaching the allocation's node (newest generation), untainted (NoSchedule/
   NoExecute, in the device or by a DeviceTaintRule) and unallocated, the failing claim's own entry counted free (the
   scheduler deallocates it next: hidden "before the deallocation" is too late). A stack may hide it in an earlier
-  write, never a later one. Count entries have no identity: the failed device is only named by the claim's status
-  (IMP-4's quarantine judges it from this revision on), so they are listed as not judged here;
+  write, never a later one. A count entry has no identity: its failed device (named by the claim's status) is offered
+  only by being given to another entry, so at that revision no other allocated claim's status may name it (IMP-4's
+  quarantine judges it from this revision on);
 - COPY (IMP-7): a condition meaning `reschedule` on a fabric entry is written only once the node-local copy it points
   to is published: at its revision a slice of the allocation's node lists that physical device. Not judged while
   another claim holds the device (a reschedule then means "in use, try another");
@@ -31,10 +32,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from conformance.observe import copies
-from conformance.observe.attachments import SKEW_S, Verdicts, holdings, stamp, usages
+from conformance.observe.attachments import SKEW_S, Verdicts, data_identity, holdings, stamp, usages
 from conformance.observe.recorder import PROBE_PERIOD_S, Record, Sample
 from conformance.observe.replay import free_entries, replay
-from conformance.observe.slices import reaches
+from conformance.observe.slices import allocation_results, reaches
 from conformance.observe.steps import FAILURE, READY, RESCHEDULE, Step, node_local_pools, steps
 
 HIDDEN, COPY, ATTACHED, DETACH = "hidden", "copy", "attached", "detach"
@@ -64,15 +65,21 @@ class _Open:
     entries: list[str]
 
 
-def _hidden(v: Verdicts, records: list[Record], found: list[Step], driver: str, local: set[str]) -> None:
+def _hidden(
+    v: Verdicts, records: list[Record], found: list[Step], driver: str, attribute: str, local: set[str]
+) -> None:
     failures = []
     for s in found:
         if s.what != FAILURE:
             continue
-        if s.identity is None or s.node is None or (s.pool not in local and _counted(records, driver, s)):
-            v.skip(HIDDEN, f"{s}: failure {s.conditions} at {s.moment}: a count entry (or no node): IMP-4 judges it")
-            continue
-        failures.append(s)
+        if s.identity is None or s.node is None:
+            v.skip(HIDDEN, f"{s}: failure {s.conditions} at {s.moment}: device or node not known")
+        elif s.pool not in local and _counted(records, driver, s):
+            v.count(HIDDEN)
+            if other := _assigned_elsewhere(records, s, attribute):
+                v.fail(HIDDEN, f"{s}: failure condition {list(s.conditions)} True at {s.moment} while {other}")
+        else:
+            failures.append(s)
     if not failures:
         return
     by_revision: dict[int, list[Step]] = defaultdict(list)
@@ -111,6 +118,26 @@ def _counted(records: list[Record], driver: str, s: Step) -> bool:
                 if d["name"] == s.device and "identity" in d:
                     return False
     return True
+
+
+def _assigned_elsewhere(records: list[Record], s: Step, attribute: str) -> str:
+    """A count entry's failed device (named by its status) is only offered by being given to another entry: the
+    other claim whose status names it, allocated, as of the failure's revision ("" if none)."""
+    latest: dict[str, Record] = {}
+    for r in sorted((r for r in records if r.kind == "claim"), key=lambda r: (r.revision or 0, r.seq)):
+        if (r.revision or 0) > s.revision:
+            break
+        latest[(r.obj.get("metadata") or {}).get("uid") or r.name] = r
+    for uid, r in latest.items():
+        if uid == s.uid or r.type == "DELETED":
+            continue
+        for x in allocation_results(r.obj):
+            if data_identity(r.obj, x, attribute) == s.identity:
+                return (
+                    f"claim {r.namespace}/{r.name} (revision {r.revision}, {stamp(r.at)}) was already given the "
+                    f"device, named in its status ({x['pool']}/{x['device']})"
+                )
+    return ""
 
 
 def _contended(held: list[copies.Held], s: Step) -> str:
@@ -296,7 +323,7 @@ def judge(
     local = node_local_pools(records, driver)
     held, _ = copies.identify(records, driver, attribute, identities)
     v = Verdicts()
-    _hidden(v, records, found, driver, local)
+    _hidden(v, records, found, driver, attribute, local)
     _copy(v, records, found, driver, local, held)
     if samples:
         fabric = {i for x in samples for i in x.states}

@@ -272,7 +272,7 @@ def _judge(ctx: Context, churn: Churn, probe: ReadinessSampler | None) -> None:
         if s.identity is None or s.node is None:
             return None
         if probe is not None:
-            what = f"{s}: {list(s.conditions)} True at {s.moment}"
+            what = f"{s}: {list(s.conditions)} True at revision {s.revision}"
             return probe.ready_problem(s.identity, s.node, s.at, what)
         return attach_problem(s, samples) if samples else None
 

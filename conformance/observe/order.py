@@ -232,8 +232,14 @@ def _attached(v: Verdicts, found: list[Step], samples: list[Sample], fabric: set
 
 
 def _detach(v: Verdicts, records: list[Record], samples: list[Sample], driver: str, attribute: str, ids: dict) -> None:
-    held = holdings(records, driver, attribute, ids)
-    used = usages(records)
+    held: dict[str, list[Any]] = defaultdict(list)  # identity -> its holdings
+    for h in holdings(records, driver, attribute, ids):
+        if h.identity is not None:
+            held[h.identity].append(h)
+    used: dict[str, list[Any]] = defaultdict(list)  # claim -> the pods bound with it
+    for u in usages(records):
+        for claim in u.claims:
+            used[claim].append(u)
     gone_rev = {f"{r.namespace}/{r.name}": r.revision for r in records if r.kind == "pod" and r.type == "DELETED"}
     last: dict[str, tuple[Sample, tuple[str, str]]] = {}
     for x in samples:
@@ -255,17 +261,17 @@ def _judge_detach(
     before: Sample,
     after: Sample,
     now: tuple[str, str] | None,
-    held: list,
-    used: list,
+    held: dict[str, list[Any]],
+    used: dict[str, list[Any]],
     gone_rev: dict[str, int | None],
 ) -> None:
     users = []
-    for h in held:
-        if h.identity != identity or h.node not in (None, node):
+    for h in held.get(identity, []):
+        if h.node not in (None, node):
             continue
-        for u in used:
+        for u in used.get(h.claim, []):
             during = h.start - SKEW_S <= u.bound < after.sent and (h.end is None or h.end > u.bound)
-            if h.claim in u.claims and u.node == node and during:
+            if u.node == node and during:
                 users.append((u, h))
     if not users:
         return

@@ -74,7 +74,8 @@ DOCS: dict[str, Doc] = {
         "readiness-gate: each binding condition seen True (watch delivery time) is judged against the first readiness "
         "probe answer taken after it: the device is ready on the allocation's node, and ready since no later than "
         "0.5 s after the condition (the two clocks); judged per device, the slowed one too. Also judged in "
-        "readiness-failure, readiness-restart and readiness-burst",
+        "readiness-failure, readiness-restart, readiness-burst and small-pool-churn (every claim of the churn: a "
+        "device readied once and used again must be ready for THIS claim, IMP-28)",
         skips="bindingModel other than node-local; no `readinessProbe` (whether a device is ready is what it says)",
     ),
     "RDY-4": Doc(
@@ -87,10 +88,11 @@ DOCS: dict[str, Doc] = {
         "each (for 5 readyings: a stack may retry before it reports); once the failure condition shows on the "
         "device the claim got, the other fault is disarmed. The failure condition (one of the result's "
         "`bindingFailureConditions`) is True with a reason and a message, the claim is allocated again, never "
-        "again with the failed device, and the pod binds on a device that is ready. A profile declaring "
-        "`promises.reportsFailures: false` fails it citing the declaration, without a fault injector: the KEP has "
-        "the writer set a failure condition True on a failed readying and keep the device from being picked again, "
-        "with no opt-out",
+        "again with the failed device, and the pod binds on a device that is ready. Order, judged over the whole run "
+        "(test_order.py): the device is out of its slice (or tainted) no later than the failure condition's write. "
+        "A profile declaring `promises.reportsFailures: false` fails it citing the declaration, without a fault "
+        "injector: the KEP has the writer set a failure condition True on a failed readying and keep the device from "
+        "being picked again, with no opt-out",
         skips="bindingModel other than node-local; no `faultInjector` (operation attach = the readying), unless "
         "`promises.reportsFailures: false` is declared",
     ),

@@ -20,6 +20,7 @@ from conformance.cluster.manifests import claim_template, pod_with_claim_templat
 from conformance.cluster.waits import WaitTimeout
 from conformance.implementation.faults import FaultInjector
 from conformance.observe import quarantine
+from conformance.observe.devices import FAILED
 from conformance.observe.quarantine import Quarantine
 from conformance.observe.views import SCHEDULE_S, Allocation, Binding, History
 from conformance.suite.implementation.declared_failures import NeverReports, judge_declared, never_reports
@@ -126,6 +127,8 @@ def _follow(ctx: Context, history: History, faults: FaultInjector, armed: dict[s
         hits = faults.hits(armed[run.node])
         run.failed_identity = hits[0]["device"] if hits else None
         faults.disarm(armed[run.node])  # the next attach, of another device, must go through
+    if run.failed_identity:
+        ctx.pool.note(run.failed_identity, FAILED)  # a later lease may take it on purpose once offered again
     # Only the first attach may fail: the other device's fault goes before the scheduler can pick that device.
     for ident, fault_id in armed.items():
         if ident != run.node and ident != run.failed_identity and faults.disarm(fault_id) is None:

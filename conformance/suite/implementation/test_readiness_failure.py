@@ -15,6 +15,7 @@ import pytest
 from conformance.cluster.manifests import claim_template, pod_with_claim_template
 from conformance.cluster.waits import WaitTimeout, wait_for
 from conformance.implementation.faults import FaultInjector
+from conformance.observe.devices import FAILED
 from conformance.observe.slices import device_identity, driver_slices
 from conformance.observe.views import SCHEDULE_S
 from conformance.suite.implementation.declared_failures import NeverReports, judge_declared, never_reports
@@ -69,6 +70,8 @@ def readiness_failure(ctx: Context) -> Failure | NeverReports:
             wait_bound(ctx, history, extra_s=timeout)
             gate = judge(ctx, history, node, probe)
         _offered_again(ctx, failed_identity)
+    if failed_identity:
+        ctx.pool.note(failed_identity, FAILED)  # a later lease may take it on purpose once offered again
     seen = Failure(gate, first, failed_identity)
     failed_at = first["device"]
     for a in gate.allocations:

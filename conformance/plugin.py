@@ -37,6 +37,7 @@ from conformance.session import interrupts as pytest_interrupts
 from conformance.session.cluster import cluster as cluster
 from conformance.session.interrupts import pytest_keyboard_interrupt as pytest_keyboard_interrupt
 from conformance.session.interrupts import pytest_sessionfinish as pytest_sessionfinish
+from conformance.session.metrics import scheduler_metrics as scheduler_metrics
 from conformance.session.requirements import RequirementReporter
 from conformance.session.scenarios import cluster_scenarios as cluster_scenarios
 from conformance.session.scenarios import implementation as implementation
@@ -280,6 +281,7 @@ def _requirement_property(request: pytest.FixtureRequest, record_property: Any) 
     # implementation), then the implementation's (starting the implementation meanwhile).
     selected = request.config.stash.get(SELECTED_KEY, [])
     if selected or "cluster" in request.fixturenames:  # first: the record covers every scenario from its start
+        request.getfixturevalue("scheduler_metrics")  # its window too (SCH-10): a scrape before any scenario
         request.getfixturevalue("recorder")
     if any(not sc.implementation for sc in selected):
         request.getfixturevalue("cluster_scenarios")

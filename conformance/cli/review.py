@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from conformance.cli.options import _version
+from conformance.cli.options import releases_option
 from conformance.cluster.versions import KubeVersion
 
 
@@ -61,12 +61,8 @@ def _run_releases(
     "time, into OUT/runs/<version>/, and merge those bundles too; a release without cached binaries is named as "
     "not run",
 )
-@click.option(
-    "--release",
-    "releases",
-    multiple=True,
-    callback=lambda ctx, param, values: [_version(ctx, param, v) for v in values],
-    help="with --run: a release to run (repeatable); default: the newest known version of every supported minor",
+@releases_option(
+    "with --run: a release to run (repeatable); default: the newest known version of every supported minor"
 )
 @click.option("--profile", default="fixtures/profiles/reference.yaml", show_default=True, help="with --run")
 @click.option("--accept", multiple=True, help="with --run: passed to every release's run (e.g. known-defect:ID)")

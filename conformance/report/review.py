@@ -22,6 +22,7 @@ from conformance.report.bundle import BundleError, open_results
 from conformance.report.catalogue import CATALOGUE, KEP_URL
 from conformance.report.kep_questions import QUESTIONS, Question
 
+KIND = {"apiVersion": "conformance.dra.example.com/v1alpha1", "kind": "EnhancementReview", "kep": KEP_URL}
 # A question's answer on one release.
 ANSWERED, PARTLY, FAILED, NOT_ANSWERED, NOT_RUN = "answered", "partly answered", "failed", "not answered", "not run"
 # Which outcome of several runs tells the most, where none failed and none passed.
@@ -200,10 +201,8 @@ class Review:
 
     def document(self) -> dict[str, Any]:
         return {
-            "apiVersion": "conformance.dra.example.com/v1alpha1",
-            "kind": "EnhancementReview",
+            **KIND,
             "date": self.date,
-            "kep": {"number": 5007, "url": KEP_URL},
             "runs": [
                 {
                     "source": r.source,

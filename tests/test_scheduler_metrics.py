@@ -120,6 +120,11 @@ def test_a_pod_deleted_while_it_waits_allows_every_end_it_could_have_had() -> No
     assert wait.end == "claim deleted" and wait.possible == {"error", UNCOUNTED}
 
 
+def test_a_reservation_for_a_pod_that_is_not_the_runs_bounds_nothing_from_below() -> None:
+    [wait] = prebind_waits([_claim(2, ["stranger"]), _claim(30, [], at=T0 + 30)], timeout_s=20)
+    assert wait.end == "unreserved" and wait.certain is None and UNCOUNTED in wait.possible
+
+
 def test_a_claim_without_binding_conditions_is_no_wait() -> None:
     record = _claim(2, ["p"])
     del record.obj["status"]["allocation"]["devices"]["results"][0]["bindingConditions"]

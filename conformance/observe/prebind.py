@@ -11,6 +11,7 @@ written with the allocation) and ends, as the record sees it, with one of:
 - the claim deleted while the pod waited: `error` (the scheduler cannot read it any more);
 - the pod deleted while it waited: the PreBind goes on unseen, to `error` (claim deleted), `timeout`, or uncounted
   (the claim deallocated meanwhile: a claim without allocation is counted by neither metric).
+A reservation for a pod that is not the run's (not in the record) allows every outcome, or none.
 A PreBind of a pod none of whose claims has a device with binding conditions does not wait: the metrics do not see it,
 and neither does this view. Each wait carries, per driver, the allocated device results with binding conditions (the
 counter's unit) and all allocated results (the histogram's), of every claim of the pod as of its end.
@@ -123,7 +124,9 @@ class _Walk:
 
     def close(self, wait: Wait, how: str, record: Record, possible: Iterable[str]) -> None:
         wait.end, wait.end_revision, wait.end_at = how, record.revision, record.at
-        wait.possible = frozenset(possible)
+        # A pod that is not the run's (another user's, or a name an API test wrote into reservedFor by hand): the
+        # record cannot tell whether kube-scheduler waited for it at all.
+        wait.possible = frozenset(possible) if wait.known_pod else frozenset({*STATUSES, UNCOUNTED})
         self.open.pop(wait.uid, None)
 
     def unreserved(self, wait: Wait, record: Record) -> None:

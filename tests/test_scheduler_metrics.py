@@ -178,15 +178,16 @@ def test_a_scheduler_restarted_in_the_window_is_not_judged() -> None:
         run.settle(prebind_waits(_record(), 20), read=lambda _u, _k: parse(_exposition({}, {}, started=200.0), T0))
 
 
-def test_settling_scrapes_again_until_the_scheduler_has_counted_what_the_record_saw() -> None:
+def test_the_end_is_read_once_every_wait_whose_end_the_record_did_not_see_has_ended_in_the_scheduler() -> None:
     run = MetricsRun.open(_info(), read=lambda _u, _k: parse(_exposition({}, {}), T0))
     counted = {"success": 1, "failure": 1, "timeout": 1}
-    late = iter([_exposition({}, {}), _exposition(counted, {s: [2.0] for s in counted})])
-    clock = iter(range(100))
+    slept: list[float] = []
+    # a fourth pod deleted while it waited (its wait began at T0+31): its PreBind may end unseen until T0+31+20+5
+    record = [*_record(), _pod(30, "s"), _claim(31, ["s"], name="cs"), _pod(32, "s", type_="DELETED")]
     result = run.settle(
-        prebind_waits(_record(), 20),
-        read=lambda _u, _k: parse(next(late), T0),
-        clock=lambda: T0 + next(clock),
-        sleep=lambda _s: None,
+        prebind_waits(record, 20),
+        read=lambda _u, _k: parse(_exposition(counted, {s: [2.0] for s in counted}), T0),
+        clock=lambda: T0 + 40,
+        sleep=slept.append,
     )
-    assert run.scrapes == 3 and result.problems() == []
+    assert slept == [pytest.approx(31 + 20 + 5 + 3 - 40)] and run.scrapes == 2 and result.problems() == []

@@ -38,6 +38,7 @@ class Row:
     observed: int  # wait_duration_seconds observations in the window
     observed_low: int
     observed_high: int
+    scenario: str = ""  # the namespaces of the driver's waits, without their random suffix (a scenario's name)
 
     def problems(self, exact: bool) -> list[str]:
         out = []
@@ -63,12 +64,13 @@ class Reconciliation:
         return [p for row in self.rows for p in row.problems(self.exact)]
 
     def table(self) -> list[str]:
-        head = f"{'driver':<52} {'status':<8} {'counted':>7} {'record':>9} {'observed':>8} {'record':>9}"
+        head = f"{'scenario (driver)':<62} {'status':<8} {'counted':>7} {'record':>9} {'observed':>8} {'record':>9}"
         lines = [head]
         for r in self.rows:
             rec = f"{r.low}" if r.low == r.high else f"{r.low}..{r.high}"
             obs = f"{r.observed_low}" if r.observed_low == r.observed_high else f"{r.observed_low}..{r.observed_high}"
-            lines.append(f"{r.driver:<52} {r.status:<8} {r.counted:>7} {rec:>9} {r.observed:>8} {obs:>9}")
+            who = f"{r.scenario} ({r.driver.split('.')[0]})" if r.scenario else r.driver
+            lines.append(f"{who:<62} {r.status:<8} {r.counted:>7} {rec:>9} {r.observed:>8} {obs:>9}")
         return lines
 
     def as_report(self) -> dict[str, Any]:
@@ -104,6 +106,10 @@ def reconcile(win: Window, waits: list[Wait], exact: bool) -> Reconciliation:
         mine = {w for wait in waits for w in wait.devices}
         keys = {k for k in keys if k[0] in mine}
     order = {s: i for i, s in enumerate(STATUSES)}
+    scenarios: dict[str, set[str]] = {}
+    for wait in waits:
+        for driver in wait.devices:
+            scenarios.setdefault(driver, set()).add(wait.pod.split("/")[0].rsplit("-", 1)[0])
     rows = [
         Row(
             driver,
@@ -114,6 +120,7 @@ def reconcile(win: Window, waits: list[Wait], exact: bool) -> Reconciliation:
             int(win.waits.get((driver, status), 0)),
             results.low.get((driver, status), 0),
             results.high.get((driver, status), 0),
+            ", ".join(sorted(scenarios.get(driver, ()))),
         )
         for driver, status in sorted(keys, key=lambda k: (k[0], order.get(k[1], 9)))
     ]
@@ -163,30 +170,28 @@ class MetricsRun:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
     ) -> Reconciliation:
-        """Scrape until the counts agree with the record, or until every wait the record left unfinished (its pod
-        or claim deleted meanwhile, or still waiting) must have ended in the scheduler too; the last reconciliation."""
+        """Scrape once every PreBind wait the record saw has ended in the scheduler too, and reconcile. A wait whose
+        end the record saw has been counted before it (the metrics are written before PreBind returns); one whose claim
+        went away ends at the scheduler's next poll; one whose pod went away (or that still waits) at the latest a
+        binding timeout after it began: the scrape waits for those."""
         assert self.before is not None and self.info is not None and self.endpoint
         exact = self.info.provider in OWN_CLUSTER
         timeout = float(self.info.binding_timeout_s)
-        # A PreBind the record saw end has been counted already. One whose claim went away ends at the scheduler's
-        # next poll; one whose pod went away (or that still waits) at the latest a binding timeout after it began.
-        ends = [w.end_at or clock() for w in waits if w.end == "claim deleted"]
-        ends += [w.start_at + timeout for w in waits if w.end in ("pod deleted", "open")]
-        deadline = max([*ends, clock()]) + PREBIND_POLL_S + SETTLE_SLACK_S
-        while True:
-            self.after = read(self.endpoint, self.info.kubeconfig)
-            self.scrapes += 1
-            if not self.after.ok:
-                raise MetricsUnreadable(f"kube-scheduler's /metrics could not be read at the end: {self.after.error}")
-            if restarted(self.before, self.after):
-                raise MetricsUnreadable(
-                    "kube-scheduler restarted during the run (process_start_time_seconds changed): its counters "
-                    "started again, the window cannot be reconciled"
-                )
-            self.result = reconcile(metrics_window(self.before, self.after), waits, exact)
-            if not self.result.problems() or clock() >= deadline:
-                return self.result
-            sleep(1.0)
+        ends = [(w.end_at or clock()) + PREBIND_POLL_S for w in waits if w.end == "claim deleted"]
+        ends += [w.start_at + timeout + PREBIND_POLL_S for w in waits if w.end in ("pod deleted", "open")]
+        if ends and (left := max(ends) + SETTLE_SLACK_S - clock()) > 0:
+            sleep(left)
+        self.after = read(self.endpoint, self.info.kubeconfig)
+        self.scrapes += 1
+        if not self.after.ok:
+            raise MetricsUnreadable(f"kube-scheduler's /metrics could not be read at the end: {self.after.error}")
+        if restarted(self.before, self.after):
+            raise MetricsUnreadable(
+                "kube-scheduler restarted during the run (process_start_time_seconds changed): its counters "
+                "started again, the window cannot be reconciled"
+            )
+        self.result = reconcile(metrics_window(self.before, self.after), waits, exact)
+        return self.result
 
     def report(self) -> dict[str, Any]:
         """The conformance report's `schedulerMetrics`: the names read, the window's reconciliation and the SLI."""

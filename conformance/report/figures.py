@@ -100,7 +100,7 @@ def scheduler_metrics_lines(section: dict[str, Any] | None) -> list[str]:
     for row in section.get("rows") or []:
         counted[row["status"]] = counted.get(row["status"], 0) + row["counted"]
     return [
-        f"PreBind wait SLI (metric, success)  {_p(section['sli'])}",
+        f"PreBind wait SLI (metric, success)  {_p(section['sli'])} (n: observations, one per allocated device)",
         f"  record: reservation-to-bind       {_p(record.get('reservation_to_bind'))}",
         f"  record: condition-write-to-bind   {_p(record.get('conditions_to_bind'))}",
         f"  PreBind waits {section['waits']} ({section['judged']}); allocations_total in the window: "

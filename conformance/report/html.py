@@ -225,14 +225,14 @@ def _scheduler_metrics(section: dict[str, Any] | None) -> str:
         return f"{head}<p>not read: {_e((section or {}).get('notJudged', 'the run did not judge SCH-10'))}</p>"
     lines = "".join(f"<li>{_e(line.strip())}</li>" for line in scheduler_metrics_lines(section))
     rows = "".join(
-        f"<tr><td>{_e(r['driver'])}</td><td>{_e(r['status'])}</td><td>{r['counted']}</td>"
+        f"<tr><td>{_e(r.get('scenario'))}</td><td>{_e(r['driver'])}</td><td>{_e(r['status'])}</td><td>{r['counted']}</td>"
         f"<td>{r['low']}{'' if r['low'] == r['high'] else '..' + str(r['high'])}</td><td>{r['observed']}</td>"
         f"<td>{r['observed_low']}{'' if r['observed_low'] == r['observed_high'] else '..' + str(r['observed_high'])}"
         "</td></tr>"
         for r in section.get("rows") or []
     )
     return (
-        f"{head}<ul>{lines}</ul><table><tr><th>driver</th><th>status</th><th>allocations_total</th><th>record</th>"
+        f"{head}<ul>{lines}</ul><table><tr><th>scenario</th><th>driver</th><th>status</th><th>allocations_total</th><th>record</th>"
         f"<th>wait_duration_seconds observations</th><th>record</th></tr>{rows}</table>"
     )
 

@@ -56,7 +56,8 @@ class Run:
     @property
     def label(self) -> str:
         provider = (self.report.get("cluster") or {}).get("provider", "?")
-        return f"{self.profile} on {provider} ({Path(self.source).name})"
+        where = Path(self.source)
+        return f"{self.profile} on {provider} ({where.parent.name}/{where.name})"
 
     def entry(self, requirement: str) -> dict[str, Any] | None:
         return (self.report.get("requirements") or {}).get(requirement)

@@ -281,7 +281,6 @@ def _requirement_property(request: pytest.FixtureRequest, record_property: Any) 
     # implementation), then the implementation's (starting the implementation meanwhile).
     selected = request.config.stash.get(SELECTED_KEY, [])
     if selected or "cluster" in request.fixturenames:  # first: the record covers every scenario from its start
-        request.getfixturevalue("scheduler_metrics")  # its window too (SCH-10): a scrape before any scenario
         request.getfixturevalue("recorder")
     if any(not sc.implementation for sc in selected):
         request.getfixturevalue("cluster_scenarios")

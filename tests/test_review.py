@@ -112,3 +112,29 @@ def test_a_bundle_that_does_not_match_its_manifest_is_refused(tmp_path: Path) ->
     bundle.write_bytes(b"not a tar")
     result = CliRunner().invoke(main, ["review", str(bundle), "--out", str(tmp_path / "r")])
     assert result.exit_code != 0 and "neither a reports folder nor a tar.gz bundle" in result.output
+
+
+def test_make_review_runs_only_the_releases_whose_binaries_are_cached_and_names_the_others(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    import conformance.matrix
+    from conformance.cli import review as review_cli
+    from conformance.report.matrix import ReleaseRun
+
+    (tmp_path / "made").mkdir()
+    bundles = {b.parent.name: b for b in _bundles(tmp_path / "made")}
+    ran: list[str] = []
+
+    def run_release(version: Any, out: Path, profile: str, args: tuple[str, ...], say: Any) -> ReleaseRun:
+        ran.append(f"{version} {profile} {' '.join(args)}")
+        return ReleaseRun(str(version), {"result": "success"}, reports_dir=str(bundles[str(version)].parent))
+
+    monkeypatch.setattr(review_cli, "_cached", lambda version: str(version) == "1.37.2")
+    monkeypatch.setattr(conformance.matrix, "run_release", run_release)
+    out = tmp_path / "review"
+    argv = ["review", "--run", "--release", "1.36.3", "--release", "1.37.2", "--profile", "none", "--out", str(out)]
+    result = CliRunner().invoke(main, [*argv, "--accept", "partial", "--pytest-args", '-k "gate or metrics"'])
+    assert result.exit_code == 0, result.output
+    assert ran == ["1.37.2 none --accept=partial -k gate or metrics"]
+    assert "1.36.3: no binaries of 1.36.3 in the cache: not run" in result.output
+    assert "**not run**: no binaries of 1.36.3 in the cache" in (out / "review.md").read_text()

@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from conformance.cluster.client import Cluster
-from selftest.suite_runner import run_suite
+from selftest.suite_runner import on_existing, run_suite
 
 TESTS = ("conformance/suite/cluster/test_scheduler_metrics.py", "conformance/suite/cluster/test_binding_gate.py")
 
@@ -21,12 +21,7 @@ def _sch10(cluster: Cluster, tmp_path: Path, scheduler_url: str) -> tuple[str, s
     reports = tmp_path / "reports"
     code, out, _ = run_suite(
         tmp_path / "junit.xml",
-        "--provider",
-        "existing",
-        "--kubeconfig",
-        str(cluster.info.kubeconfig),
-        "--profile",
-        "none",
+        *on_existing(cluster.info.kubeconfig, Path("none")),
         f"--scheduler-url={scheduler_url}",
         f"--reports-dir={reports}",
         TESTS[1],

@@ -27,7 +27,7 @@ SUITE_ARGS := --provider $(PROVIDER) --k8s-version $(K8S_VERSION) --profile $(PR
 
 .PHONY: all conformance conformance-shapes test test-full unit drivers selftest suite lint binaries venv bench bench-cluster clusters-down clean
 .PHONY: validate image kind-image kind-config conformance-kind matrix conformance-extra conformance-all conformance-roles chromium html-check soak
-.PHONY: docs
+.PHONY: docs review
 
 all: test
 
@@ -147,6 +147,16 @@ matrix: venv
 			$(addprefix --accept known-defect:,$(ACCEPT_KNOWN_DEFECTS)) \
 			$(if $(PYTEST_ARGS),-- $(PYTEST_ARGS)) || rc=1; \
 	done; exit $$rc
+
+# The enhancement review's evidence (issue 38): the suite with PROFILE on every supported release whose binaries are
+# cached (REVIEW_RELEASES="1.36.3 1.37.2" narrows it; a release without cached binaries is named as not run, never
+# built here), each run's bundle in $(REPORTS)/review/runs/<version>/, merged into $(REPORTS)/review/review.{html,md}
+# and review-junit.xml. Bundles of other machines or CI shards merge with `dra-conformance review BUNDLE...`.
+REVIEW_RELEASES ?=
+review: venv
+	$(BIN)/dra-conformance review --run --out $(REPORTS)/review --profile $(PROFILE) \
+		$(addprefix --release ,$(REVIEW_RELEASES)) $(addprefix --accept known-defect:,$(ACCEPT_KNOWN_DEFECTS)) \
+		$(if $(PYTEST_ARGS),--pytest-args "$(PYTEST_ARGS)")
 
 # Figures of one full suite run (bring-up, wall time, scenarios, latencies, SCALE-1 with/without conditions),
 # kept in reports/bench-history/ and compared with the previous run's: what got slower is printed.

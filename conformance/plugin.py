@@ -37,6 +37,7 @@ from conformance.session import interrupts as pytest_interrupts
 from conformance.session.cluster import cluster as cluster
 from conformance.session.interrupts import pytest_keyboard_interrupt as pytest_keyboard_interrupt
 from conformance.session.interrupts import pytest_sessionfinish as pytest_sessionfinish
+from conformance.session.metrics import scheduler_metrics as scheduler_metrics
 from conformance.session.requirements import RequirementReporter
 from conformance.session.scenarios import cluster_scenarios as cluster_scenarios
 from conformance.session.scenarios import implementation as implementation

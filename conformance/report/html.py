@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from conformance.report.figures import scheduler_metrics_lines
 from conformance.report.timeline import scenario_words, svg
 from conformance.report.verdict import shown_outcome
 
@@ -221,12 +222,32 @@ def _figures(report: dict[str, Any]) -> str:
         + "</table>",
     ]
     lines.append(_path_cost(report.get("pathCost")))
+    lines.append(_scheduler_metrics(report.get("schedulerMetrics")))
     if record:
         lines.append(
             f"<p>Record: {_e(record.get('records'))}; dropped {_e(record.get('dropped', 0))}. Fabric probe: "
             f"{_e('none in the profile' if not probe.get('url') else json.dumps(probe))}</p>"
         )
     return "\n".join(lines)
+
+
+def _scheduler_metrics(section: dict[str, Any] | None) -> str:
+    """SCH-10: the SLI and the record's latencies, and the metrics' counts against the record per driver and status."""
+    head = '<h3 id="scheduler-metrics">PreBind wait (kube-scheduler metrics, SCH-10)</h3>'
+    if not section or "sli" not in section:
+        return f"{head}<p>not read: {_e((section or {}).get('notJudged', 'the run did not judge SCH-10'))}</p>"
+    lines = "".join(f"<li>{_e(line.strip())}</li>" for line in scheduler_metrics_lines(section))
+    rows = "".join(
+        f"<tr><td>{_e(r.get('scenario'))}</td><td>{_e(r['driver'])}</td><td>{_e(r['status'])}</td><td>{r['counted']}</td>"
+        f"<td>{r['low']}{'' if r['low'] == r['high'] else '..' + str(r['high'])}</td><td>{r['observed']}</td>"
+        f"<td>{r['observed_low']}{'' if r['observed_low'] == r['observed_high'] else '..' + str(r['observed_high'])}"
+        "</td></tr>"
+        for r in section.get("rows") or []
+    )
+    return (
+        f"{head}<ul>{lines}</ul><table><tr><th>scenario</th><th>driver</th><th>status</th><th>allocations_total</th><th>record</th>"
+        f"<th>wait_duration_seconds observations</th><th>record</th></tr>{rows}</table>"
+    )
 
 
 def _restart_matrix(report: dict[str, Any]) -> str:

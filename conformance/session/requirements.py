@@ -40,6 +40,7 @@ from conformance.report.verdict import (
     known_defects,
 )
 from conformance.session.interrupts import swallowed_interrupt
+from conformance.session.metrics import METRICS_KEY
 from conformance.session.shared import (
     CLUSTER_KEY,
     CLUSTER_RUNNER_KEY,
@@ -243,6 +244,8 @@ class RequirementReporter(TerminalSummary):
             }
             if CLUSTER_RUNNER_KEY in self.config.stash:
                 run["cluster"]["settings"] = settings_report(info, self.config.stash[CLUSTER_RUNNER_KEY])
+        if (metrics := self.config.stash.get(METRICS_KEY, None)) is not None:  # SCH-10's window, the SLI
+            run["schedulerMetrics"] = metrics.report()
         runners = [self.config.stash[k] for k in (CLUSTER_RUNNER_KEY, RUNNER_KEY) if k in self.config.stash]
         if runners:
             timings = {name: t for r in runners for name, t in r.timings.items()}

@@ -11,9 +11,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from conformance.cluster import interrupts
+from conformance.report.figures import scheduler_metrics_lines
 from conformance.report.outcomes import not_applicable, not_shown, table
 from conformance.report.reasons import headline
 from conformance.report.verdict import EXIT_KNOWN_DEFECT, EXIT_PARTIAL, NOT_CERTIFIED, KnownFailures, Verdict
+from conformance.session.metrics import METRICS_KEY
 from conformance.session.shared import CLUSTER_KEY, CLUSTER_RUNNER_KEY, MARKS_KEY
 from conformance.suite.declared import settings_report, settings_summary
 
@@ -32,6 +34,9 @@ def cluster_summary(terminalreporter: Any, config: pytest.Config) -> None:
     if CLUSTER_RUNNER_KEY in config.stash:
         measured = settings_report(info, config.stash[CLUSTER_RUNNER_KEY])["measured"]
         terminalreporter.write_line(f"measured (BASE-2): {settings_summary(measured)}")
+    if (metrics := config.stash.get(METRICS_KEY, None)) is not None:  # SCH-10: the SLI beside the record's latencies
+        for line in scheduler_metrics_lines(metrics.report()):
+            terminalreporter.write_line(line)
     if "bring_up_s" in timings:
         terminalreporter.write_line(f"bring-up {timings['bring_up_s']:.1f}s")
     if marks := config.stash.get(MARKS_KEY, {}):

@@ -14,6 +14,12 @@ REPORTS ?= reports
 PYTEST_ARGS ?=
 # Used by the builder only when a module's go directive is newer than the machine's Go.
 export DRA_CONFORMANCE_GOTOOLCHAIN ?= go1.27.3
+# A patched control plane (docs/clusters.md "A patched control plane"): K8S_PATCHES=DIR applies DIR's *.patch files,
+# in name order, to K8S_VERSION's sources; K8S_SOURCE=PATH builds a local checkout as K8S_VERSION. Every target that
+# builds or starts a cluster (binaries, conformance, matrix, kind-image, the reproducer's `cluster up`) uses it.
+K8S_PATCHES ?=
+K8S_SOURCE ?=
+export K8S_PATCHES K8S_SOURCE
 
 BIN := $(VENV)/bin
 SUITE_ARGS := --provider $(PROVIDER) --k8s-version $(K8S_VERSION) --profile $(PROFILE) \
@@ -21,7 +27,7 @@ SUITE_ARGS := --provider $(PROVIDER) --k8s-version $(K8S_VERSION) --profile $(PR
 
 .PHONY: all conformance conformance-shapes test test-full unit drivers selftest suite lint binaries venv bench bench-cluster clusters-down clean
 .PHONY: validate image kind-image kind-config conformance-kind matrix conformance-extra conformance-all conformance-roles chromium html-check soak
-.PHONY: docs
+.PHONY: docs review
 
 all: test
 
@@ -36,8 +42,8 @@ binaries: venv
 	$(BIN)/dra-conformance build --k8s-version $(K8S_VERSION)
 
 # Known upstream defects of the cluster's release (conformance/cluster/known-defects.yaml) this project's own runs
-# accept explicitly: kube-scheduler 1.37 and 1.38.0-beta.0 allocate a device twice after a binding timeout, which the
-# suite's SCH-9 scenario provokes in every run. SCH-9 still reads failed and the cluster verdict failure in every
+# accept explicitly: kube-scheduler 1.37 allocates a device twice after a binding timeout (fixed in 1.38.0-beta.0),
+# which the suite's SCH-9 scenario provokes in every run. SCH-9 still reads failed and the cluster verdict failure in every
 # report (docs/upstream/double-allocation-after-binding-timeout.md); accepting it only keeps the exit status for the
 # rest of the run. ACCEPT_KNOWN_DEFECTS= (empty) makes such a run exit 7.
 ACCEPT_KNOWN_DEFECTS ?= double-allocation-after-binding-timeout
@@ -94,8 +100,9 @@ REFERENCE_PROFILES ?= fixtures/profiles/reference.yaml fixtures/profiles/referen
 conformance-roles: binaries
 	$(MAKE) --no-print-directory conformance PROFILE=fixtures/profiles/reference-roles.yaml \
 		REPORTS=$(REPORTS)/reference-roles
-# The stack shapes of issue 27 (docs/certify.md "Per-node daemons, pod-bound credentials, HTTPS"): the node driver per node
-# with pod-bound tokens and an admission policy, and the fabric manager on HTTPS with the run's CA.
+# The stack shapes of issue 27 (docs/certify.md "Per-node daemons with pod-bound credentials", "HTTPS endpoints"):
+# the node driver per node with pod-bound tokens and an admission policy, and the fabric manager on HTTPS with the
+# run's CA.
 SHAPE_PROFILES ?= fixtures/profiles/reference-pernode.yaml fixtures/profiles/reference-https.yaml
 conformance-shapes: binaries
 	rc=0; for p in $(SHAPE_PROFILES); do \
@@ -141,6 +148,16 @@ matrix: venv
 			$(if $(PYTEST_ARGS),-- $(PYTEST_ARGS)) || rc=1; \
 	done; exit $$rc
 
+# The enhancement review's evidence (issue 38): the suite with PROFILE on every supported release whose binaries are
+# cached (REVIEW_RELEASES="1.36.3 1.37.2" narrows it; a release without cached binaries is named as not run, never
+# built here), each run's bundle in $(REPORTS)/review/runs/<version>/, merged into $(REPORTS)/review/review.{html,md}
+# and review-junit.xml. Bundles of other machines or CI shards merge with `dra-conformance review BUNDLE...`.
+REVIEW_RELEASES ?=
+review: venv
+	$(BIN)/dra-conformance review --run --out $(REPORTS)/review --profile $(PROFILE) \
+		$(addprefix --release ,$(REVIEW_RELEASES)) $(addprefix --accept known-defect:,$(ACCEPT_KNOWN_DEFECTS)) \
+		$(if $(PYTEST_ARGS),--pytest-args "$(PYTEST_ARGS)")
+
 # Figures of one full suite run (bring-up, wall time, scenarios, latencies, SCALE-1 with/without conditions),
 # kept in reports/bench-history/ and compared with the previous run's: what got slower is printed.
 BENCH_SCALE_PODS ?= 100
@@ -182,7 +199,7 @@ K8S_RELEASES ?= 1.34 1.35 1.36 1.37 1.38
 image:
 	docker build -t $(IMAGE) fake-drivers
 
-# With no registry (README "On kind"): the kind node image of K8S_VERSION (only where kind's own kindest/node cannot
+# With no registry (docs/clusters.md "On kind"): the kind node image of K8S_VERSION (only where kind's own kindest/node cannot
 # be pulled) and the reference image, from Debian packages and the Go module proxy; cached by inputs. Starts a
 # dockerd for the build where none runs (and stops it). Builds run at nice 15 (KIND_IMAGE_NICE).
 KIND_IMAGE_NICE ?= 15

@@ -18,6 +18,7 @@ from typing import IO
 
 from conformance.cluster.toolchain.build import ensure_binaries
 from conformance.cluster.toolchain.cache import Cache, default_cache_root
+from conformance.cluster.toolchain.source import source_from_env
 from conformance.cluster.versions import RELEASES, KubeVersion, parse_version
 from conformance.report.matrix import RUN_RECORD, Matrix, ReleaseRun, load_run, write_matrix
 
@@ -47,7 +48,7 @@ def supported_versions() -> list[KubeVersion]:
 def build_seconds(version: KubeVersion, cache: Cache | None = None) -> float | None:
     """What building this release's Kubernetes binaries and its etcd took, from the cache's build records."""
     cache = cache or Cache(default_cache_root())
-    kube = cache.component("kubernetes", version.tag).record()
+    kube = cache.component("kubernetes", source_from_env(version.tag).key).record()
     if not kube.get("binaries"):
         return None
     etcd = cache.component("etcd", kube.get("etcd_version", "")).record() if kube.get("etcd_version") else {}

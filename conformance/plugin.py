@@ -37,6 +37,7 @@ from conformance.session import interrupts as pytest_interrupts
 from conformance.session.cluster import cluster as cluster
 from conformance.session.interrupts import pytest_keyboard_interrupt as pytest_keyboard_interrupt
 from conformance.session.interrupts import pytest_sessionfinish as pytest_sessionfinish
+from conformance.session.metrics import scheduler_metrics as scheduler_metrics
 from conformance.session.requirements import RequirementReporter
 from conformance.session.scenarios import cluster_scenarios as cluster_scenarios
 from conformance.session.scenarios import implementation as implementation
@@ -53,7 +54,7 @@ from conformance.session.shared import (
     SELECTED_KEY,
 )
 from conformance.session.terminal import cluster_summary
-from conformance.suite.scenario import REGISTRY, ScenarioFailed, profile_gap
+from conformance.suite.judged import hand_over
 
 NAMESPACE_READY_S = 30.0
 DEFAULT_PROFILE = Path(__file__).resolve().parent.parent / "fixtures" / "profiles" / "reference.yaml"
@@ -192,22 +193,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> None:
-    """A test whose scenario failed fails here, in its call phase, with the scenario's error and evidence."""
-    for value in pyfuncitem.funcargs.values():
-        if isinstance(value, ScenarioFailed):
-            if reason := _requirement_gap(pyfuncitem):  # skipped for the profile, as `profile check` predicts
-                pytest.skip(reason)
-            raise value.error
-
-
-def _requirement_gap(item: pytest.Function) -> str | None:
-    """Why the profile cannot have this test's requirement judged (Scenario.probe_for), or None."""
-    marker, loaded = item.get_closest_marker("requirement"), item.config.stash.get(PROFILE_KEY, None)
-    if marker is None or loaded is None:
-        return None
-    module = getattr(item.module, "__name__", "")
-    scenarios = [sc for sc in REGISTRY.values() if sc.module == module and marker.args[0] in sc.probe_for]
-    return next((gap for sc in scenarios if (gap := profile_gap(sc, loaded.profile, marker.args[0]))), None)
+    """A test whose scenario failed is decided here, in its call phase (suite/judged.py): judged on what the scenario
+    observed before it failed, failed with its error, not judged, or skipped for the profile."""
+    __tracebackhide__ = True
+    loaded = pyfuncitem.config.stash.get(PROFILE_KEY, None)
+    hand_over(pyfuncitem, loaded.profile if loaded is not None else None)
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from conformance.cluster.providers.base import NodeSpec
-from conformance.observe.devices import DevicePool, incomplete_pools, read_devices
+from conformance.observe.devices import FAILED, MOVED, RELEASED, DevicePool, incomplete_pools, read_devices
 
 DRIVER = "gpu.example.com"
 NODES = [NodeSpec("node-0", {"fabric": "a"}), NodeSpec("node-1", {"fabric": "b"})]
@@ -69,6 +69,23 @@ def test_lease_hands_out_distinct_devices_and_waits_for_a_release() -> None:
     pool.release(first)
     waiter.join(10)
     assert got and len(got[0]) == 2
+
+
+def test_leases_prefer_rested_devices_unless_asked_for_a_devices_past_on_purpose() -> None:
+    pool = DevicePool(DRIVER, "uuid", read_devices(SLICES, "uuid", NODES))
+    pool.release(pool.lease("a", 1, "fabric", node="node-0"))  # F0: used, released
+    rested = pool.lease("b", 1, "fabric", node="node-0", timeout=1)
+    assert rested.identities == ["F1"], "the rested one first"
+    pool.release(rested)
+    pool.release(pool.lease("c", 1, "fabric", node="node-0", timeout=1))  # F0 again (F1 released longer ago)
+    pool.note("F2", MOVED)
+    pool.note("F1", FAILED)
+    reused = pool.lease("d", 3, "fabric", prefer=(FAILED, MOVED, RELEASED), timeout=1)
+    assert reused.identities == ["F1", "F2", "F0"], reused
+    assert reused.past == {"F1": FAILED, "F2": MOVED, "F0": RELEASED}, "each for what it went through"
+    pool.release(reused)
+    again = pool.lease("e", 1, "fabric", prefer=(RELEASED,), timeout=1)
+    assert again.past == {again.identities[0]: RELEASED}, "the device released last, on purpose"
 
 
 def test_lease_of_more_than_published_is_a_skip_and_a_held_pool_times_out() -> None:

@@ -283,7 +283,7 @@ PER_NODE = Scope(per_node=True)
     [
         ("node", None, Scope(), "only in a perNode process or a node hook"),
         ("node", None, PER_NODE, None),
-        ("pod_kubeconfig", "ns/sa", Scope(), "names no node"),
+        ("pod_kubeconfig", "ns/sa", Scope(), None),  # outside per node: a pod the scheduler places
         ("pod_kubeconfig", "ns/sa", PER_NODE, None),
         ("pod_kubeconfig", "ns/sa@node-3", Scope(), None),
         ("pod_kubeconfig", "sa@node-3", Scope(), "NAMESPACE/SERVICEACCOUNT@NODE"),
@@ -294,6 +294,12 @@ PER_NODE = Scope(per_node=True)
         ("tls_key", "fm", Scope(tls=frozenset({"fm"})), None),
         ("ca_file", None, Scope(), None),
         ("ca_file", "x", Scope(), "takes no argument"),
+        ("port", "metrics", Scope(), "only in a process's command or env"),
+        ("port", "Metrics", Scope(), "lowercase alphanumerics"),
+        ("url", "fm:metrics", Scope(named_ports=frozenset()), "needs an earlier process 'fm' with {port:metrics}"),
+        ("url", "fm:metrics", Scope(named_ports=frozenset({"fm:metrics"})), None),
+        ("https_url", "fm:Metrics", Scope(), "lowercase alphanumerics"),
+        ("hostport", "plugin:health", Scope(per_node_processes=frozenset({"plugin"})), "runs per node"),
     ],
 )
 def test_where_each_placeholder_may_stand(key: str, arg: str | None, scope: Scope, problem: str | None) -> None:

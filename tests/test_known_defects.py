@@ -3,8 +3,10 @@ run that hits one reports and exits (pytester: an in-process pytest run of a tin
 
 from __future__ import annotations
 
+import fnmatch
 import itertools
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ import yaml
 
 from conformance.cluster.defects import HOLDER_PAST_TIMEOUT, accepted, catalogue, known_defect
 from conformance.cluster.providers.base import ClusterInfo
+from conformance.cluster.toolchain.source import with_patches
 from conformance.observe.allocations import judge, past_binding_timeout
 from conformance.observe.recorder import Record
 from conformance.report.catalogue import REQUIREMENTS
@@ -55,8 +58,8 @@ TIMED_OUT = [_claim("a", 10, 100.0, "dev-0"), _claim("b", 25, 120.05, "dev-0"), 
 def test_the_catalogue_names_releases_by_minor_or_exact_version_and_reads_server_versions() -> None:
     defect = catalogue()[DEFECT]
     assert defect.requirement == "SCH-9" and Path(defect.writeup).name.endswith(".md")
-    assert all(defect.covers(v) for v in ("v1.37.2", "1.37.0", "v1.37.2-gke.100", "v1.38.0-beta.0"))
-    assert not any(defect.covers(v) for v in ("v1.36.3", "v1.34.4", "v1.38.0", "not a version"))
+    assert all(defect.covers(v) for v in ("v1.37.2", "1.37.0", "v1.37.2-gke.100"))
+    assert not any(defect.covers(v) for v in ("v1.36.3", "v1.34.4", "v1.38.0-beta.0", "v1.38.0", "not a version"))
     assert known_defect("SCH-9", HOLDER_PAST_TIMEOUT, "v1.37.2") == defect
     assert known_defect("SCH-9", HOLDER_PAST_TIMEOUT, "v1.36.3") is None
     assert known_defect("SCH-3", HOLDER_PAST_TIMEOUT, "v1.37.2") is None
@@ -90,6 +93,8 @@ def test_a_failure_is_named_a_known_defect_only_if_every_double_is_its_symptom_o
     assert named.defect is not None and named.defect.id == DEFECT and not named.unexplained
     assert describe(doubles, named).startswith(f"known upstream defect: {DEFECT}")
     assert explain(doubles, TIMED_OUT, _info("v1.36.3")).defect is None, "a release the defect is not listed for"
+    patched = replace(_info("v1.37.2"), source=with_patches("v1.37.2", Path(__file__)))
+    assert explain(doubles, TIMED_OUT, patched).defect is None, "a patched control plane is not the release"
     early = [_claim("c", 40, 200.0, "dev-1"), _claim("d", 41, 201.0, "dev-1")]  # no timeout: a new failure
     mixed = judge(TIMED_OUT + early).doubles
     found = explain(mixed, TIMED_OUT + early, _info("v1.37.2"))
@@ -155,11 +160,19 @@ def test_accepting_the_known_defect_exits_as_the_rest_of_the_run_and_every_repor
         "-p", "no:cacheprovider", f"--reports-dir={tmp_path}", f"--accept=known-defect:{DEFECT}"
     )
     assert result.ret == 0
+    headline = "implementation: success (* not applicable) · cluster: failure, only known upstream defect SCH-9 " + (
+        "(accepted) · exit 0"
+    )
     result.stdout.fnmatch_lines(
-        [f"{DEFECT}: SCH-9 failed; ACCEPTED*", "*cluster verdict: FAILURE*", "result: failure", "*accepted known*"]
+        [f"{DEFECT}: SCH-9 failed; ACCEPTED*", "*cluster verdict: FAILURE*", "*accepted known*", headline]
     )
     report = yaml.safe_load((tmp_path / "conformance-report.yaml").read_text())
     assert report["result"] == "failure" and report["knownDefects"][0]["accepted"] is True
+    assert report["exitStatus"] == 0 and fnmatch.fnmatch(report["headline"], headline)
+    page = (tmp_path / "report.html").read_text()
+    assert "exit status <b>0</b>" in page and "only known upstream defect SCH-9 (accepted) · exit 0" in page
+    copy = report["knownDefects"][0]["writeupCopy"]
+    assert (tmp_path / copy).is_file() and f'<a href="{copy}">' in page  # the write-up, linked and bundled
     junit = ET.parse(tmp_path / "certification-junit.xml").getroot()
     [case] = [c for c in junit.iter("testcase") if c.get("name", "").startswith("SCH-9 ")]
     failure = case.find("failure")

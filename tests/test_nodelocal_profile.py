@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from conformance.implementation.profile import load_profile
+from conformance.implementation.profile import Users, load_profile
 from conformance.suite.implementation import test_readiness  # noqa: F401  (registers its scenario)
 from conformance.suite.implementation.nodecredentials import per_node_accounts
 from conformance.suite.implementation.readiness import model_gap, probe_gap
@@ -19,7 +19,9 @@ PROFILES = Path(__file__).resolve().parents[1] / "fixtures" / "profiles"
 def test_the_reference_nodelocal_profile_declares_the_gate() -> None:
     prof = load_profile(PROFILES / "reference-nodelocal.yaml").profile
     assert prof.binding_model == "node-local" and model_gap(prof) is None and probe_gap(prof) is None
-    assert per_node_accounts(prof) == {"dra-nodelocal-system/reference-node-readier": ["node-readier"]}
+    assert per_node_accounts(prof) == {
+        "dra-nodelocal-system/reference-node-readier": Users(central=[], per_node=["process node-readier"])
+    }
 
 
 def test_unprefixed_condition_names_load_through_a_node_local_profile(tmp_path: Path) -> None:

@@ -131,3 +131,29 @@ def test_a_capability_no_scenario_reads_is_refused_and_every_declared_one_select
     for profile in sorted((Path(__file__).parents[1] / "fixtures" / "profiles").glob("reference*.yaml")):
         claimed = set(load_profile(profile).profile.capabilities)
         assert claimed <= known_capabilities(), f"{profile.name} claims {claimed - known_capabilities()}"
+
+
+def test_the_check_ends_with_the_verdict_and_exit_status_the_run_would_get(tmp_path: Path) -> None:
+    """The short template declares no probes: the run would be partial (exit 6), and the check names each MUST that
+    makes it so; a node-local profile without a readinessProbe: RDY-3 and RDY-4."""
+    out = tmp_path / "p.yaml"
+    assert CliRunner().invoke(main, ["profile", "init", "--out", str(out)]).exit_code == 0
+    lines = CliRunner().invoke(main, ["profile", "check", str(out)]).output.splitlines()
+    assert lines[-1].startswith("if every requirement that runs passes, the run ends: implementation: partial (")
+    assert lines[-1].endswith(" · cluster: success · exit 6 (--accept partial: exit 0)")
+    assert "  IMP-2 skip: attach-before-bind: the profile declares no fabricProbe" in "\n".join(lines)
+    raw = yaml.safe_load((PROFILES[0].parent / "reference-nodelocal.yaml").read_text())
+    raw.pop("readinessProbe")
+    result = check(load_profile(_write(tmp_path / "nl.yaml", raw)))
+    musts = [line.split()[0] for line in result.verdict if line.startswith("  ")]
+    assert musts == ["RDY-3", "RDY-4"], result.verdict
+    assert result.verdict[-1].endswith(
+        "implementation: partial (RDY-3, RDY-4 not shown to pass) · cluster: success "
+        "· exit 6 (--accept partial: exit 0)"
+    )
+
+
+def _write(path: Path, raw: dict) -> Path:
+    text = yaml.safe_dump(raw).replace("{profile_dir}", str(PROFILES[0].parent))
+    path.write_text(text)
+    return path

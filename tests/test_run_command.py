@@ -3,6 +3,7 @@ the suite's status through unchanged (pytest.main faked here; the real suite: te
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -43,3 +44,30 @@ def test_the_suites_status_is_returned_and_printed_last(
     assert args[0].endswith("conformance/suite") and args[-2:] == ["-k", "API"]
     assert args[args.index("--profile") : args.index("--profile") + 2] == ["--profile", "none"]
     assert f"--reports-dir={tmp_path}" in args and "partial" in args
+
+
+def test_the_runs_headline_comes_just_before_the_status_and_a_stale_one_never(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """pytest's own summary lines follow the suite's headline: the command repeats it above its status line, from the
+    report this run wrote (not one an earlier run left)."""
+    headline = "implementation: success (8 not applicable) · cluster: success · exit 0"
+    report = tmp_path / "conformance-report.yaml"
+
+    def suite(args: list[str]) -> int:
+        report.write_text(f"result: success\nheadline: '{headline}'\n")
+        return 0
+
+    monkeypatch.setattr(run_module.pytest, "main", suite)
+    result = CliRunner().invoke(main, ["run", "--reports-dir", str(tmp_path)])
+    assert result.output.splitlines()[-2:] == [headline, run_module.status_line(0)]
+    monkeypatch.setattr(run_module.pytest, "main", lambda args: 4)  # a usage error: no report written
+    os.utime(report, (0, 0))
+    result = CliRunner().invoke(main, ["run", "--reports-dir", str(tmp_path)])
+    assert result.output.splitlines() == [run_module.status_line(4)]
+
+
+def test_a_zero_with_accepted_known_defects_says_so() -> None:
+    headline = "implementation: success · cluster: failure, only known upstream defect SCH-9 (accepted) · exit 0"
+    assert "known upstream defects accepted" in run_module.status_line(0, headline)
+    assert run_module.status_line(0, "implementation: success · cluster: success · exit 0").endswith("(success)")

@@ -234,3 +234,32 @@ def test_an_exclusive_scenario_runs_alone_and_first() -> None:
         if "restart" in seen:
             assert seen - {"cluster-x"} == {"restart"}, overlaps
     assert next(n for n in order if n != "cluster-x") == "restart", order
+
+
+def test_a_failed_scenario_hands_over_the_steps_it_reached_and_what_it_observed_by_then() -> None:
+    """Read before the cleanup (the record still holds it); what cannot be read is said, never a second failure."""
+    from conformance.suite.record import Step
+
+    steps = (Step("first", evidence=("API-1",)), Step("second"))
+
+    def midway(ctx: Context) -> str:
+        ctx.step("first", lambda: f"seen before cleanup {ctx.objects.cleaned}")  # type: ignore[attr-defined]
+        raise AssertionError("timed out waiting for the second")
+
+    def unreadable(ctx: Context) -> str:
+        ctx.step("first", lambda: 1 / 0)
+        raise AssertionError("timed out")
+
+    def undeclared(ctx: Context) -> str:
+        ctx.step("third", lambda: None)
+        return "never"
+
+    scenarios = [_scenario(n, f, steps=steps) for n, f in (("midway", midway), ("bad", unreadable))]
+    runner, _ = _runner([*scenarios, _scenario("undeclared", undeclared, steps=steps)])
+    runner.start()
+    runner.join()
+    assert runner.progress["midway"].reached == ("first",)
+    assert runner.progress["midway"].partial == "seen before cleanup 0"
+    assert runner.progress["bad"].unread.startswith("what it had observed could not be read: ZeroDivisionError")
+    with pytest.raises(ValueError, match="declares no step 'third'"):
+        runner.result("undeclared")

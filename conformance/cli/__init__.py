@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from conformance.cli import implementation, kind, local, matrix, profile, results, run
+from conformance.cli import implementation, kind, local, matrix, profile, results, review, run
 
 
 @click.group()
@@ -33,5 +33,6 @@ for command in (
     results.check_html,
     results.bundle_command,
     results.compare_command,
+    review.review_command,
 ):
     main.add_command(command)

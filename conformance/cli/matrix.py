@@ -6,19 +6,13 @@ from pathlib import Path
 
 import click
 
-from conformance.cli.options import _version
+from conformance.cli.options import releases_option
 from conformance.cluster.versions import KubeVersion
 from conformance.report.verdict import EXIT_PARTIAL
 
 
 @click.command("matrix")
-@click.option(
-    "--release",
-    "releases",
-    multiple=True,
-    callback=lambda ctx, param, values: [_version(ctx, param, v) for v in values],
-    help="a release to run (repeatable); default: the newest known version of every supported minor",
-)
+@releases_option("a release to run (repeatable); default: the newest known version of every supported minor")
 @click.option("--profile", default="fixtures/profiles/reference.yaml", show_default=True)
 @click.option(
     "--out", type=click.Path(file_okay=False, path_type=Path), default=Path("reports/matrix"), show_default=True

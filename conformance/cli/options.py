@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 import click
 
 from conformance.cluster.versions import DEFAULT_VERSION, KubeVersion, UnsupportedVersion, parse_version
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _version(ctx: click.Context, param: click.Parameter, value: str) -> KubeVersion:
@@ -22,3 +27,14 @@ version_option = click.option(
     callback=_version,
     help="Kubernetes version (1.34.x to 1.38.x, pre-releases like 1.38.0-beta.0 too)",
 )
+
+
+def releases_option(help_text: str) -> Callable[[F], F]:
+    """`--release` (repeatable): the releases a command runs the suite on (`matrix`, `review --run`)."""
+    return click.option(
+        "--release",
+        "releases",
+        multiple=True,
+        callback=lambda ctx, param, values: [_version(ctx, param, v) for v in values],
+        help=help_text,
+    )

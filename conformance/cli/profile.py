@@ -106,7 +106,7 @@ def profile_check(file: Path, probe_url: str | None, probe_ca_file: str | None, 
     click.echo("requirements with this profile:")
     for row in result.plan:
         click.echo(f"  {row.requirement:8} {row.level:6} {row.action:14} {row.reason}")
-    runs = sum(r.action == "run" for r in result.plan)
+    runs = sum(r.action in ("run", "fail") for r in result.plan)
     apart = sum(r.action == "not-applicable" for r in result.plan)
     if apart:
         click.echo(
@@ -120,5 +120,7 @@ def profile_check(file: Path, probe_url: str | None, probe_ca_file: str | None, 
         "is never skipped: missing after promises.publishSeconds it fails; what each one checks, per design: the "
         "requirement reference (`make docs`, site/reference/requirements.html)"
     )
+    for line in result.verdict:  # last: the verdicts and exit status the run would get, and why
+        click.echo(line)
     if result.errors:
         raise click.ClickException(f"{len(result.errors)} problem(s) in {file}")

@@ -2,15 +2,19 @@
 
 GNU make turns any failing recipe into its own status 2, so CI that must tell success, failure and partial apart
 runs this command (or reads the status this command prints on its last line, which `make conformance` shows too).
+The line before it repeats the run's headline (both verdicts and the exit status, report/headline.py), which pytest's
+own summary lines would otherwise follow.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import click
 import pytest
+import yaml
 
 from conformance.report.verdict import EXIT_KNOWN_DEFECT, EXIT_PARTIAL
 
@@ -28,9 +32,26 @@ MEANINGS = {
 }
 
 
-def status_line(status: int) -> str:
-    """The last line of a run: the status and what it means, the same words as README's exit table."""
-    return f"dra-conformance run: exit status {status} ({MEANINGS.get(status, 'unknown')})"
+ACCEPTED_ONLY = "success but for known upstream defects accepted: the headline names them"
+
+
+def status_line(status: int, headline: str = "") -> str:
+    """The last line of a run: the status and what it means, the same words as README's exit table; a 0 whose run
+    failed only on accepted known upstream defects says so (the headline names them)."""
+    meaning = MEANINGS.get(status, "unknown")
+    if status == 0 and "(accepted)" in headline:
+        meaning = ACCEPTED_ONLY
+    return f"dra-conformance run: exit status {status} ({meaning})"
+
+
+def _headline(report: Path, since: float) -> str:
+    """The run's headline (both verdicts and the exit status) from the report this run wrote, if it wrote one."""
+    try:
+        if report.stat().st_mtime < since:
+            return ""  # an earlier run's: this one ended before writing its report
+        return str(yaml.safe_load(report.read_text()).get("headline") or "")
+    except (OSError, yaml.YAMLError, AttributeError):
+        return ""
 
 
 @click.command("run", context_settings={"ignore_unknown_options": True})
@@ -64,7 +85,10 @@ def run_command(
     for value in accept:
         args += ["--accept", value]
     args += list(pytest_args)
+    began = time.time()
     status = int(pytest.main(args))
-    click.echo(status_line(status))
+    if headline := _headline(reports / "conformance-report.yaml", began):  # after pytest's own summary lines
+        click.echo(headline)
+    click.echo(status_line(status, headline))
     sys.stdout.flush()
     sys.exit(status)

@@ -41,6 +41,9 @@ class Release:
     device_taint_rule_version: str = "v1"
     # NominatedNodeNameForExpectation (beta, on since 1.35): the pod shows the chosen node while it waits in PreBind.
     nominates_while_waiting: bool = True
+    # kube-scheduler serves scheduler_dra_bindingconditions_allocations_total and ..._wait_duration_seconds (1.36+,
+    # kubernetes PR #137284; registered only with DRADeviceBindingConditions on): cluster/metrics.py, SCH-10.
+    bindingconditions_metrics: bool = True
 
     @property
     def name(self) -> str:
@@ -73,6 +76,7 @@ RELEASES: dict[tuple[int, int], Release] = {
         gates=("DRAResourceClaimDeviceStatus", "DRADeviceBindingConditions", "DRADeviceTaints"),
         device_taint_rule_version="v1alpha3",
         nominates_while_waiting=False,
+        bindingconditions_metrics=False,
     ),
     (1, 35): Release(
         (1, 35),
@@ -82,6 +86,7 @@ RELEASES: dict[tuple[int, int], Release] = {
         runtime_config="resource.k8s.io/v1alpha3=true",
         gates=_TAINT_RULES_GATES,
         device_taint_rule_version="v1alpha3",
+        bindingconditions_metrics=False,
     ),
     (1, 36): Release(
         (1, 36),

@@ -93,7 +93,9 @@ def render(requirements: tuple[Requirement, ...], scenarios: list[Scenario], tes
         f"Every requirement of the catalogue, with its level ([RFC 2119](https://www.rfc-editor.org/rfc/rfc2119)), "
         f"its section of [KEP-5007]({KEP_URL}), what the suite checks, the binding models it applies to, what each "
         "design must show, which scenario and tests judge it and what makes it skip. A run reports each one as "
-        "passed, failed, skipped, partial, not-covered or not-applicable (it does not apply to the profile's "
+        "passed, failed, skipped, not-judged (its scenario failed before its evidence existed: [Reports and "
+        "evidence](../reports.md#a-failed-scenarios-requirements)), partial, not-covered or not-applicable (it does "
+        "not apply to the profile's "
         "`bindingModel`: [Reports and evidence](../reports.md#not-applicable)); `dra-conformance profile check FILE` "
         "predicts from the same records which ones a profile's run will skip or leave out.",
         "",

@@ -3,7 +3,9 @@
 A token may be bound to a pod the harness places on a node ({pod_kubeconfig:NAMESPACE/NAME@NODE}): the API server
 then puts the pod's node into the token's claims (kubernetes.io.node, ServiceAccountTokenPodNodeInfo) and into the
 requester's user info (extra authentication.kubernetes.io/node-name), which is what a per-node daemon's admission
-policy checks (e.g. dra-example-driver's: slice writes only from a token bound to a pod on that node).
+policy checks (e.g. dra-example-driver's: slice writes only from a token bound to a pod on that node). Or to a pod
+the scheduler places ({pod_kubeconfig:NAMESPACE/NAME} of a central process: a Deployment's pod, on a node nobody
+chose), which carries the node it landed on the same way.
 """
 
 from __future__ import annotations
@@ -55,23 +57,31 @@ def service_account_kubeconfig(
     return path
 
 
-def holder_pod_name(sa: str, node: str) -> str:
-    """A pod name per (ServiceAccount, node): readable, and unique even where a long node name is cut."""
-    digest = hashlib.sha256(f"{sa}@{node}".encode()).hexdigest()[:8]
-    return f"credential-{sa}-{node}"[:53].rstrip("-.") + f"-{digest}"
+SCHEDULED = "scheduled"  # holder_pod_name's node part of a pod the scheduler places
+SCHEDULE_TIMEOUT_S = 60.0
 
 
-def place_holder_pod(core: client.CoreV1Api, namespace: str, sa: str, node: str) -> dict[str, str]:
-    """The pod a node-bound token is bound to: running as `sa` on `node` (nodeName: no scheduler), tolerating every
-    taint; returns its reference (boundObjectRef). One that an earlier run left while it is being deleted is waited
-    out; one that exists is reused."""
+def holder_pod_name(sa: str, node: str | None) -> str:
+    """A pod name per (ServiceAccount, node or None: placed by the scheduler): readable, and unique even where a long
+    node name is cut."""
+    where = node or SCHEDULED
+    digest = hashlib.sha256(f"{sa}@{where}".encode()).hexdigest()[:8]
+    return f"credential-{sa}-{where}"[:53].rstrip("-.") + f"-{digest}"
+
+
+def place_holder_pod(core: client.CoreV1Api, namespace: str, sa: str, node: str | None) -> dict[str, str]:
+    """The pod a node-bound token is bound to: running as `sa` on `node` (nodeName: no scheduler) or, with node None,
+    where the scheduler places it (scheduled_node says where), tolerating every taint; returns its reference
+    (boundObjectRef). One that an earlier run left while it is being deleted is waited out; one that exists is
+    reused."""
     name = holder_pod_name(sa, node)
+    placed = {"nodeName": node} if node is not None else {}
     body = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace, "labels": dict(MANAGED_BY)},
         "spec": {
-            "nodeName": node,
+            **placed,
             "serviceAccountName": sa,
             "automountServiceAccountToken": False,
             "tolerations": [{"operator": "Exists"}],
@@ -91,9 +101,21 @@ def place_holder_pod(core: client.CoreV1Api, namespace: str, sa: str, node: str)
 
     pod = wait_for(attempt, lambda p: p is not None, timeout=60.0, expected=f"pod {namespace}/{name} to be created")
     assert pod is not None
-    if pod.spec.node_name != node:
+    if node is not None and pod.spec.node_name != node:
         raise RuntimeError(f"pod {namespace}/{name} exists on node {pod.spec.node_name}, not {node}")
     return {"kind": "Pod", "apiVersion": "v1", "name": name, "uid": pod.metadata.uid}
+
+
+def scheduled_node(core: client.CoreV1Api, namespace: str, name: str, timeout: float = SCHEDULE_TIMEOUT_S) -> str:
+    """The node the scheduler placed holder pod `name` on, once it has (a token bound to it carries that node only
+    from then on)."""
+
+    def node() -> str | None:
+        return core.read_namespaced_pod(name, namespace).spec.node_name
+
+    found = wait_for(node, bool, timeout=timeout, expected=f"the scheduler to place pod {namespace}/{name}")
+    assert found is not None
+    return found
 
 
 def remove_holder_pod(core: client.CoreV1Api, namespace: str, name: str) -> str | None:

@@ -31,6 +31,9 @@ KIND_WORDS: dict[str, str] = {"fabric": "with binding conditions", "local": "nod
 # scenario may wait for a node for minutes on a loaded machine (a wait, not a failure of the stack).
 LEASE_WAIT_S = 480.0
 MAX_CEL_BYTES = 10240  # DeviceClass spec.selectors[].cel.expression
+# What a device went through, for a lease that asks for such a device on purpose (reuse: IMP-28). A scenario notes
+# FAILED (its attach or readying failed) and MOVED (it went from one node to another); a release notes RELEASED.
+FAILED, MOVED, RELEASED = "failed", "moved", "released"
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,7 @@ class Lease:
     count: int = 0
     node: str | None = None  # the node the lease was taken for
     exclusive: bool = False  # the node is the holder's alone (faults selected by node touch no other scenario)
+    past: dict[str, str] = field(default_factory=dict)  # identity -> what it went through, if leased for that
 
     @property
     def identities(self) -> list[str]:
@@ -144,6 +148,7 @@ class DevicePool:
     _node_holders: dict[str, set[str]] = field(default_factory=dict)  # node -> holders of counted leases there
     _exclusive: dict[str, str] = field(default_factory=dict)  # node -> the holder that has it alone
     _used: dict[str, float] = field(default_factory=dict)  # identity -> last release (prefer rested devices)
+    _past: dict[str, dict[str, float]] = field(default_factory=dict)  # identity -> FAILED/MOVED/RELEASED -> when
     _cond: threading.Condition = field(default_factory=threading.Condition)
 
     def selector(self, identities: Iterable[str]) -> str:
@@ -251,11 +256,35 @@ class DevicePool:
                 check_cancelled()
                 self._cond.wait(min(left, 1.0))
 
+    def note(self, identity: str, event: str) -> None:
+        """Remember what a device went through (FAILED, MOVED), for a later lease that prefers such a device."""
+        with self._cond:
+            self._past.setdefault(identity, {})[event] = time.monotonic()
+
+    def _order(self, free: list[PhysicalDevice], prefer: tuple[str, ...]) -> list[tuple[PhysicalDevice, str]]:
+        """The free devices in the order a lease takes them: for each event of `prefer`, the device that went through
+        it last (one each), then the others, rested ones (released longest ago, or never used) first."""
+        rested = sorted(free, key=lambda d: (self._used.get(d.identity, 0.0), d.identity))
+        first: list[tuple[PhysicalDevice, str]] = []
+        for event in prefer:
+            had = [d for d in rested if event in self._past.get(d.identity, {}) and d not in (f for f, _ in first)]
+            if had:
+                first.append((max(had, key=lambda d: self._past[d.identity][event]), event))
+        taken = {d.identity for d, _ in first}
+        return first + [(d, "") for d in rested if d.identity not in taken]
+
     def lease(
-        self, holder: str, count: int, kind: Kind = "fabric", node: str | None = None, timeout: float = LEASE_WAIT_S
+        self,
+        holder: str,
+        count: int,
+        kind: Kind = "fabric",
+        node: str | None = None,
+        timeout: float = LEASE_WAIT_S,
+        prefer: tuple[str, ...] = (),
     ) -> Lease:
         """`count` devices of `kind` (reaching `node`, if given). Skips the scenario when the implementation does
-        not publish that many at all; fails when other scenarios hold them for longer than `timeout`."""
+        not publish that many at all; fails when other scenarios hold them for longer than `timeout`. `prefer`: reuse
+        on purpose, one device that went through each of these (FAILED, MOVED, RELEASED), the latest, if free."""
         where = f" reaching {node}" if node else ""
         total = len(self._matching(kind, node))
         if total < count:
@@ -268,10 +297,10 @@ class DevicePool:
             while True:
                 free = [d for d in self._matching(kind, node) if d.identity not in self._held]
                 if len(free) >= count:
-                    chosen = sorted(free, key=lambda d: (self._used.get(d.identity, 0.0), d.identity))[:count]
-                    for d in chosen:
+                    chosen = self._order(free, prefer)[:count]
+                    for d, _ in chosen:
                         self._held[d.identity] = holder
-                    return Lease(holder, chosen)
+                    return Lease(holder, [d for d, _ in chosen], past={d.identity: e for d, e in chosen if e})
                 left = deadline - time.monotonic()
                 if left <= 0:
                     holders = sorted(set(self._held.values()))
@@ -295,6 +324,7 @@ class DevicePool:
                 if self._held.get(d.identity) == lease.holder:
                     del self._held[d.identity]
                     self._used[d.identity] = now
+                    self._past.setdefault(d.identity, {})[RELEASED] = now
             self._cond.notify_all()
 
 

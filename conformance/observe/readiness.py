@@ -111,6 +111,12 @@ class ReadinessSampler:
             )
         return None
 
+    def latest(self, device: str) -> Sample | None:
+        """The newest answer about `device`, None before the first."""
+        with self._lock:
+            found = self.samples.get(device)
+            return found[-1] if found else None
+
     def ready_since(self, device: str) -> float | None:
         """When the device was first seen ready (its reported since), None if never."""
         with self._lock:

@@ -46,6 +46,7 @@ def figures(report: dict[str, Any]) -> list[str]:
             m = measured[key]
             lines.append(f"{label:<28}median {m['median']:g}, max {m['max']:g} (n={m['count']})")
     lines += path_cost_lines(report.get("pathCost"))
+    lines += scheduler_metrics_lines(report.get("schedulerMetrics"))
     with_ = measured.get("scale_pods_per_second_with_conditions")
     without = measured.get("scale_pods_per_second_without_conditions")
     if with_ and without:
@@ -79,6 +80,32 @@ def path_cost_lines(cost: dict[str, Any] | None) -> list[str]:
     ]
     lines += [f"  detour: {d}" for d in cost.get("detours") or []]
     return lines
+
+
+def _p(entry: dict[str, Any] | None) -> str:
+    if not entry or entry.get("p50Seconds") is None:
+        return "none"
+    return f"p50 {entry['p50Seconds']:.2f} s, p99 {entry['p99Seconds']:.2f} s (n={entry['count']})"
+
+
+def scheduler_metrics_lines(section: dict[str, Any] | None) -> list[str]:
+    """SCH-10's figures: the KEP's SLI (PreBind wait, status=success, from kube-scheduler's histogram) beside the
+    record's own latencies, and what the metrics counted against the record; absent: the run did not read them."""
+    if not section:
+        return []
+    if "sli" not in section:
+        return [f"PreBind wait SLI (kube-scheduler metrics): not read: {section.get('notJudged', 'not judged')}"]
+    record = section.get("record") or {}
+    counted: dict[str, int] = {}
+    for row in section.get("rows") or []:
+        counted[row["status"]] = counted.get(row["status"], 0) + row["counted"]
+    return [
+        f"PreBind wait SLI (metric, success)  {_p(section['sli'])} (n: observations, one per allocated device)",
+        f"  record: reservation-to-bind       {_p(record.get('reservation_to_bind'))}",
+        f"  record: condition-write-to-bind   {_p(record.get('conditions_to_bind'))}",
+        f"  PreBind waits {section['waits']} ({section['judged']}); allocations_total in the window: "
+        + (", ".join(f"{k} {v}" for k, v in counted.items()) or "none"),
+    ]
 
 
 def print_figures(path: Path) -> None:

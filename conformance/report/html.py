@@ -14,7 +14,8 @@ from typing import Any
 
 import yaml
 
-from conformance.report.timeline import svg
+from conformance.report.figures import scheduler_metrics_lines
+from conformance.report.timeline import scenario_words, svg
 from conformance.report.verdict import shown_outcome
 
 PAGE = "report.html"
@@ -23,7 +24,7 @@ body{font-family:sans-serif;margin:24px;color:#222;max-width:1240px}
 h1{font-size:22px}h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;width:100%;font-size:13px}th,td{border:1px solid #ddd;padding:4px 6px;
 vertical-align:top;text-align:left}th{background:#f4f4f4}
-.passed,.success{background:#dff3df}.failed,.failure{background:#f8d7d7}.skipped,.partial,.not-covered{background:#fff2cc}
+.passed,.success{background:#dff3df}.failed,.failure{background:#f8d7d7}.skipped,.partial,.not-covered,.not-judged{background:#fff2cc}
 .not-certified,.not-applicable{background:#eee}.verdict{display:inline-block;padding:10px 16px;margin:4px 12px 4px 0;
 border-radius:6px;font-size:15px}pre{white-space:pre-wrap;margin:0;font-size:12px}small{color:#666}
 .timeline{overflow-x:auto;border:1px solid #eee;margin:6px 0}
@@ -38,8 +39,14 @@ def _link(href: str, text: str | None = None) -> str:
     return f'<a href="{_e(href)}">{_e(text or href)}</a>'
 
 
-def _verdicts(report: dict[str, Any]) -> str:
+def _verdicts(report: dict[str, Any], present: set[str]) -> str:
     out = ['<h2 id="verdicts">Verdicts</h2>']
+    status = report.get("exitStatus")
+    if report.get("headline"):  # both verdicts and the exit status in one line, as the terminal ends
+        css = (
+            "success" if status == 0 and report.get("result") == "success" else "partial" if status == 0 else "failure"
+        )
+        out.append(f'<p class="verdict {css}" id="headline"><b>{_e(report["headline"])}</b></p>')
     found = report.get("verdicts") or {"run": {"result": report.get("result"), "reasons": []}}
     for subject, v in found.items():
         reasons = "".join(f"<li><pre>{_e(r)}</pre></li>" for r in v.get("reasons", []))
@@ -47,8 +54,9 @@ def _verdicts(report: dict[str, Any]) -> str:
             f'<div class="verdict {_e(v["result"])}"><b>{_e(subject)}</b>: {_e(v.get("summary") or v["result"])}</div>'
             + (f"<ul>{reasons}</ul>" if reasons else "")
         )
-    out.append(f"<p>Run result: <b>{_e(report.get('result'))}</b></p>")
-    out += _known_defects(report)
+    ended = f"; exit status <b>{_e(status)}</b>" if status is not None else ""
+    out.append(f"<p>Run result (the worst verdict): <b>{_e(report.get('result'))}</b>{ended}</p>")
+    out += _known_defects(report, present)
     return "\n".join(out)
 
 
@@ -94,12 +102,18 @@ def _settings(report: dict[str, Any]) -> str:
     )
 
 
-def _known_defects(report: dict[str, Any]) -> list[str]:
+def _writeup(defect: dict[str, Any], present: set[str]) -> str:
+    """The write-up: a link to its copy in the reports folder (the bundle carries it), else its repository path."""
+    copy = defect.get("writeupCopy")
+    return _link(copy, defect["writeup"]) if copy in present else _e(defect["writeup"])
+
+
+def _known_defects(report: dict[str, Any], present: set[str]) -> list[str]:
     """Known upstream defects the run hit, next to the verdicts: they explain failures, never hide them."""
     rows = [
         f'<tr class="failed"><td><b>{_e(d["id"])}</b></td><td>{_e(", ".join(d["requirements"]))} failed</td>'
         f"<td>{'accepted (--accept known-defect:' + _e(d['id']) + ')' if d['accepted'] else 'not accepted'}</td>"
-        f"<td>{_e(d['summary'])}</td><td>{_e(', '.join(d['releases']))}</td><td>{_e(d['writeup'])}</td></tr>"
+        f"<td>{_e(d['summary'])}</td><td>{_e(', '.join(d['releases']))}</td><td>{_writeup(d, present)}</td></tr>"
         for d in report.get("knownDefects") or []
     ]
     if not rows:
@@ -162,8 +176,8 @@ def _scenarios(report: dict[str, Any], timelines: dict[str, dict[str, Any]], pre
     for name, entry in sorted((report.get("scenarios") or {}).items()):
         shown = f'<a href="#sc-{_e(name)}">{_e(name)}</a>' if name in timelines else f"{_e(name)} (no timeline)"
         index.append(
-            f'<tr><td>{shown}</td><td class="{_e(entry["outcome"])}">'
-            f"{_e(entry['outcome'])}</td><td>{_e(entry['seconds'])} s</td></tr>"
+            f'<tr><td>{shown}</td><td class="{_e(entry["outcome"] if entry["outcome"] != "passed" else "")}">'
+            f"{_e(scenario_words(entry['outcome']))}</td><td>{_e(entry['seconds'])} s</td></tr>"
         )
     out.append("<table><tr><th>scenario</th><th>outcome</th><th>time</th></tr>" + "".join(index) + "</table>")
     judged: dict[str, list[str]] = {}  # scenario -> "IMP-3 failed" for each requirement its timeline evidences
@@ -182,8 +196,8 @@ def _scenarios(report: dict[str, Any], timelines: dict[str, dict[str, Any]], pre
             for m in t["moments"]
         )
         out.append(
-            f'<h3 id="sc-{_e(name)}">{_e(name)} <small>(scenario {_e(t["outcome"])}, {t["seconds"]:.1f} s; '
-            f"namespaces {_e(', '.join(t['namespaces']) or '-')})</small></h3>"
+            f'<h3 id="sc-{_e(name)}">{_e(name)} <small>(scenario {_e(scenario_words(t["outcome"]))}, '
+            f"{t['seconds']:.1f} s; namespaces {_e(', '.join(t['namespaces']) or '-')})</small></h3>"
             f"<p>Requirements judged on it: {', '.join(judged.get(name, [])) or '-'}</p>"
             f'<div class="timeline">{svg(t)}</div>'
             f"<p>{' '.join(_link(f) for f in files)}</p>"
@@ -208,12 +222,32 @@ def _figures(report: dict[str, Any]) -> str:
         + "</table>",
     ]
     lines.append(_path_cost(report.get("pathCost")))
+    lines.append(_scheduler_metrics(report.get("schedulerMetrics")))
     if record:
         lines.append(
             f"<p>Record: {_e(record.get('records'))}; dropped {_e(record.get('dropped', 0))}. Fabric probe: "
             f"{_e('none in the profile' if not probe.get('url') else json.dumps(probe))}</p>"
         )
     return "\n".join(lines)
+
+
+def _scheduler_metrics(section: dict[str, Any] | None) -> str:
+    """SCH-10: the SLI and the record's latencies, and the metrics' counts against the record per driver and status."""
+    head = '<h3 id="scheduler-metrics">PreBind wait (kube-scheduler metrics, SCH-10)</h3>'
+    if not section or "sli" not in section:
+        return f"{head}<p>not read: {_e((section or {}).get('notJudged', 'the run did not judge SCH-10'))}</p>"
+    lines = "".join(f"<li>{_e(line.strip())}</li>" for line in scheduler_metrics_lines(section))
+    rows = "".join(
+        f"<tr><td>{_e(r.get('scenario'))}</td><td>{_e(r['driver'])}</td><td>{_e(r['status'])}</td><td>{r['counted']}</td>"
+        f"<td>{r['low']}{'' if r['low'] == r['high'] else '..' + str(r['high'])}</td><td>{r['observed']}</td>"
+        f"<td>{r['observed_low']}{'' if r['observed_low'] == r['observed_high'] else '..' + str(r['observed_high'])}"
+        "</td></tr>"
+        for r in section.get("rows") or []
+    )
+    return (
+        f"{head}<ul>{lines}</ul><table><tr><th>scenario</th><th>driver</th><th>status</th><th>allocations_total</th><th>record</th>"
+        f"<th>wait_duration_seconds observations</th><th>record</th></tr>{rows}</table>"
+    )
 
 
 def _restart_matrix(report: dict[str, Any]) -> str:
@@ -325,7 +359,7 @@ def render(folder: Path, out: Path | None = None) -> Path:
     page = (
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
         f"<style>{_STYLE}</style></head><body><h1>{_e(title)}</h1><p>{nav}</p>"
-        + _verdicts(report)
+        + _verdicts(report, present)
         + _requirements(report, present)
         + _scenarios(report, timelines, present)
         + _figures(report)

@@ -28,6 +28,7 @@ SYMBOL = {
     "partial": "◐",
     "failed": "❌",
     "skipped": "⏭",
+    "not-judged": "⊘",
     "not-covered": "—",
     "not-applicable": "∅",
     "error": "💥",
@@ -291,7 +292,7 @@ def markdown(matrix: Matrix) -> str:
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:2em}table{border-collapse:collapse;margin-bottom:2em}
 td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top;font-size:90%}th{background:#f4f4f4}
-.passed{background:#e8f7e8}.partial{background:#eef7e0}.failed,.error{background:#fde2e2}.skipped{background:#fff6d9}.not-covered,.not-applicable{background:#eee}
+.passed{background:#e8f7e8}.partial{background:#eef7e0}.failed,.error{background:#fde2e2}.skipped,.not-judged{background:#fff6d9}.not-covered,.not-applicable{background:#eee}
 """
 
 

@@ -16,10 +16,17 @@ from junit_xml import TestCase, TestSuite, to_xml_report_string
 
 from conformance.report.catalogue import CATALOGUE, KEP_URL, REQUIREMENTS
 from conformance.report.reasons import headline
-from conformance.report.verdict import IMPLEMENTATION_AREAS, NOT_APPLICABLE, Verdict, overall, shown_outcome
+from conformance.report.verdict import (
+    IMPLEMENTATION_AREAS,
+    NOT_APPLICABLE,
+    NOT_JUDGED,
+    Verdict,
+    overall,
+    shown_outcome,
+)
 
-# Worst first: a requirement takes the worst outcome of its tests.
-_RANK = {"failed": 0, "passed": 1, "skipped": 2, NOT_APPLICABLE: 3}
+# Worst first: a requirement takes the worst outcome of its tests (passed with any not judged or skipped: partial).
+_RANK = {"failed": 0, "passed": 1, NOT_JUDGED: 2, "skipped": 3, NOT_APPLICABLE: 4}
 # A passed test's note for its requirement's reason (pytest's record_property(NOTE_PROPERTY, text)): what it accepted.
 NOTE_PROPERTY = "requirement_note"
 NOT_RUN = "no test of this requirement ran in this run (no scenario in this suite version, or not collected)"
@@ -28,16 +35,30 @@ NOT_RUN = "no test of this requirement ran in this run (no scenario in this suit
 NOT_APPLICABLE_PREFIX = "not applicable: "
 
 
+# The skip reason of a test whose scenario failed before its evidence existed (suite/judged.py): read back as
+# `not-judged`.
+NOT_JUDGED_PREFIX = "not judged: "
+
+
 def not_applicable_reason(skip_reason: str) -> str | None:
     """The not-applicable reason of a test's skip reason, or None (an ordinary skip)."""
     text = skip_reason.removeprefix("Skipped: ")
     return text.removeprefix(NOT_APPLICABLE_PREFIX) if text.startswith(NOT_APPLICABLE_PREFIX) else None
 
 
+def skip_outcome(skip_reason: str) -> tuple[str, str]:
+    """A skipped test's outcome and reason: not-applicable, not-judged (the prefix of each cut), or skipped."""
+    text = skip_reason.removeprefix("Skipped: ")
+    for prefix, outcome in ((NOT_APPLICABLE_PREFIX, NOT_APPLICABLE), (NOT_JUDGED_PREFIX, NOT_JUDGED)):
+        if text.startswith(prefix):
+            return outcome, text.removeprefix(prefix)
+    return "skipped", skip_reason
+
+
 @dataclass
 class RunResult:
     nodeid: str
-    outcome: str  # passed, failed, skipped, not-applicable
+    outcome: str  # passed, failed, skipped, not-judged, not-applicable
     reason: str = ""
     seconds: float = 0.0
     evidence: list[str] = field(default_factory=list)  # reports-relative paths (timeline, objects) of this test
@@ -71,9 +92,10 @@ class Outcomes:
         results.append(result)
 
     def summary(self, not_certified: str | None = None, model: str | None = None) -> dict[str, dict[str, Any]]:
-        """Every catalogue requirement with its outcome: passed, failed, skipped, partial (some of its tests passed,
-        others were skipped: not everything it names was shown), not-covered, or not-applicable (it does not apply to
-        the profile's binding model `model`: its tests were not run)."""
+        """Every catalogue requirement with its outcome: passed, failed, skipped, not-judged (its scenario failed
+        before its evidence existed), partial (some of its tests passed, others were skipped or not judged: not
+        everything it names was shown), not-covered, or not-applicable (it does not apply to the profile's binding
+        model `model`: its tests were not run)."""
         out: dict[str, dict[str, Any]] = {}
         for req in REQUIREMENTS:
             results = self.by_requirement.get(req.id, [])
@@ -89,16 +111,15 @@ class Outcomes:
                 entry = {"outcome": "not-covered", "reason": reason}
             else:
                 worst = min(results, key=lambda r: _RANK[r.outcome])
-                skipped = [r for r in results if r.outcome == "skipped"]
+                skipped = [r for r in results if r.outcome in ("skipped", NOT_JUDGED)]
                 outcome, reason = worst.outcome, worst.reason
                 notes = [r.reason for r in results if r.outcome == "passed" and r.reason]  # what passes accepted
                 if outcome == "passed":
                     reason = "; ".join(notes)
                 if outcome == "passed" and skipped:
                     outcome = "partial"
-                    reason = "; ".join(
-                        [*(f"{r.nodeid.rsplit('::', 1)[-1]} skipped: {r.reason}" for r in skipped), *notes]
-                    )
+                    left = [f"{r.nodeid.rsplit('::', 1)[-1]} {_words(r.outcome)}: {r.reason}" for r in skipped]
+                    reason = "; ".join([*left, *notes])
                 entry = {
                     "outcome": outcome,
                     "reason": reason,
@@ -113,6 +134,10 @@ class Outcomes:
                     entry["knownDefects"] = sorted({r.known_defect for r in failed if r.known_defect})
             out[req.id] = {"level": req.level, "area": req.area, "title": req.title, **entry}
         return out
+
+
+def _words(outcome: str) -> str:
+    return outcome.replace("-", " ")
 
 
 def totals(summary: dict[str, dict[str, Any]]) -> dict[str, int]:
@@ -140,21 +165,24 @@ def write_conformance_report(
     known: list[dict[str, Any]] | None = None,
 ) -> None:
     """The YAML report; `found` (the two verdicts) decides `result`, else the verdict over every requirement;
-    `known`: the known upstream defects the run hit (knownDefects, next to the result: they never change it)."""
+    `known`: the known upstream defects the run hit (knownDefects, next to the result: they never change it);
+    `run["exit"]` (status, headline): the run's exit status and headline, written next to the result."""
     document = {
         "apiVersion": "conformance.dra.example.com/v1alpha1",
         "kind": "ConformanceReport",
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "kep": {"number": 5007, "url": KEP_URL},
-        **run,
+        **{k: v for k, v in run.items() if k != "exit"},
         "result": overall(found) if found else verdict(summary),
+        # what CI sees, and the one line that says both verdicts with it (report/headline.py)
+        **({"exitStatus": ended["status"], "headline": ended["headline"]} if (ended := run.get("exit")) else {}),
         **({"knownDefects": known} if known else {}),
         **({"verdicts": {k: v.as_dict() for k, v in found.items()}} if found else {}),
         "totals": totals(summary),
         "requirements": summary,
     }
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    path.write_text(yaml.safe_dump(document, sort_keys=False, allow_unicode=True), encoding="utf-8")  # "·", "—" as is
 
 
 def write_certification_junit(
@@ -178,7 +206,7 @@ def write_certification_junit(
                 taken = [k for k in known if k in (accepted or set())]
                 label = f"[{shown_outcome(entry)}" + (f"; accepted: {', '.join(taken)}" if taken else "") + "] "
             case.add_failure_info(message=label + headline(reason, 1000), output=f"{label}{reason}{evidence}")
-        elif entry["outcome"] in ("skipped", "not-covered", "partial", NOT_APPLICABLE):
+        elif entry["outcome"] in ("skipped", NOT_JUDGED, "not-covered", "partial", NOT_APPLICABLE):
             case.add_skipped_info(
                 message=f"{entry['outcome']}: {headline(entry['reason'], 1000)}", output=entry["reason"]
             )
@@ -199,7 +227,7 @@ def table(summary: dict[str, dict[str, Any]]) -> list[str]:
 
 def not_shown(summary: dict[str, dict[str, Any]]) -> list[str]:
     """Every requirement not shown to pass, with the first line of its reason: what the terminal says loudly."""
-    order = {"failed": 0, "partial": 1, "skipped": 2, "not-covered": 3}
+    order = {"failed": 0, NOT_JUDGED: 1, "partial": 2, "skipped": 3, "not-covered": 4}
     rows = sorted(
         ((rid, e) for rid, e in summary.items() if e["outcome"] in order), key=lambda kv: order[kv[1]["outcome"]]
     )

@@ -338,6 +338,12 @@ _COLOURS = {"allocated": "#cfe2ff", "ready": "#b6e3b6", "bound": "#9fd39f"}
 _LABEL_W, _LANE_H, _WIDTH, _TOP = 250, 40, 1150, 34
 
 
+def scenario_words(outcome: str) -> str:
+    """A scenario's outcome as the reports show it: one that ended without an error "ran to its end" (not "passed":
+    its requirements are judged by its tests, and may have failed on what it saw)."""
+    return "ran to its end" if outcome == "passed" else outcome
+
+
 def svg(timeline: dict[str, Any]) -> str:
     """One lane per claim, pod and device; spans for allocated/ready/bound/attached; decisive moments in red
     with their requirement ids; every mark has a tooltip (time, what, detail)."""
@@ -353,9 +359,9 @@ def svg(timeline: dict[str, Any]) -> str:
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{_WIDTH}" height="{height}" '
         f'viewBox="0 0 {_WIDTH} {height}" font-family="sans-serif" font-size="11" role="img">',
-        f"<title>{html.escape(timeline['scenario'])}: {html.escape(timeline['outcome'])}</title>",
+        f"<title>{html.escape(timeline['scenario'])}: {html.escape(scenario_words(timeline['outcome']))}</title>",
         f'<text x="4" y="14" font-weight="bold">{html.escape(timeline["scenario"])} '
-        f"({html.escape(timeline['outcome'])},"
+        f"(scenario {html.escape(scenario_words(timeline['outcome']))},"
         f" {timeline['seconds']:.1f} s; red = decides a requirement)</text>",
     ]
     step = _tick(total)

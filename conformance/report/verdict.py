@@ -2,10 +2,11 @@
 
 The cluster (kube-apiserver, kube-scheduler of one release) is certified by BASE-*, API-* and SCH-*; the
 implementation by IMP-* and SCALE-1 (design.md, "Two things are certified, separately"). Each verdict is
-`failure` (a requirement failed), `partial` (a MUST was not shown to pass: skipped, only partly run, not covered)
-or `success`; a run without a profile does not certify an implementation at all (`not-certified`). A requirement
-that does not apply to the profile's binding model (`not-applicable`, e.g. a fabric-only one for bindingModel
-node-local) is counted out: it never makes a verdict partial or failed, and the verdict says how many it left out.
+`failure` (a requirement failed), `partial` (a MUST was not shown to pass: skipped, not judged, only partly run, not
+covered) or `success`; a run without a profile does not certify an implementation at all (`not-certified`). A
+requirement that does not apply to the profile's binding model (`not-applicable`, e.g. a fabric-only one for
+bindingModel node-local) is counted out: it never makes a verdict partial or failed, and the verdict says how many it
+left out.
 
 pytest's exit status says the verdict, so CI cannot read a partial run as a pass: 0 success, 1 failure,
 EXIT_PARTIAL for partial unless the run was started with `--accept partial` (a profile that knowingly lacks a
@@ -32,6 +33,8 @@ CLUSTER_AREAS = ("baseline", "api", "scheduler")
 IMPLEMENTATION_AREAS = ("implementation", "scale")
 NOT_CERTIFIED = "not-certified"
 NOT_APPLICABLE = "not-applicable"  # a requirement's outcome where it does not apply to the profile's binding model
+# A requirement's outcome where its scenario failed before its evidence existed (suite/judged.py): not shown to pass.
+NOT_JUDGED = "not-judged"
 
 
 @dataclass
@@ -44,18 +47,25 @@ class Verdict:
     counts: dict[str, int] = field(default_factory=dict)
     not_applicable: list[str] = field(default_factory=list)  # requirements counted out for the binding model
     model: str | None = None  # the profile's binding model
+    # The cluster verdict of a control plane built from patches or a checkout: what it was built from
+    # (toolchain.source.KubeSource.describe()); None for a release as published.
+    patched: str | None = None
 
     @property
     def shown(self) -> str:
         """The result as the reports print it: with the requirements it counted out, e.g. `success (12 requirements
-        not applicable to bindingModel node-local)`."""
-        if not self.not_applicable or self.result == NOT_CERTIFIED:
-            return self.result
-        n = len(self.not_applicable)
-        return f"{self.result} ({n} requirement{'s' if n != 1 else ''} not applicable to bindingModel {self.model})"
+        not applicable to bindingModel node-local)`, and on a patched control plane `success (patched control plane:
+        v1.37.2 patched: 0001-fix.patch (sha256 ...))`."""
+        notes = [f"patched control plane: {self.patched}"] if self.patched else []
+        if self.not_applicable and self.result != NOT_CERTIFIED:
+            n = len(self.not_applicable)
+            notes.append(f"{n} requirement{'s' if n != 1 else ''} not applicable to bindingModel {self.model}")
+        return f"{self.result} ({'; '.join(notes)})" if notes else self.result
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"result": self.result, "reasons": self.reasons, "counts": self.counts}
+        if self.patched:
+            out["summary"], out["patched"] = self.shown, self.patched
         if self.not_applicable and self.result != NOT_CERTIFIED:
             out["summary"] = self.shown
             out["notApplicable"] = {"bindingModel": self.model, "requirements": self.not_applicable}
@@ -81,7 +91,7 @@ def known_defects(summary: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
     return found
 
 
-def _subject(requirement: str) -> str:
+def subject_of(requirement: str) -> str:
     return "cluster" if CATALOGUE[requirement].area in CLUSTER_AREAS else "implementation"
 
 
@@ -91,7 +101,7 @@ def judge(
     """The verdict of `subject` from the per-requirement summary; `not_certified` gives the reason a run certifies
     no implementation (then its IMP-* outcomes are listed as not checked, and the result is not-certified); `model`:
     the profile's binding model, which the requirements not applicable to it are counted out for."""
-    entries = {rid: e for rid, e in summary.items() if _subject(rid) == subject}
+    entries = {rid: e for rid, e in summary.items() if subject_of(rid) == subject}
     counts: dict[str, int] = {}
     for e in entries.values():
         counts[e["outcome"]] = counts.get(e["outcome"], 0) + 1
@@ -137,10 +147,17 @@ def _headline(entry: dict[str, Any]) -> str:
 
 
 def verdicts(
-    summary: dict[str, dict[str, Any]], *, no_implementation: str | None = None, model: str | None = None
+    summary: dict[str, dict[str, Any]],
+    *,
+    no_implementation: str | None = None,
+    model: str | None = None,
+    patched: str | None = None,
 ) -> dict[str, Verdict]:
+    """Both verdicts; `patched`: what a patched control plane was built from (the cluster verdict says so first)."""
+    cluster = judge(summary, "cluster", model=model)
+    cluster.patched = patched
     return {
-        "cluster": judge(summary, "cluster", model=model),
+        "cluster": cluster,
         "implementation": judge(summary, "implementation", not_certified=no_implementation, model=model),
     }
 

@@ -3,6 +3,7 @@ status, and writes every report at the session's end (the plugin registers one p
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,13 +19,14 @@ from conformance.report.bundle import make_bundle
 from conformance.report.catalogue import CATALOGUE
 from conformance.report.evidence import Evidence
 from conformance.report.gather import FILE_LIMIT, TOTAL_LIMIT
+from conformance.report.headline import conclude
 from conformance.report.html import render as render_html
 from conformance.report.outcomes import (
     NOT_APPLICABLE_PREFIX,
     NOTE_PROPERTY,
     Outcomes,
     RunResult,
-    not_applicable_reason,
+    skip_outcome,
     write_certification_junit,
     write_conformance_report,
 )
@@ -32,14 +34,13 @@ from conformance.report.reasons import report_reason
 from conformance.report.verdict import (
     IMPLEMENTATION_AREAS,
     NOT_APPLICABLE,
+    NOT_JUDGED,
     KnownFailures,
     Verdict,
-    exit_status,
     known_defects,
-    overall,
-    verdicts,
 )
 from conformance.session.interrupts import swallowed_interrupt
+from conformance.session.metrics import METRICS_KEY
 from conformance.session.shared import (
     CLUSTER_KEY,
     CLUSTER_RUNNER_KEY,
@@ -56,6 +57,9 @@ from conformance.session.terminal import TerminalSummary
 from conformance.suite.declared import settings_report
 from conformance.suite.implementation.restart_cells import matrix_report
 from conformance.suite.scenario import REGISTRY, summarize
+
+REPOSITORY = Path(__file__).resolve().parents[2]  # known defects name their write-ups by repository path
+WRITEUPS = "known-defects"  # the reports folder's copies of them
 
 
 class RequirementReporter(TerminalSummary):
@@ -74,6 +78,8 @@ class RequirementReporter(TerminalSummary):
         self.packaging = ""
         self.verdicts: dict[str, Verdict] = {}
         self.result: str | None = None
+        self.exit_status = 0  # the run's, once decided at the session's end
+        self.headline = ""  # both verdicts and the exit status in one line (report/headline.py)
         self.other_failures: set[str] = set()  # failed test phases that name no known upstream defect
         self.known_failures: KnownFailures | None = None
         self.accepted = accepted(config.getoption("--accept"))
@@ -115,10 +121,14 @@ class RequirementReporter(TerminalSummary):
         return loaded.profile.binding_model if loaded is not None else None
 
     def pytest_report_teststatus(self, report: pytest.TestReport) -> tuple[str, str, Any] | None:
-        """A test of a requirement that does not apply to the binding model: its own outcome in pytest's terminal
-        (`12 not applicable`), apart from the skipped ones."""
-        if report.skipped and dict(report.user_properties).get("outcome") == NOT_APPLICABLE:
+        """A test of a requirement that does not apply to the binding model, or whose scenario failed before its
+        evidence existed: its own outcome in pytest's terminal (`12 not applicable`, `2 not judged`), apart from the
+        skipped ones."""
+        shown = dict(report.user_properties).get("outcome") if report.skipped else None
+        if shown == NOT_APPLICABLE:
             return "not applicable", "n", ("NOT APPLICABLE", {"cyan": True})
+        if shown == NOT_JUDGED:
+            return "not judged", "j", ("NOT JUDGED", {"yellow": True})
         return None
 
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
@@ -173,8 +183,8 @@ class RequirementReporter(TerminalSummary):
             reason = self.reasons.get((report.nodeid, report.when)) or report_reason(report)
             if report.failed and report.when != "call":
                 reason = f"{report.when}: {reason}"
-            if report.skipped and (why := not_applicable_reason(reason)) is not None:
-                reason, outcome = why, NOT_APPLICABLE
+            if report.skipped:  # not applicable, not judged (suite/judged.py) or skipped
+                outcome, reason = skip_outcome(reason)
         elif report.when == "call":  # a passed check may say what it accepted (e.g. IMP-9's declared rights)
             reason = "; ".join(str(v) for k, v in report.user_properties if k == NOTE_PROPERTY)
         result = RunResult(report.nodeid, outcome, reason, report.duration, known_defect=known)
@@ -187,12 +197,19 @@ class RequirementReporter(TerminalSummary):
         loaded = self.config.stash[PROFILE_KEY]
         not_certified = NO_PROFILE_REASON if loaded is None else None
         self.summary = summary = self.outcomes.summary(not_certified=not_certified, model=self.model)
-        self.verdicts = verdicts(summary, no_implementation=not_certified, model=self.model)
-        self.result = overall(self.verdicts)
-        self.known_failures = known = KnownFailures(
-            summary, self.accepted, bool(self.other_failures), not_certified, self.model
+        info = self.config.stash[CLUSTER_KEY][0] if CLUSTER_KEY in self.config.stash else None
+        ended = conclude(
+            summary,
+            self.config.getoption("--accept"),
+            pytest_status=int(exitstatus),
+            other_failures=bool(self.other_failures),
+            not_certified=not_certified,
+            model=self.model,
+            patched=info.source.describe() if info is not None and info.patched and info.source else None,
         )
-        session.exitstatus = exit_status(self.result, int(exitstatus), set(self.config.getoption("--accept")), known)
+        self.verdicts, self.result, self.known_failures = ended.verdicts, ended.result, ended.known
+        session.exitstatus = self.exit_status = ended.exit_status
+        self.headline = ended.headline
         reports_dir = self.config.getoption("--reports-dir")
         if reports_dir:
             self._write_reports(Path(reports_dir), summary, loaded)
@@ -223,9 +240,12 @@ class RequirementReporter(TerminalSummary):
                 "featureGates": info.feature_gates,
                 "bindingTimeoutSeconds": info.binding_timeout_s,
                 "bringUpSeconds": round(timings.get("bring_up_s", 0.0), 2),
+                **({"kubernetesSource": info.source.as_dict()} if info.source else {}),
             }
             if CLUSTER_RUNNER_KEY in self.config.stash:
                 run["cluster"]["settings"] = settings_report(info, self.config.stash[CLUSTER_RUNNER_KEY])
+        if (metrics := self.config.stash.get(METRICS_KEY, None)) is not None:  # SCH-10's window, the SLI
+            run["schedulerMetrics"] = metrics.report()
         runners = [self.config.stash[k] for k in (CLUSTER_RUNNER_KEY, RUNNER_KEY) if k in self.config.stash]
         if runners:
             timings = {name: t for r in runners for name, t in r.timings.items()}
@@ -260,7 +280,10 @@ class RequirementReporter(TerminalSummary):
             }
         marks = self.config.stash.get(MARKS_KEY, {})
         run["phases"] = dict(sorted(marks.items(), key=lambda kv: kv[1]))
-        write_conformance_report(out / "conformance-report.yaml", summary, run, self.verdicts, self.known_defects())
+        run["exit"] = {"status": self.exit_status, "headline": self.headline}
+        known = self.known_defects()
+        _copy_writeups(out, known)
+        write_conformance_report(out / "conformance-report.yaml", summary, run, self.verdicts, known)
         title = f"KEP-5007 conformance: {loaded.profile.name if loaded else 'cluster only'}"
         write_certification_junit(out / "certification-junit.xml", summary, title, self.accepted)
         began = time.monotonic()
@@ -290,6 +313,7 @@ class RequirementReporter(TerminalSummary):
                     "measured": d.measured,
                     "unaffected": d.unaffected,
                     "writeup": d.writeup,
+                    "writeupCopy": f"{WRITEUPS}/{Path(d.writeup).name}",  # in the reports folder (_copy_writeups)
                 }
             )
         return out
@@ -319,3 +343,13 @@ class RequirementReporter(TerminalSummary):
                             f"\ntimeline of scenario {name} (seconds from its start; [ids]: what a moment decides):\n"
                             + "\n".join(moments)
                         )
+
+
+def _copy_writeups(out: Path, known: list[dict[str, Any]]) -> None:
+    """Each known defect's write-up into the reports folder, so the HTML links it and the bundle carries it (an
+    installed suite without the repository's docs/ keeps the path only)."""
+    for d in known:
+        source = REPOSITORY / d["writeup"]
+        if source.is_file():
+            (out / WRITEUPS).mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, out / d["writeupCopy"])

@@ -15,6 +15,7 @@ from conformance.implementation.harness import Implementation, ImplementationFai
 from conformance.implementation.profile import LoadedProfile, ProfileError
 from conformance.observe.devices import DevicePool, read_devices
 from conformance.observe.invariants import InvariantWatcher
+from conformance.observe.prebind_metrics import MetricsRun
 from conformance.observe.publishing import PublishLog, settled_slices
 from conformance.observe.recorder import Recorder
 from conformance.session.shared import (
@@ -33,9 +34,12 @@ from conformance.suite.scenario import ClusterContext, Context, Scenario, Scenar
 
 
 @pytest.fixture(scope="session")
-def recorder(cluster: Cluster, run_id: str, pytestconfig: pytest.Config) -> Iterator[Recorder]:
+def recorder(
+    cluster: Cluster, run_id: str, pytestconfig: pytest.Config, scheduler_metrics: MetricsRun
+) -> Iterator[Recorder]:
     """The run-wide record (claims, the run's pods, slices, nodes, events, taint rules; the fabric probe once the
-    implementation is up): timelines, failure snapshots and gathered objects are read from it."""
+    implementation is up): timelines, failure snapshots and gathered objects are read from it. Every scenario runner
+    needs it, so the window on kube-scheduler's metrics (SCH-10) opens before it, before any scenario."""
     loaded = pytestconfig.stash[PROFILE_KEY]
     rec = Recorder(Cluster(cluster.info), run_id, loaded.profile.identity_attribute if loaded else None).start()
     pytestconfig.stash[EVIDENCE_KEY].recorder = rec

@@ -1,8 +1,9 @@
 """The run's terminal summary: the requirements table, what was not shown to pass, not applicable or a known upstream
-defect, the verdicts and what the exit status says; and the cluster the run used."""
+defect, the verdicts and what the exit status says, ending with the run's headline; and the cluster the run used."""
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -10,9 +11,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from conformance.cluster import interrupts
+from conformance.report.figures import scheduler_metrics_lines
 from conformance.report.outcomes import not_applicable, not_shown, table
 from conformance.report.reasons import headline
 from conformance.report.verdict import EXIT_KNOWN_DEFECT, EXIT_PARTIAL, NOT_CERTIFIED, KnownFailures, Verdict
+from conformance.session.metrics import METRICS_KEY
 from conformance.session.shared import CLUSTER_KEY, CLUSTER_RUNNER_KEY, MARKS_KEY
 from conformance.suite.declared import settings_report, settings_summary
 
@@ -25,11 +28,15 @@ def cluster_summary(terminalreporter: Any, config: pytest.Config) -> None:
     gates = ", ".join(f"{k}={str(v).lower()}" for k, v in info.feature_gates.items()) or "release defaults"
     timeout = f"{info.binding_timeout_s}s" + ("" if info.binding_timeout_configurable else " (fixed by the release)")
     terminalreporter.section("KEP-5007 cluster")
-    terminalreporter.write_line(f"provider {info.provider}, Kubernetes {info.version}, {len(info.nodes)} nodes")
+    built = f"; built from {info.source.describe()}" if info.patched and info.source else ""
+    terminalreporter.write_line(f"provider {info.provider}, Kubernetes {info.version}, {len(info.nodes)} nodes{built}")
     terminalreporter.write_line(f"feature gates set: {gates}; binding timeout {timeout}")
     if CLUSTER_RUNNER_KEY in config.stash:
         measured = settings_report(info, config.stash[CLUSTER_RUNNER_KEY])["measured"]
         terminalreporter.write_line(f"measured (BASE-2): {settings_summary(measured)}")
+    if (metrics := config.stash.get(METRICS_KEY, None)) is not None:  # SCH-10: the SLI beside the record's latencies
+        for line in scheduler_metrics_lines(metrics.report()):
+            terminalreporter.write_line(line)
     if "bring_up_s" in timings:
         terminalreporter.write_line(f"bring-up {timings['bring_up_s']:.1f}s")
     if marks := config.stash.get(MARKS_KEY, {}):
@@ -47,6 +54,8 @@ class TerminalSummary:
     result: str | None
     known_failures: KnownFailures | None
     packaging: str
+    exit_status: int
+    headline: str
     if TYPE_CHECKING:  # RequirementReporter's
 
         @property
@@ -54,6 +63,7 @@ class TerminalSummary:
 
         def known_defects(self) -> list[dict[str, Any]]: ...
 
+    @pytest.hookimpl(trylast=True)  # after the cluster's section: the headline is the suite's last line
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int) -> None:
         if self.result is None:
             return
@@ -66,7 +76,7 @@ class TerminalSummary:
         if missing:
             terminalreporter.section("KEP-5007: NOT SHOWN TO PASS", red=True, bold=True)
             for line in missing:
-                failed = " failed " in f" {line} "
+                failed = re.match(r"\S+ +(MUST|SHOULD|MAY) +failed\b", line) is not None  # not "... failed before"
                 write(line, red=failed, yellow=not failed, bold=True)
         if apart := not_applicable(summary):
             title = f"KEP-5007: NOT APPLICABLE to bindingModel {self.model} (not run; counted out of the verdict)"
@@ -87,7 +97,6 @@ class TerminalSummary:
             for reason in found.reasons[: 30 if found.result != NOT_CERTIFIED else 1]:
                 write(f"  - {headline(reason, 400)}")
         status = self.config.getoption("--accept")
-        write(f"result: {self.result}", bold=True)
         if stopped_by := interrupts.interrupted():
             write(
                 f"interrupted by {stopped_by} after {time.monotonic() - self.started:.0f}s: "
@@ -122,3 +131,7 @@ class TerminalSummary:
                 )
         if reports_dir := self.config.getoption("--reports-dir"):
             write(f"reports: {Path(reports_dir).resolve()}; {self.packaging}")
+        # Last: both verdicts and the exit status in one line (the YAML's and the HTML's headline).
+        clean = self.exit_status == 0 and all(v.result in ("success", NOT_CERTIFIED) for v in self.verdicts.values())
+        colour = "green" if clean else "yellow" if self.exit_status == 0 else "red"
+        write(self.headline, bold=True, **{colour: True})

@@ -30,6 +30,9 @@ class ClusterContext:
     namespaces: set[str] = field(default_factory=set)
     measurements: dict[str, list[float]] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)  # run options scenarios read (e.g. scale_pods)
+    reached: list[str] = field(default_factory=list)  # the record's steps the scenario reached (ctx.step), in order
+    # What it observed so far, read when it fails (a callable reads it from the run-wide record then).
+    observed: Callable[[], Any] | None = None
 
     def namespace(self, prefix: str | None = None) -> str:
         """A fresh namespace of this scenario with its default ServiceAccount ready."""
@@ -48,6 +51,14 @@ class ClusterContext:
     def history(self, namespace: str) -> History:
         """The claims and pods of one of the scenario's namespaces, as the run-wide record holds them."""
         return History(self.record, namespace)
+
+    def step(self, name: str, observed: Callable[[], Any]) -> None:
+        """The scenario reached step `name` of its record (Step): the requirements whose evidence exists from here
+        are judged on `observed()` (what it has observed so far, read when needed) if a later step fails."""
+        if name not in {s.name for s in self.scenario.steps}:
+            raise ValueError(f"scenario {self.scenario.name!r} declares no step {name!r}")
+        self.reached.append(name)
+        self.observed = observed
 
     def measure(self, key: str, value: float) -> None:
         self.measurements.setdefault(key, []).append(value)

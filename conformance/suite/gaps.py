@@ -13,7 +13,10 @@ from conformance.suite.record import REGISTRY, Scenario
 def profile_gap(sc: Scenario, profile: Profile, requirement: str | None = None) -> str | None:
     """Why an implementation scenario (or, given `requirement`, that requirement of it) cannot be judged with this
     profile (its skip reason), or None. Shared by the runner, the tests (requirement_gap) and `dra-conformance
-    profile check`, so the check predicts exactly what a run will skip for the profile."""
+    profile check`, so the check predicts exactly what a run will skip for the profile. A failure scenario of a stack
+    that declares it never reports failures has no gap: it is judged on the declaration (and fails)."""
+    if sc.failure_reporting and not profile.promises.reports_failures:
+        return None
     if requirement in sc.readiness_for and profile.readiness_probe is None:
         return f"the profile declares no readinessProbe: {requirement} is judged on what it says is ready"
     if requirement in sc.probe_for and profile.fabric_probe is None:
@@ -42,7 +45,8 @@ def profile_needs(sc: Scenario, requirement: str | None = None) -> list[str]:
     needs += [f"a `readinessProbe` (for {requirement})"] if requirement in sc.readiness_for else []
     needs += [f"the capability `{c}`" for c in sc.capabilities]
     needs += ["a `fabricProbe`"] if sc.probe else []
-    needs += ["a `faultInjector`"] if sc.faults else []
+    declared = " (or `promises.reportsFailures: false`, which fails it)" if sc.failure_reporting else ""
+    needs += [f"a `faultInjector`{declared}"] if sc.faults else []
     needs += ["a restartable role (`roles` or `controller.process`)"] if "process" in sc.controller else []
     account = "a ServiceAccount (`serviceAccounts`, `controller.serviceAccount`, or `{sa_kubeconfig:...}` of a process)"
     needs += [account] if "serviceAccount" in sc.controller else []

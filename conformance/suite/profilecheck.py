@@ -18,6 +18,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import yaml
 
@@ -30,19 +31,22 @@ from conformance.implementation.profile import (
     Scope,
     placeholder_problem,
 )
-from conformance.report.catalogue import REQUIREMENTS
+from conformance.report.catalogue import CATALOGUE, REQUIREMENTS
+from conformance.report.headline import conclude
+from conformance.report.verdict import EXIT_PARTIAL, NOT_APPLICABLE
 from conformance.suite.gaps import profile_gap
 from conformance.suite.record import REGISTRY, known_capabilities
 
 SUITE_PACKAGES = ("conformance.suite.cluster", "conformance.suite.implementation")
 NO_PROFILE = "no implementation profile: the run certifies the cluster only"
+DECLARED_FAILS = " (fails: the profile declares promises.reportsFailures: false)"
 
 
 @dataclass(frozen=True)
 class PlanRow:
     requirement: str
     level: str
-    action: str  # run | skip | not-covered | not-applicable
+    action: str  # run | fail (on the profile's own declaration) | skip | not-covered | not-applicable
     reason: str
 
 
@@ -51,6 +55,7 @@ class CheckResult:
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     plan: list[PlanRow] = field(default_factory=list)
+    verdict: list[str] = field(default_factory=list)  # what the run would end with (predict): the check's last lines
 
 
 def _placeholder_errors(
@@ -62,6 +67,7 @@ def _placeholder_errors(
     scope = Scope(
         process=process,
         ported=frozenset(p.name for p in profile.processes[:before] if p.has_port),
+        named_ports=frozenset(f"{p.name}:{port}" for p in profile.processes[:before] for port in p.named_ports),
         tls=frozenset(p.name for p in profile.processes if p.tls),
         per_node=per_node,
         per_node_processes=frozenset(p.name for p in profile.processes if p.per_node),
@@ -178,17 +184,24 @@ def plan(prof: Profile | None) -> list[PlanRow]:
             continue
         covering = [s for s in registered if req.id in s.requirements]
         cluster = [s.name for s in covering if not s.implementation]
-        runs, skips = [], []
+        runs, skips, fails = [], [], []
         for sc in (s for s in covering if s.implementation):
             gap = NO_PROFILE if prof is None else profile_gap(sc, prof, req.id)
-            (skips.append(f"{sc.name}: {gap}") if gap else runs.append(sc.name))
+            if gap:
+                skips.append(f"{sc.name}: {gap}")
+            elif prof is not None and sc.failure_reporting and not prof.promises.reports_failures:
+                fails.append(f"{sc.name}{DECLARED_FAILS}")
+            else:
+                runs.append(sc.name)
         if cluster or (not covering and "cluster" in direct.get(req.id, ())):
             what = ", ".join(cluster) or (
                 "every claim of the run, judged at its end" if RUN_WIDE in direct[req.id] else "tests of the API"
             )
             rows.append(PlanRow(req.id, req.level, "run", f"{what} (suite-owned objects: certifies the cluster)"))
-        elif runs or (not covering and prof is not None and req.id in direct):
-            rows.append(PlanRow(req.id, req.level, "run", ", ".join(runs) or "tests of the implementation"))
+        elif fails and not runs:
+            rows.append(PlanRow(req.id, req.level, "fail", ", ".join(fails)))
+        elif runs or fails or (not covering and prof is not None and req.id in direct):
+            rows.append(PlanRow(req.id, req.level, "run", ", ".join(runs + fails) or "tests of the implementation"))
         elif skips or req.id in direct:
             rows.append(PlanRow(req.id, req.level, "skip", "; ".join(skips) or NO_PROFILE))
         else:
@@ -206,9 +219,46 @@ def _check_capabilities(prof: Profile, result: CheckResult) -> None:
         )
 
 
+_PLANNED = {
+    "run": "passed",
+    "fail": "failed",
+    "skip": "skipped",
+    "not-covered": "not-covered",
+    "not-applicable": NOT_APPLICABLE,
+}
+
+
+def predict(prof: Profile | None, rows: list[PlanRow]) -> list[str]:
+    """The headline a run with this profile ends with if every requirement that runs passes (report/headline.py:
+    its verdicts and exit status), and the MUSTs the plan leaves unshown, which make it partial."""
+    summary: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        req = CATALOGUE[row.requirement]
+        summary[row.requirement] = {"level": row.level, "area": req.area, "outcome": _PLANNED[row.action]}
+    none = NO_PROFILE if prof is None else None
+    ended = conclude(summary, [], not_certified=none, model=prof.binding_model if prof else None)
+    lines = [
+        "a requirement that fails makes its verdict failure (exit 1); a cluster release with a known upstream defect "
+        'reads failure for it, accepted or not (README "Verdicts and exit status")'
+    ]
+    unshown = [r for r in rows if r.level == "MUST" and r.action in ("skip", "not-covered")]
+    if none is None and unshown:
+        lines.append(f"the MUSTs that make it {ended.result} (not shown to pass: skipped or not covered):")
+        lines += [f"  {r.requirement} {r.action}: {r.reason}" for r in unshown]
+    declared = [r for r in rows if r.action == "fail"]
+    if declared:
+        lines.append("the requirements the profile's own declarations fail (judged, not skipped):")
+        lines += [f"  {r.requirement} fail: {r.reason}" for r in declared]
+    accept = " (--accept partial: exit 0)" if ended.exit_status == EXIT_PARTIAL else ""
+    other = " other" if declared else ""
+    lines.append(f"if every{other} requirement that runs passes, the run ends: {ended.headline}{accept}")
+    return lines
+
+
 def check(loaded: LoadedProfile) -> CheckResult:
     result = CheckResult()
     _check_files(loaded, result)
     _check_capabilities(loaded.profile, result)
     result.plan = plan(loaded.profile)
+    result.verdict = predict(loaded.profile, result.plan)
     return result

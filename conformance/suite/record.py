@@ -13,6 +13,19 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+END = "its end"  # the step of a requirement no declared step gives evidence for: the scenario's whole observation
+
+
+@dataclass(frozen=True)
+class Step:
+    """A point of a scenario from which some of its requirements' evidence exists (the scenario marks it reached
+    with ctx.step): if the scenario fails later, their tests still judge what it observed so far (docs/reports.md,
+    "A failed scenario's requirements")."""
+
+    name: str
+    evidence: tuple[str, ...] = ()  # requirements judged once the scenario got here, whatever fails later
+    # Requirements whose behaviour the scenario waits for on its way here: a failure before the step is theirs.
+    owes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -36,6 +49,14 @@ class Scenario:
     readiness_for: tuple[str, ...] = ()
     # Needs a node without node-local devices reached by a fabric pool: the device read waits for one (publishing.py).
     remote: bool = True
+    steps: tuple[Step, ...] = ()  # in the order the scenario reaches them (none: every requirement needs its end)
+    # Judges how the stack reports a failure: with a profile that declares it never does (promises.reportsFailures:
+    # false) it runs without an injector or capability and its requirements fail citing that (declared_failures.py).
+    failure_reporting: bool = False
+
+    def evidence_step(self, requirement: str) -> str:
+        """The step from which `requirement`'s evidence exists (END where no step names it)."""
+        return next((s.name for s in self.steps if requirement in s.evidence), END)
 
 
 REGISTRY: dict[str, Scenario] = {}
@@ -69,9 +90,18 @@ def scenario(
     probe_for: tuple[str, ...] = (),
     remote: bool = True,
     readiness_for: tuple[str, ...] = (),
+    steps: tuple[Step, ...] = (),
+    failure_reporting: bool = False,
 ) -> Callable[[Callable[[Any], T]], Callable[[Any], T]]:
     """Register a scenario function; the module's tests read its result with `result_fixture`. A scenario with
-    implementation=False gets a ClusterContext (no profile, no implementation, no leased devices)."""
+    implementation=False gets a ClusterContext (no profile, no implementation, no leased devices). `steps`: where
+    some requirements' evidence exists before the end, and whose failure a wait on the way is (Step)."""
+
+    named = {r for s in steps for r in (*s.evidence, *s.owes)}
+    if unknown := sorted(named - set(requirements)):
+        raise ValueError(f"scenario {name!r}: its steps name requirements it does not judge: {unknown}")
+    if len({s.name for s in steps}) != len(steps) or END in {s.name for s in steps}:
+        raise ValueError(f"scenario {name!r}: step names must be distinct and not {END!r}")
 
     def register(fn: Callable[[Any], T]) -> Callable[[Any], T]:
         if name in REGISTRY and REGISTRY[name].module != fn.__module__:
@@ -91,6 +121,8 @@ def scenario(
             probe_for,
             readiness_for,
             remote,
+            steps,
+            failure_reporting,
         )
         return fn
 

@@ -1,7 +1,8 @@
 """The runner: starts the selected scenarios side by side and hands each module's tests its scenario's observation.
 
 Scenarios run in threads, each in its own namespaces and with its own leased devices, so the suite takes about as
-long as its longest scenario; a failure or skip of a scenario becomes the outcome of each of its tests.
+long as its longest scenario; a skip of a scenario becomes the outcome of each of its tests, a failure is handed to
+them with how far the scenario got (suite/judged.py decides what each test makes of it).
 """
 
 from __future__ import annotations
@@ -27,16 +28,29 @@ SCENARIO_DEADLINE_S = 900.0
 
 
 @dataclass(frozen=True)
+class Progress:
+    """How far a failed scenario got: the steps of its record it reached, and what it had observed by then."""
+
+    reached: tuple[str, ...] = ()
+    partial: Any = None
+    unread: str = ""  # why what it had observed could not be read (then nothing is judged on it)
+
+
+@dataclass(frozen=True)
 class ScenarioFailed:
-    """What a test receives instead of the observation when its scenario failed; the plugin raises `error` when
-    the test runs, so each test of the scenario is FAILED with the scenario's evidence (not a setup ERROR)."""
+    """What a test receives instead of the observation when its scenario failed. When the test runs, the plugin
+    has suite/judged.py decide: it judges `progress.partial` (its evidence was there before the failure), fails with
+    `error` (the failure is its requirement's), is not judged (its evidence is missing), or skips (a profile gap).
+    Either way in the test's call phase, not as a setup ERROR."""
 
     error: Exception
+    scenario: str = ""
+    progress: Progress = Progress()
 
 
 def result_fixture(fixture: str, name: str) -> Any:
     """A module fixture `fixture` that hands the tests of a module the observation of scenario `name`.
-    A skip of the scenario skips the tests; a failure fails each of them (see ScenarioFailed)."""
+    A skip of the scenario skips the tests; a failure is handed over as ScenarioFailed (judged per test)."""
 
     @pytest.fixture(scope="module", name=fixture)
     def observed(request: pytest.FixtureRequest) -> Any:
@@ -47,13 +61,18 @@ def result_fixture(fixture: str, name: str) -> Any:
         try:
             return runner.result(name)
         except Exception as exc:  # skips and interrupts are BaseExceptions: they pass through
-            return ScenarioFailed(exc)
+            return ScenarioFailed(exc, name, runner.progress.get(name, Progress()))
 
     return observed
 
 
 class InvariantViolated(AssertionError):
-    """An invariant watched during the scenario broke; the message lists when and which objects."""
+    """An invariant watched during the scenario broke; the message lists when and which objects. It is every
+    requirement's of the scenario (`requirements`): it is not the failure of one step's wait."""
+
+    def __init__(self, message: str, requirements: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.requirements = requirements
 
 
 @dataclass
@@ -87,6 +106,7 @@ class ScenarioRunner:
         self._futures: dict[str, Future[Any]] = {}
         self.timings: dict[str, Timing] = {}
         self.measurements: dict[str, list[float]] = {}
+        self.progress: dict[str, Progress] = {}  # failed scenarios: how far each got
         self._lock = threading.Lock()
 
     def start(self) -> None:
@@ -147,6 +167,7 @@ class ScenarioRunner:
             raise
         except BaseException:
             timing.outcome = "failed"
+            self.progress[sc.name] = _progress(ctx)  # before the cleanup: what it observed is still in the record
             raise
         finally:
             failures = ctx.objects.cleanup()
@@ -156,7 +177,9 @@ class ScenarioRunner:
                     self.measurements.setdefault(key, []).extend(values)
             ctx.cluster.close()
             timing.end = time.time()
-            self._say(f"scenario {sc.name}: {timing.outcome} in {timing.end - timing.start:.1f}s")
+            # "passed" would read as a verdict: a scenario only ran; its requirements are judged by its tests
+            ended = "ran to its end" if timing.outcome == "passed" else timing.outcome
+            self._say(f"scenario {sc.name}: {ended} in {timing.end - timing.start:.1f}s")
             if failures:
                 raise AssertionError(f"scenario {sc.name}: cleanup failed: {failures}")
 
@@ -169,7 +192,8 @@ class ScenarioRunner:
         then = f"\nand then: {failure}" if failure else ""
         if any(v.what != SCHEDULER_FAULT for v in broken):
             raise InvariantViolated(
-                f"scenario {sc.name}: invariants broken while it ran:\n" + "\n".join(f"  {v}" for v in broken) + then
+                f"scenario {sc.name}: invariants broken while it ran:\n" + "\n".join(f"  {v}" for v in broken) + then,
+                sc.requirements,
             ) from failure
         if broken:  # the cluster's fault: what the implementation did after it cannot be judged (SCH-9 fails)
             known = for_holders(ctx.record, {o for v in broken for o in v.objects}, ctx.cluster.info)
@@ -198,6 +222,16 @@ class ScenarioRunner:
         self._executor.shutdown(wait=True)
         if (wall := self.wall()) is not None and self._slots:
             self._say(f"{len(self.timings)} scenarios took {wall:.1f}s at most {self.concurrency} at once")
+
+
+def _progress(ctx: ClusterContext) -> Progress:
+    """The steps a failed scenario reached and what it had observed by then; never a reason for a second failure."""
+    if not ctx.reached or ctx.observed is None:
+        return Progress(tuple(ctx.reached))
+    try:
+        return Progress(tuple(ctx.reached), ctx.observed())
+    except Exception as exc:
+        return Progress(tuple(ctx.reached), unread=f"what it had observed could not be read: {exc!r}")
 
 
 def _notes(ctx: ClusterContext) -> str:

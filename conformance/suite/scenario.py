@@ -9,8 +9,15 @@ suite modules import take these names from where they are defined, not from here
 from conformance.suite.context import NAMESPACE_READY_S, ClusterContext
 from conformance.suite.gaps import profile_gap, profile_needs, skip_for_profile, skip_if_binding_timeout_fixed
 from conformance.suite.implementation.context import Context, ImplementationOwes
-from conformance.suite.record import REGISTRY, Scenario, known_capabilities, reads_capability, scenario
-from conformance.suite.runner import InvariantViolated, ScenarioFailed, ScenarioRunner, result_fixture, summarize
+from conformance.suite.record import REGISTRY, Scenario, Step, known_capabilities, reads_capability, scenario
+from conformance.suite.runner import (
+    InvariantViolated,
+    Progress,
+    ScenarioFailed,
+    ScenarioRunner,
+    result_fixture,
+    summarize,
+)
 
 __all__ = [
     "NAMESPACE_READY_S",
@@ -19,9 +26,11 @@ __all__ = [
     "Context",
     "ImplementationOwes",
     "InvariantViolated",
+    "Progress",
     "Scenario",
     "ScenarioFailed",
     "ScenarioRunner",
+    "Step",
     "known_capabilities",
     "profile_gap",
     "profile_needs",

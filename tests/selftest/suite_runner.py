@@ -76,3 +76,13 @@ def profile_variant(tmp_path: Path, old: str, new: str, source: str = "reference
     path = tmp_path / f"variant-{source}"
     path.write_text(changed)
     return path
+
+
+def profile_changes(tmp_path: Path, source: str, *changes: tuple[str, str]) -> Path:
+    """A copy of a committed profile with several command-line changes, each of which must apply."""
+    path = profile_variant(tmp_path, *changes[0], source=source)
+    for old, new in changes[1:]:
+        text = path.read_text()
+        assert old in text, f"{source} no longer contains {old!r}; update this selftest"
+        path.write_text(text.replace(old, new))
+    return path

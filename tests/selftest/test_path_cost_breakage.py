@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from selftest.suite_runner import profile_variant, run_suite
+from selftest.suite_runner import profile_changes as _variant
+from selftest.suite_runner import run_suite
 
 MODULE = "conformance/suite/implementation/test_path_cost.py"
 TESTS = {
@@ -28,15 +29,6 @@ TESTS = {
 }
 SLOW_COPY = ('"--republish"]', '"--republish", "--hotplug-delay", "15"]')
 RESCHEDULE = '"--mode", "reschedule-to-local"'
-
-
-def _variant(tmp_path: Path, source: str, *changes: tuple[str, str]) -> Path:
-    path = profile_variant(tmp_path, *changes[0], source=source)
-    for old, new in changes[1:]:
-        text = path.read_text()
-        assert old in text, f"{source} no longer contains {old!r}; update this selftest"
-        path.write_text(text.replace(old, new))
-    return path
 
 
 @pytest.mark.parametrize(

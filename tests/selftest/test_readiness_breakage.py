@@ -9,6 +9,7 @@ scenario's module selected.
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -70,3 +71,32 @@ def test_each_broken_readiness_variant_fails_its_requirement(
     assert code == 1, f"expected a failure (exit 1), got {code}:\n{out[-3000:]}"
     assert outcomes.get(test) == "failure", f"{test} did not fail with {flag}: {outcomes}\n{out[-3000:]}"
     assert says in out, out[-4000:]
+
+
+def test_a_scenario_failing_midway_fails_only_its_own_requirements(tmp_path: Path) -> None:
+    """--broken-never-ready: readiness-gate's devices are readied, but no condition is written, so its pod never
+    binds. The wait for the binding is RDY-2's and fails it; RDY-1's evidence (the slices, the first allocation)
+    exists before it and is judged; RDY-3 and RDY-4 are not judged, saying where the scenario stopped and why
+    (conformance/suite/judged.py) — none of them fails with another requirement's error."""
+    profile = profile_variant(tmp_path, COMMAND_END, '"--interval", "0.3", "--broken-never-ready"]', source=SOURCE)
+    junit = tmp_path / "junit.xml"
+    code, out, outcomes = run_suite(junit, "--profile", str(profile), target=f"{IMPL}/test_readiness.py")
+    assert code == 1, f"expected a failure (exit 1), got {code}:\n{out[-3000:]}"
+    rdy = {
+        "RDY-1": "test_node_local_devices_carry_the_conditions_and_the_allocation_copies_them",
+        "RDY-2": "test_conditions_are_written_per_allocated_device_of_its_own_driver",
+        "RDY-3": "test_conditions_true_only_once_the_device_is_ready",
+        "RDY-4": "test_the_pod_binds_only_once_every_device_is_ready_on_its_node",
+    }
+    assert outcomes.get(rdy["RDY-1"]) == "passed", f"RDY-1 was not judged on its evidence: {outcomes}\n{out[-4000:]}"
+    assert outcomes.get(rdy["RDY-2"]) == "failure", outcomes
+    shown = {
+        case.get("name"): {p.get("name"): p.get("value") for p in case.iter("property")}
+        for case in ET.parse(junit).getroot().iter("testcase")
+    }
+    for rid in ("RDY-3", "RDY-4"):
+        assert outcomes.get(rdy[rid]) == "skipped" and shown[rdy[rid]].get("outcome") == "not-judged", shown
+    assert "RDY-3, RDY-4 MUST not-judged: readiness-gate failed before the pod bound (cause: WaitTimeout" in out, out[
+        -4000:
+    ]
+    assert "2 not judged" in out, out[-2000:]

@@ -15,6 +15,7 @@ from conformance.cluster.toolchain.build import Binaries, _Build, _build, _build
 from conformance.cluster.toolchain.cache import Cache, default_cache_root
 from conformance.cluster.toolchain.gobuild import BuildError, Progress
 from conformance.cluster.toolchain.gomod import parse_gomod
+from conformance.cluster.toolchain.source import KubeSource
 from conformance.cluster.versions import KubeVersion
 
 NODE_COMMANDS = ["kubelet", "kubeadm", "kube-proxy"]
@@ -89,10 +90,11 @@ def ensure_node_binaries(version: KubeVersion, cache: Cache | None = None, progr
     """The node image's binaries for `version`, each built first where missing (a second call builds nothing)."""
     cache = cache or Cache(default_cache_root())
     control_plane = ensure_binaries(version, cache, progress)
-    node_dir = cache.component("kubernetes-node", version.tag)
+    source = control_plane.source or KubeSource(version.tag)
+    node_dir = cache.component("kubernetes-node", source.key)  # kubelet & co. from the same (patched) source
     if not node_dir.has(NODE_COMMANDS):
-        _build_kubernetes(version, node_dir, progress, NODE_COMMANDS)
-    kubernetes_src = Path(_download("k8s.io/kubernetes", version.tag, node_dir.src, progress)["Dir"])
+        _build_kubernetes(version, node_dir, progress, NODE_COMMANDS, source=source)
+    kubernetes_src = source.checkout or Path(_download("k8s.io/kubernetes", version.tag, node_dir.src, progress)["Dir"])
     constants = _kubeadm_constants(kubernetes_src)
     containerd = _module_build(
         cache,

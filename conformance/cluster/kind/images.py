@@ -33,6 +33,7 @@ from conformance.cluster.kind.rootfs import build, digest, image_label
 from conformance.cluster.toolchain.build import _download
 from conformance.cluster.toolchain.cache import default_cache_root
 from conformance.cluster.toolchain.kindbin import ensure_kind
+from conformance.cluster.toolchain.source import source_from_env
 from conformance.cluster.versions import KIND_VERSION, KubeVersion
 
 Progress = Callable[[str], None]
@@ -43,7 +44,8 @@ REFERENCE_IMAGE = "dra-fake-drivers:0.1.0"
 
 
 def node_image_tag(version: KubeVersion) -> str:
-    return f"{NODE_REPOSITORY}:{version.tag.replace('+', '_')}"
+    """The release's tag, or its patched source's cache key (K8S_PATCHES / K8S_SOURCE): one image per source."""
+    return f"{NODE_REPOSITORY}:{source_from_env(version.tag).key.replace('+', '_')}"
 
 
 def local_node_image(version: KubeVersion) -> str | None:
@@ -71,7 +73,9 @@ def build_images(
     root.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="build-", dir=root))  # kind's k8s-tar-extract-* land here too
     try:
-        if node == "auto" and registry_node_image_usable(version, progress):
+        # kind's own image is the release as published: never one for patched sources (K8S_PATCHES / K8S_SOURCE).
+        published = not source_from_env(version.tag).patched
+        if node == "auto" and published and registry_node_image_usable(version, progress):
             progress(f"kind's own node image for {version} is usable: the ordinary kindest/node stays the default")
             node = "skip"
         if node != "skip":

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from conformance.cluster.toolchain.source import KubeSource
 from conformance.cluster.versions import DEFAULT_VERSION, KubeVersion, parse_version
 
 # Labels on the test nodes that scenarios select on (which fabric a node is cabled to).
@@ -67,6 +68,13 @@ class ClusterInfo:
     # kube-scheduler's secure port (https://host:port) where the suite can reach it (local), for its /metrics and
     # /configz (conformance/cluster/running.py); None where it cannot (kind, an existing cluster).
     scheduler_endpoint: str | None = None
+    # What the control plane was built from where the suite built it (release, patches and their hashes:
+    # toolchain.source); None where it did not (an existing cluster, kind's own node image).
+    source: KubeSource | None = None
+
+    @property
+    def patched(self) -> bool:
+        return self.source is not None and self.source.patched
 
 
 class Provider(Protocol):

@@ -35,6 +35,7 @@ from conformance.cluster.providers.existing import mark_test_cluster
 from conformance.cluster.toolchain.build import ensure_binaries
 from conformance.cluster.toolchain.gobuild import Progress
 from conformance.cluster.toolchain.kindbin import ensure_kind
+from conformance.cluster.toolchain.source import KubeSource, source_from_env
 from conformance.cluster.versions import parse_server_version
 
 READY_TIMEOUT_S = 300.0
@@ -73,6 +74,8 @@ class KindProvider:
         self.progress = progress
         self.cluster: KindCluster | None = None
         self.engine: Engine | None = None
+        # The source of the node image built here (toolchain.source); None: kind's own image, or one given.
+        self.source: KubeSource | None = None
         self.keep = False
         self.timings: dict[str, float] = {}
 
@@ -109,8 +112,15 @@ class KindProvider:
             )
         # The node image `dra-conformance kind image` built here (no registry), else kind's own for the release.
         image = self.image or local_node_image(spec.version)
+        self.source = source_from_env(spec.version.tag) if image and not self.image else None
         if image:
             self.progress(f"kind node image: {image}")
+        elif source_from_env(spec.version.tag).patched:
+            self.stop()
+            raise ProviderNotReady(
+                f"no kind node image of {source_from_env(spec.version.tag).describe()} (kind's own would be the "
+                "release as published): build it with `make kind-image` and the same K8S_PATCHES / K8S_SOURCE"
+            )
         kind = Path(self.kind_bin) if self.kind_bin else ensure_kind(progress=self.progress)
         kubectl = Path(self.kubectl_bin) if self.kubectl_bin else self._kubectl(spec)
         # The profile's processes (kubectl logs of the in-cluster components) find this kubectl first on PATH.
@@ -202,6 +212,7 @@ class KindProvider:
             binding_timeout_configurable=release.binding_timeout_configurable,
             nodes=nodes,
             kubectl=kubectl,
+            source=self.source,
         )
 
     def stop(self) -> None:

@@ -2,7 +2,8 @@
 
 Each component is built from a small wrapper module in the cache (src/go.mod with tool directives), like
 upstream builds its release binaries: static (CGO_ENABLED=0), -trimpath, stripped, with the version stamped.
-A second call finds the binaries in the cache and does nothing.
+A second call finds the binaries in the cache and does nothing. Kubernetes itself is built from the source that
+K8S_PATCHES / K8S_SOURCE name (toolchain.source), in a cache entry of its own when that is not the release as published.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import yaml
 from conformance.cluster.toolchain.cache import Cache, ComponentDir, default_cache_root
 from conformance.cluster.toolchain.gobuild import BuildError, Progress, go_env, go_json, go_run, toolchain_choice
 from conformance.cluster.toolchain.gomod import parse_gomod, staging_replacements, wrapper_gomod
+from conformance.cluster.toolchain.patched import prepare_tree
+from conformance.cluster.toolchain.source import KubeSource, source_from_env
 from conformance.cluster.versions import KWOK_VERSION, KubeVersion
 
 KUBE_COMMANDS = ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"]
@@ -35,6 +38,8 @@ class Binaries:
     kwokctl: Path
     etcd_version: str
     kwok_version: str
+    # What the Kubernetes binaries were built from (release, patches and their hashes); None: not said.
+    source: KubeSource | None = None
 
     @property
     def kubectl(self) -> Path:
@@ -60,40 +65,46 @@ def _print(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def ensure_binaries(version: KubeVersion, cache: Cache | None = None, progress: Progress = _print) -> Binaries:
+def ensure_binaries(
+    version: KubeVersion, cache: Cache | None = None, progress: Progress = _print, source: KubeSource | None = None
+) -> Binaries:
     """Return the cached binaries for `version`, building whatever is missing first.
 
-    One build at a time per cache: runs started side by side (CI jobs, parallel test sessions) wait for the
-    first one instead of compiling the same binaries twice into the same files.
+    `source` (default: what K8S_PATCHES / K8S_SOURCE name, else the release as published) decides what Kubernetes
+    is built from. One build at a time per cache: runs started side by side (CI jobs, parallel test sessions) wait
+    for the first one instead of compiling the same binaries twice into the same files.
     """
+    source = source or source_from_env(version.tag)
     cache = cache or Cache(default_cache_root())
     cache.root.mkdir(parents=True, exist_ok=True)
     with (cache.root / ".build.lock").open("w") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            if _complete(version, cache):  # the lock is held for another version; nothing of ours is built
-                return _ensure_locked(version, cache, progress)
+            if _complete(source, cache):  # the lock is held for another version; nothing of ours is built
+                return _ensure_locked(version, cache, progress, source)
             progress(f"waiting for another build in {cache.root} to finish")
             fcntl.flock(lock, fcntl.LOCK_EX)
-        return _ensure_locked(version, cache, progress)
+        return _ensure_locked(version, cache, progress, source)
 
 
-def _complete(version: KubeVersion, cache: Cache) -> bool:
-    """Every binary of `version` is in the cache already (read without the lock: complete entries never change)."""
-    kube_dir = cache.component("kubernetes", version.tag)
+def _complete(source: KubeSource, cache: Cache) -> bool:
+    """Every binary of `source` is in the cache already (read without the lock: complete entries never change)."""
+    kube_dir = cache.component("kubernetes", source.key)
     if not kube_dir.has(KUBE_COMMANDS) or "etcd_version" not in kube_dir.record():
         return False
     etcd_dir = cache.component("etcd", kube_dir.record()["etcd_version"])
     return etcd_dir.has(["etcd"]) and cache.component("kwok", KWOK_VERSION).has(KWOK_COMMANDS)
 
 
-def _ensure_locked(version: KubeVersion, cache: Cache, progress: Progress) -> Binaries:
+def _ensure_locked(version: KubeVersion, cache: Cache, progress: Progress, source: KubeSource) -> Binaries:
     started = time.monotonic()
-    kube_dir = cache.component("kubernetes", version.tag)
+    kube_dir = cache.component("kubernetes", source.key)
     built: list[str] = []
+    if source.patched:
+        progress(f"Kubernetes {source.describe()} (cache entry {kube_dir.root.name})")
     if not kube_dir.has(KUBE_COMMANDS) or "etcd_version" not in kube_dir.record():
-        built += _build_kubernetes(version, kube_dir, progress)
+        built += _build_kubernetes(version, kube_dir, progress, source=source)
     etcd_version = kube_dir.record()["etcd_version"]
     etcd_dir = cache.component("etcd", etcd_version)
     if not etcd_dir.has(["etcd"]):
@@ -110,6 +121,7 @@ def _ensure_locked(version: KubeVersion, cache: Cache, progress: Progress) -> Bi
         kwokctl=kwok_dir.binary("kwokctl"),
         etcd_version=etcd_version,
         kwok_version=KWOK_VERSION,
+        source=source,
     )
 
 
@@ -133,20 +145,46 @@ def _download(module: str, version: str, workdir: Path, progress: Progress) -> d
 
 
 def _build_kubernetes(
-    version: KubeVersion, target: ComponentDir, progress: Progress, commands: list[str] = KUBE_COMMANDS
+    version: KubeVersion,
+    target: ComponentDir,
+    progress: Progress,
+    commands: list[str] = KUBE_COMMANDS,
+    source: KubeSource | None = None,
 ) -> list[str]:
-    """`commands` of k8s.io/kubernetes (cmd/<name>) at `version`, stamped like a release build, into `target`."""
-    info = _download("k8s.io/kubernetes", version.tag, target.src, progress)
-    upstream = parse_gomod(Path(info["GoMod"]).read_text())
-    replaces = staging_replacements(upstream, version.staging_tag)
+    """`commands` of k8s.io/kubernetes (cmd/<name>) at `version`, stamped like a release build, into `target`;
+    from `source` where given (the modules replaced by a patched copy, or by a checkout)."""
+    source = source or KubeSource(version.tag)
+    if source.checkout is not None:
+        info = {"Dir": str(source.checkout), "GoMod": str(source.checkout / "go.mod")}
+        upstream = parse_gomod(Path(info["GoMod"]).read_text())
+        replaces = {
+            path: str(source.checkout / where)
+            for path, where in upstream.replace.items()
+            if where.startswith("./staging/") and path in upstream.require
+        }
+    else:
+        info = _download("k8s.io/kubernetes", version.tag, target.src, progress)
+        upstream = parse_gomod(Path(info["GoMod"]).read_text())
+        replaces = staging_replacements(upstream, version.staging_tag)
     if not replaces:
         raise BuildError(f"k8s.io/kubernetes {version.tag}: found no staging modules in its go.mod")
     etcd_version = _expected_etcd(Path(info["Dir"]))
+    patched: list[str] = []
+    if source.patches:
+        copies, patched = prepare_tree(
+            source, Path(info["Dir"]), lambda module: _staging_dir(module, version, target.src), target.root / "patched"
+        )
+        replaces.update(copies)
+        progress(f"k8s.io/kubernetes {version.tag}: {len(source.patches)} patches change {len(patched)} files")
+    if source.checkout is not None:
+        replaces["k8s.io/kubernetes"] = str(source.checkout)
     stamp = {
         "gitVersion": version.tag,
         "gitMajor": str(version.major),
         "gitMinor": str(version.minor),
-        "gitTreeState": "clean",
+        # A patched build says so in every component's /version: not the release's tree, and which source instead.
+        "gitTreeState": "dirty" if source.patched else "clean",
+        **({"gitCommit": source.digest[:40]} if source.patched else {}),
         "buildDate": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
     ldflags = " ".join(
@@ -170,7 +208,16 @@ def _build_kubernetes(
         f"k8s.io/kubernetes {version.tag}: {len(replaces)} staging modules replaced by "
         f"{version.staging_tag}; expects etcd {etcd_version}"
     )
-    return _build(build, target, progress, extra={"etcd_version": etcd_version, "staging": sorted(replaces)})
+    staging = sorted(path for path in replaces if path != "k8s.io/kubernetes")
+    extra = {"etcd_version": etcd_version, "staging": staging, "source": source.as_dict()}
+    if patched:
+        extra["patched_files"] = patched
+    return _build(build, target, progress, extra=extra)
+
+
+def _staging_dir(module: str, version: KubeVersion, workdir: Path) -> Path:
+    """Where the published staging module (k8s.io/api, ...) that a build of `version` uses is in the module cache."""
+    return Path(_download(module, version.staging_tag, workdir, lambda _message: None)["Dir"])
 
 
 def _expected_etcd(kubernetes_dir: Path) -> str:

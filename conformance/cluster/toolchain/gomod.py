@@ -85,7 +85,7 @@ def wrapper_gomod(
     go: str,
     requires: dict[str, str],
     tools: list[str],
-    replaces: dict[str, str] | None = None,
+    replaces: dict[str, str] | None = None,  # module -> version, or -> a folder
     godebug: tuple[str, ...] = (),
 ) -> str:
     """Render a wrapper go.mod that builds `tools` (Go 1.24+ tool directives keep them through tidy)."""
@@ -93,9 +93,14 @@ def wrapper_gomod(
     lines += [f"godebug {entry}" for entry in godebug]
     lines += ["", "require ("] + [f"\t{path} {version}" for path, version in requires.items()] + [")"]
     if replaces:
-        lines += ["", "replace ("] + [f"\t{path} => {path} {version}" for path, version in replaces.items()] + [")"]
+        lines += ["", "replace ("] + [f"\t{path} => {_target(path, to)}" for path, to in replaces.items()] + [")"]
     lines += ["", "tool ("] + [f"\t{tool}" for tool in tools] + [")", ""]
     return "\n".join(lines)
+
+
+def _target(path: str, to: str) -> str:
+    """A replacement: a folder (a checkout's module) as it is, else the same module at version `to`."""
+    return to if to.startswith(("/", "./", "../")) else f"{path} {to}"
 
 
 def version_tuple(go_version: str) -> tuple[int, ...]:

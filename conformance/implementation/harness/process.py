@@ -15,6 +15,7 @@ from typing import TypeVar
 
 from conformance.cluster.waits import wait_for
 from conformance.implementation.harness.manifests import Manifests
+from conformance.implementation.harness.resolve import port_key
 from conformance.implementation.harness.state import ImplementationFailed, _Running, instance_name
 from conformance.implementation.profile import Process
 
@@ -57,9 +58,11 @@ class Processes(Manifests):
                     spec.ready.timeout_s if spec.ready else 30.0,
                 )
             )
+        named = {port: self._port(port_key(name, port)) for port in spec.named_ports}
         if spec.ready and spec.ready.http:
             ca = str(self.ca.ensure_ca()) if spec.tls else spec.ready.ca_file and self.resolve(spec.ready.ca_file)
-            url = f"{'https' if ca else 'http'}://127.0.0.1:{run.port}{spec.ready.http}"
+            asked = named[spec.ready.port] if spec.ready.port else run.port
+            url = f"{'https' if ca else 'http'}://127.0.0.1:{asked}{spec.ready.http}"
             context = ssl.create_default_context(cafile=ca) if ca else None
             self._wait(
                 run,
@@ -77,7 +80,9 @@ class Processes(Manifests):
                 f"a line matching {spec.ready.log!r} in {log}",
                 spec.ready.timeout_s,
             )
-        self.progress(f"started {name} (pid {proc.pid}{f', port {run.port}' if run.port else ''})")
+        ports = [f"port {run.port}"] if run.port else []
+        ports += [f"port {port} {number}" for port, number in named.items()]
+        self.progress(f"started {name} (pid {', '.join([str(proc.pid), *ports])})")
         return run
 
     def _wait(

@@ -1,5 +1,6 @@
-"""Filling a profile string's placeholders for this run: ports, addresses, certificates, kubeconfigs of accounts
-(and the holder pods those bound to a node need)."""
+"""Filling a profile string's placeholders for this run: ports (a process's own and its named ones), addresses,
+certificates, kubeconfigs of accounts (and the holder pods those bound to a pod need, on a node or where the scheduler
+places them)."""
 
 from __future__ import annotations
 
@@ -22,8 +23,10 @@ from conformance.implementation.profile import (
     placeholder_problem,
 )
 from conformance.implementation.serviceaccount import (
+    SCHEDULED,
     place_holder_pod,
     remove_holder_pod,
+    scheduled_node,
     service_account_kubeconfig,
 )
 
@@ -67,7 +70,7 @@ class Resolving(State):
                 return str(self._port_file(instance_name(process.name, node)))
             if key == "port":
                 assert process is not None
-                return str(self._port(instance_name(process.name, node)))
+                return str(self._port(port_key(instance_name(process.name, node), arg)))
             assert arg is not None
             if key in ("url", "https_url", "hostport"):
                 return self.address(key, arg, node)
@@ -79,7 +82,7 @@ class Resolving(State):
             if key == "pod_kubeconfig":
                 account, _, on = arg.partition("@")
                 namespace, sa = account.split("/")
-                return str(self._pod_kubeconfig(namespace, sa, on or str(node)))
+                return str(self._pod_kubeconfig(namespace, sa, on or node, process))
             if arg not in os.environ:  # {env:NAME}
                 raise ProfileError(f"profile {self.loaded.path}: {match[0]} in {text!r}: ${arg} is not set")
             return os.environ[arg]
@@ -100,14 +103,19 @@ class Resolving(State):
 
     def address(self, key: str, name: str, node: str | None) -> str:
         """{url:NAME}, {https_url:NAME} or {hostport:NAME} of a running process (of a perNode one: its instance on
-        `node`)."""
+        `node`); NAME:PORT: its port named PORT ({port:PORT})."""
+        process, _, named = name.partition(":")
         for run in self.running:
-            if run.spec.name == name and run.node == (node if run.spec.per_node else None) and run.port is not None:
-                hostport = f"127.0.0.1:{run.port}"
+            if run.spec.name != process or run.node != (node if run.spec.per_node else None):
+                continue
+            port = self._ports.get(port_key(run.name, named)) if named else run.port
+            if port is not None:
+                hostport = f"127.0.0.1:{port}"
                 return {"url": f"http://{hostport}", "https_url": f"https://{hostport}", "hostport": hostport}[key]
+        has = f"{{port:{named}}}" if named else "a port ({port} or portFile: true)"
         raise ProfileError(
-            f"profile {self.loaded.path}: {{{key}:{name}}} needs an earlier process {name!r} with a port "
-            f"({{port}} or portFile: true){f' on node {node}' if node else ''}"
+            f"profile {self.loaded.path}: {{{key}:{name}}} needs an earlier process {process!r} with "
+            f"{has}{f' on node {node}' if node else ''}"
         )
 
     def _sa_kubeconfig(self, namespace: str, name: str) -> Path:
@@ -116,15 +124,25 @@ class Resolving(State):
             service_account_kubeconfig(self.kubeconfig, client.CoreV1Api(self._api()), namespace, name, path)
         return path
 
-    def _pod_kubeconfig(self, namespace: str, sa: str, node: str) -> Path:
-        """A kubeconfig whose token is bound to a pod of `sa` the harness places on `node` (made once per node)."""
-        path = self.workdir / f"pod-{namespace}-{sa}@{node}.kubeconfig"
+    def _pod_kubeconfig(self, namespace: str, sa: str, node: str | None, process: Process | None = None) -> Path:
+        """A kubeconfig whose token is bound to a pod of `sa` the harness places on `node` (made once per node) or,
+        with node None, where the scheduler places it (made once per run; `placed` says where it landed)."""
+        path = self.workdir / f"pod-{namespace}-{sa}@{node or SCHEDULED}.kubeconfig"
         if not path.exists():
             core = client.CoreV1Api(self._api())
             ref = place_holder_pod(core, namespace, sa, node)
-            self._holders.setdefault(node, []).append((namespace, ref["name"]))
+            landed = node or scheduled_node(core, namespace, ref["name"])
+            self._holders.setdefault(landed, []).append((namespace, ref["name"]))
             service_account_kubeconfig(self.kubeconfig, core, namespace, sa, path, bound_to=ref)
-            self.progress(f"pod {namespace}/{ref['name']} on {node} holds the token of {path.name}")
+            if node is None:
+                used_by = f" for process {process.name}" if process else ""
+                self.placed[f"{namespace}/{sa}"] = landed
+                self.progress(
+                    f"pod {namespace}/{ref['name']}{used_by} was placed by the scheduler on node {landed}: the token "
+                    f"of {path.name} is bound to it (that node's, for the API server)"
+                )
+            else:
+                self.progress(f"pod {namespace}/{ref['name']} on {node} holds the token of {path.name}")
         return path
 
     def _remove_holders(self, node: str) -> list[str]:
@@ -135,4 +153,12 @@ class Resolving(State):
             problems += [problem] if problem else []
         for path in self.workdir.glob(f"pod-*@{node}.kubeconfig"):
             path.unlink(missing_ok=True)
+        for account in [a for a, on in self.placed.items() if on == node]:  # its pod is gone with the node
+            ns, sa = account.split("/")
+            (self.workdir / f"pod-{ns}-{sa}@{SCHEDULED}.kubeconfig").unlink(missing_ok=True)
         return problems
+
+
+def port_key(instance: str, named: str | None) -> str:
+    """Where the harness keeps an instance's port: its own ({port}), or NAME@NODE:PORT for {port:PORT}."""
+    return f"{instance}:{named}" if named else instance

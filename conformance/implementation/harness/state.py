@@ -63,7 +63,10 @@ class State:
     # guards the harness itself).
     _restarting: threading.RLock = field(default_factory=threading.RLock, repr=False)
     _registered: list[str] = field(default_factory=list, repr=False)  # endpoint URLs as resolved at start
-    _ports: dict[str, int] = field(default_factory=dict)  # {port} per process (instance), picked once per run
+    _ports: dict[str, int] = field(default_factory=dict)  # {port} and {port:NAME} per instance, picked once per run
+    # Where the scheduler placed the pod a central process's token is bound to ({pod_kubeconfig:NS/NAME} outside a
+    # perNode process): NAMESPACE/NAME -> node (for the reports).
+    placed: dict[str, str] = field(default_factory=dict)
     # Node hooks and perNode processes follow the cluster's nodes (None: a unit test's stand-in is not given, the
     # cluster is asked).
     nodes: NodeSource | None = None

@@ -9,7 +9,7 @@ The schema is model.py (the document) and its parts (stack.py, accounts.py, prom
 placeholders.py says what each placeholder of a profile string stands for and where it may stand. Import from here.
 """
 
-from conformance.implementation.profile.accounts import ACCOUNT_PATTERN, Right, ServiceAccount
+from conformance.implementation.profile.accounts import ACCOUNT_PATTERN, RUNS, Right, Runs, ServiceAccount, Users
 from conformance.implementation.profile.load import (
     FULL_TEMPLATE_FILE,
     SCHEMA_FILE,
@@ -25,6 +25,7 @@ from conformance.implementation.profile.model import (
     DEFAULT_BINDING_TIMEOUT_S,
     FABRIC_ENTRIES,
     FABRIC_MODELS,
+    FAILURE_REPORTING,
     KIND,
     BindingModel,
     ConditionMeaning,
@@ -38,6 +39,7 @@ from conformance.implementation.profile.placeholders import (
     PLACEHOLDERS,
     PLAIN_PLACEHOLDERS,
     Scope,
+    placeholder_args,
     placeholder_problem,
     uses_placeholder,
 )
@@ -52,6 +54,7 @@ __all__ = [
     "DEFAULT_BINDING_TIMEOUT_S",
     "FABRIC_ENTRIES",
     "FABRIC_MODELS",
+    "FAILURE_REPORTING",
     "FULL_TEMPLATE_FILE",
     "KIND",
     "NODE",
@@ -59,6 +62,7 @@ __all__ = [
     "PLACEHOLDERS",
     "PLAIN_PLACEHOLDERS",
     "READ_SLACK_S",
+    "RUNS",
     "SCHEMA_FILE",
     "TEMPLATE_FILE",
     "BindingModel",
@@ -77,10 +81,13 @@ __all__ = [
     "Readiness",
     "Right",
     "Role",
+    "Runs",
     "Scope",
     "ServiceAccount",
+    "Users",
     "json_schema",
     "load_profile",
+    "placeholder_args",
     "placeholder_problem",
     "uses_placeholder",
 ]

@@ -10,7 +10,7 @@ from pydantic import Field, field_validator, model_validator
 
 from conformance.cluster.versions import PREBIND_POLL_S
 from conformance.implementation.names import qualified_name_problems
-from conformance.implementation.profile.accounts import _SA_PLACEHOLDER, Right, ServiceAccount
+from conformance.implementation.profile.accounts import _SA_PLACEHOLDER, Right, ServiceAccount, Users
 from conformance.implementation.profile.base import _Strict
 from conformance.implementation.profile.promises import READ_SLACK_S, Promises, Published
 from conformance.implementation.profile.stack import Controller, Endpoint, Hooks, Process, Role
@@ -41,6 +41,9 @@ def _choices(intro: str, meanings: dict[str, str]) -> str:
     return f"{intro}: " + "; ".join(f"`{value}`: {meaning}" for value, meaning in meanings.items())
 
 
+# The capability of a stack that reports attach failures (the failure scenarios read it; promises.reportsFailures:
+# false says the opposite).
+FAILURE_REPORTING = "attachFailureReporting"
 # The profile schema's version. A profile names it so that a later incompatible schema is refused with a clear
 # message instead of being misread; the JSON Schema of this version is profile.schema.json (load.SCHEMA_FILE).
 API_VERSION = "dra-conformance.example.com/v1alpha1"
@@ -238,6 +241,15 @@ class Profile(_Strict):
         return self.published.timeout_s or self.promises.publish_s + READ_SLACK_S
 
     @model_validator(mode="after")
+    def _failure_reporting_is_consistent(self) -> Profile:
+        if not self.promises.reports_failures and self.capabilities.get(FAILURE_REPORTING):
+            raise ValueError(
+                f"promises.reportsFailures: false says the stack never sets its failure conditions; "
+                f"capabilities.{FAILURE_REPORTING}: true claims it does: one of them"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _controller_process_exists(self) -> Profile:
         names = [p.name for p in self.processes]
         if self.controller.process is not None and self.controller.process not in names:
@@ -254,19 +266,39 @@ class Profile(_Strict):
             raise ValueError(f"role names must be unique: {[r.name for r in self.roles]}")
         return self
 
+    def _account_uses(self) -> list[tuple[str, str, bool, bool]]:
+        """(account, what runs as it, central, per node) for each use: serviceAccounts, controller.serviceAccount and
+        the accounts whose token a process the suite starts is given ({sa_kubeconfig:...}, {pod_kubeconfig:...})."""
+        uses = [
+            (entry.account, entry.role or "", entry.runs != "per-node", entry.runs != "central")
+            for entry in self.service_accounts
+        ]
+        if self.controller.service_account:
+            uses.append((self.controller.service_account, "controller", True, False))
+        for process in self.processes:
+            for text in [process.kubeconfig, *process.command, *process.env.values()]:
+                for account in _SA_PLACEHOLDER.findall(text):
+                    uses.append((account, f"process {process.name}", not process.per_node, process.per_node))
+        return uses
+
     def accounts(self) -> dict[str, str]:
         """Every ServiceAccount of the stack IMP-9 judges -> what runs as it: serviceAccounts, controller.serviceAccount
         and the accounts whose token a process the suite starts is given ({sa_kubeconfig:NS/NAME})."""
         found: dict[str, list[str]] = {}
-        for entry in self.service_accounts:
-            found.setdefault(entry.account, []).append(entry.role or "")
-        if self.controller.service_account:
-            found.setdefault(self.controller.service_account, []).append("controller")
-        for process in self.processes:
-            for text in [process.kubeconfig, *process.command, *process.env.values()]:
-                for account in _SA_PLACEHOLDER.findall(text):
-                    found.setdefault(account, []).append(f"process {process.name}")
+        for account, label, _, _ in self._account_uses():
+            found.setdefault(account, []).append(label)
         return {account: ", ".join(dict.fromkeys(r for r in roles if r)) for account, roles in found.items()}
+
+    def account_users(self) -> dict[str, Users]:
+        """Every account of accounts() -> its central and its per-node users (a serviceAccounts entry without a role
+        is named "serviceAccounts"): IMP-9 and RDY-8 judge an account against the needs of each part it serves."""
+        found: dict[str, Users] = {}
+        for account, label, central, per_node in self._account_uses():
+            users = found.setdefault(account, Users())
+            for wanted, into in ((central, users.central), (per_node, users.per_node)):
+                if wanted and (label or "serviceAccounts") not in into:
+                    into.append(label or "serviceAccounts")
+        return found
 
     @model_validator(mode="after")
     def _accounts_are_known(self) -> Profile:

@@ -16,7 +16,7 @@ class Process(Protocol):
 
 
 # {key} or {key:arg} in commands, env, manifests and endpoint URLs (see Process for the keys)
-PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([A-Za-z0-9_./@-]+))?\}")
+PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([A-Za-z0-9_./@:-]+))?\}")
 # The placeholders without an argument whose value is the same for the whole run.
 PLAIN_PLACEHOLDERS = frozenset({"kubeconfig", "workdir", "bin", "profile_dir", "ca_file"})
 # {KEY:NAME} of a process with a port: the forms of its address
@@ -31,11 +31,15 @@ PLACEHOLDERS: dict[str, str] = {
     "{profile_dir}": "the folder of the profile file",
     "{port}": "a free port the harness picks once per run for this process: the same after a restart, so the "
     "{url:NAME} others hold stays right (a process's command or env only; per instance for a perNode process)",
+    "{port:NAME}": "another free port of this process, named NAME, picked once per run like {port} (a process with "
+    "several ports, e.g. health and metrics: one placeholder each; others reach it with {url:PROCESS:NAME})",
     "{port_file}": "this process's port file: with portFile: true it writes the port it bound there (a restart may "
     "change it)",
     "{url:NAME}": "http://127.0.0.1:PORT of an earlier process NAME with {port} or portFile",
     "{https_url:NAME}": "https://127.0.0.1:PORT of the same (an endpoint there trusts the run CA when NAME has tls)",
     "{hostport:NAME}": "127.0.0.1:PORT of the same",
+    "{url:NAME:PORT}": "http://127.0.0.1:N of the port named PORT ({port:PORT}) of an earlier process NAME; "
+    "{https_url:NAME:PORT} and {hostport:NAME:PORT} likewise",
     "{tls_cert:NAME}": "the serving certificate (127.0.0.1, localhost) the harness made for process NAME (tls: true)",
     "{tls_key:NAME}": "its key (0600)",
     "{ca_file}": "the CA of the run that signed those certificates",
@@ -44,6 +48,8 @@ PLACEHOLDERS: dict[str, str] = {
     "{pod_kubeconfig:NAMESPACE/NAME@NODE}": "the same, the token bound to a pod the harness places on NODE: the API "
     "server reports the node (authentication.kubernetes.io/node-name) to admission policies; per node, @NODE may be "
     "left out",
+    "{pod_kubeconfig:NAMESPACE/NAME}": "outside a perNode process: the token bound to a pod the scheduler places "
+    "(a Deployment's pod: no node chosen by you), once per run; the run's progress and IMP-9 say where it landed",
     "{node}": "in a perNode process or a node hook: the node's name (filled first: {pod_kubeconfig:ns/sa@{node}})",
     "{env:NAME}": "a variable of the suite's environment; unset is an error",
 }
@@ -54,19 +60,27 @@ def uses_placeholder(texts: list[str], key: str) -> bool:
     return any(m[1] == key and m[2] is None for text in texts for m in PLACEHOLDER.finditer(text))
 
 
+def placeholder_args(texts: list[str], key: str) -> list[str]:
+    """The arguments of {key:ARG} in the texts, each once, in the order written (e.g. a process's named ports)."""
+    found = (m[2] for text in texts for m in PLACEHOLDER.finditer(text) if m[1] == key and m[2] is not None)
+    return list(dict.fromkeys(found))
+
+
 @dataclass(frozen=True)
 class Scope:
     """Where a profile string stands, for placeholder_problem. `process`: the process whose command or env holds it
     (None: a manifest, hook, endpoint or restart command); `ported`: the processes with a port that start before this
     string is used (None: not known here; the harness checks that when it fills the address); `tls`: the processes
     with tls: true (None: not known); `per_node`: a per-node process or a node hook ({node} is known);
-    `per_node_processes`: the processes with perNode: true (their address exists only per node)."""
+    `per_node_processes`: the processes with perNode: true (their address exists only per node); `named_ports`:
+    PROCESS:PORT of every {port:PORT} of the processes that start before this string is used (None: not known)."""
 
     process: Process | None = None
     ported: frozenset[str] | None = None
     tls: frozenset[str] | None = None
     per_node: bool = False
     per_node_processes: frozenset[str] = frozenset()
+    named_ports: frozenset[str] | None = None
 
 
 def placeholder_problem(key: str, arg: str | None, scope: Scope) -> str | None:
@@ -85,20 +99,15 @@ def placeholder_problem(key: str, arg: str | None, scope: Scope) -> str | None:
             return "{node} takes no argument"
         return None if scope.per_node else "{node} only in a perNode process or a node hook"
     if key in ("port_file", "port"):
-        if arg is not None:
-            return f"{{{key}}} takes no argument"
+        if arg is not None and (key == "port_file" or not PORT_NAME.fullmatch(arg)):
+            return f"{{{key}}} takes no argument" if key == "port_file" else f"{{port:{arg}}}: {PORT_NAME_RULE}"
         if process is None:
             return f"{{{key}}} only in a process's command or env (it is that process's own)"
         if key == "port_file" and not process.port_file:
             return "{port_file} only in a process with portFile: true"
         return None
     if key in ADDRESS_PLACEHOLDERS and arg:
-        ported = scope.ported
-        if ported is not None and arg not in ported:
-            return f"{{{key}:{arg}}} needs an earlier process {arg!r} with a port ({{port}} or portFile: true)"
-        if arg in scope.per_node_processes and not scope.per_node:
-            return f"{{{key}:{arg}}}: {arg!r} runs per node; only a perNode process or node hook reaches it"
-        return None
+        return _address_problem(key, arg, scope)
     if key in ("tls_cert", "tls_key") and arg:
         if scope.tls is not None and arg not in scope.tls:
             return f"{{{key}:{arg}}} needs a process {arg!r} with tls: true"
@@ -109,12 +118,29 @@ def placeholder_problem(key: str, arg: str | None, scope: Scope) -> str | None:
         if _POD_BOUND.fullmatch(arg):
             return None
         if _SA.fullmatch(arg):
-            return None if scope.per_node else f"{{pod_kubeconfig:{arg}}} names no node: add @NODE (or use it per node)"
-        return "{pod_kubeconfig:NAMESPACE/SERVICEACCOUNT@NODE} (@NODE may be left out per node)"
+            return None  # per node: that node; elsewhere a pod the scheduler places
+        return "{pod_kubeconfig:NAMESPACE/SERVICEACCOUNT@NODE} (without @NODE: per node its node, else the scheduler's)"
     if key == "env" and arg:
         return None  # whether it is set is known only where it is filled
     return "unknown placeholder"
 
 
+def _address_problem(key: str, arg: str, scope: Scope) -> str | None:
+    """{url:PROCESS}, {url:PROCESS:PORT} (a named port) and the other address forms."""
+    name, _, port = arg.partition(":")
+    if port:
+        if not PORT_NAME.fullmatch(port):
+            return f"{{{key}:{arg}}}: {PORT_NAME_RULE}"
+        if scope.named_ports is not None and arg not in scope.named_ports:
+            return f"{{{key}:{arg}}} needs an earlier process {name!r} with {{port:{port}}} in its command or env"
+    elif scope.ported is not None and name not in scope.ported:
+        return f"{{{key}:{arg}}} needs an earlier process {name!r} with a port ({{port}} or portFile: true)"
+    if name in scope.per_node_processes and not scope.per_node:
+        return f"{{{key}:{arg}}}: {name!r} runs per node; only a perNode process or node hook reaches it"
+    return None
+
+
+PORT_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")  # {port:NAME}, as a container port's name
+PORT_NAME_RULE = "a port's name is lowercase alphanumerics and '-'"
 _SA = re.compile(r"[^/@]+/[^/@]+")  # NAMESPACE/NAME (the API server judges the names themselves)
 _POD_BOUND = re.compile(r"[^/@]+/[^/@]+@[^/@]+")

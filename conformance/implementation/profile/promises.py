@@ -1,5 +1,5 @@
-"""What the implementation promises: how long an attach, a detach and publishing take, and the state its slices
-reach once it has published (the device read waits for it)."""
+"""What the implementation promises: how long an attach, a detach and publishing take, whether it reports failures,
+and the state its slices reach once it has published (the device read waits for it)."""
 
 from __future__ import annotations
 
@@ -46,6 +46,16 @@ class Promises(_Strict):
             "without it wait this long, then FAIL with the cause (pool, node selector, which label each node lacks)",
         ),
     ] = 60.0
+    reports_failures: Annotated[
+        bool,
+        Field(
+            alias="reportsFailures",
+            description="false: the stack says it never sets its failure conditions (it publishes "
+            "bindingFailureConditions but sets none, e.g. a controller that sets the binding conditions without "
+            "checking anything). Judged, not skipped: the failure requirements (IMP-4, RDY-5) FAIL citing this "
+            "declaration, without a fault injector; a claim of capabilities.attachFailureReporting contradicts it",
+        ),
+    ] = True
 
 
 class Published(_Strict):

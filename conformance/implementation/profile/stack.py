@@ -10,7 +10,7 @@ from pydantic import Field, field_validator, model_validator
 
 from conformance.implementation.profile.accounts import ACCOUNT_PATTERN
 from conformance.implementation.profile.base import _Strict
-from conformance.implementation.profile.placeholders import uses_placeholder
+from conformance.implementation.profile.placeholders import placeholder_args, uses_placeholder
 
 _PROCESS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -32,6 +32,10 @@ class Readiness(_Strict):
     timeout_s: Annotated[
         float, Field(alias="timeoutSeconds", gt=0, le=600, description="not ready within this: the run stops")
     ] = 30.0
+    port: str | None = Field(
+        None,
+        description="the named port ({port:NAME}) ready.http asks; default: the process's {port} or port file",
+    )
 
     @model_validator(mode="after")
     def _one(self) -> Readiness:
@@ -41,6 +45,8 @@ class Readiness(_Strict):
             re.compile(self.log)
         if self.ca_file is not None and self.http is None:
             raise ValueError("caFile is for ready.http over HTTPS")
+        if self.port is not None and self.http is None:
+            raise ValueError("port is for ready.http (the named port it asks)")
         return self
 
 
@@ -49,7 +55,10 @@ class Process(_Strict):
     command and env: PLACEHOLDERS (placeholder_problem says where each may stand).
 
     perNode: one instance per node of the cluster (nodes that join during the run included), started when its node
-    appears, stopped when it goes; {node} names it, {port} is per instance, logs are NAME@NODE.log."""
+    appears, stopped when it goes; {node} names it, {port} is per instance, logs are NAME@NODE.log.
+
+    Several ports (a chart's health and metrics ports): {port:NAME} for each, reached with {url:PROCESS:NAME};
+    ready.port names the one ready.http asks."""
 
     name: str = Field(description="unique, lowercase alphanumerics and '-'; {url:NAME} and roles refer to it")
     command: list[str] = Field(min_length=1, description="the command and its arguments (placeholders allowed)")
@@ -86,14 +95,25 @@ class Process(_Strict):
 
     @property
     def has_port(self) -> bool:
+        """The process has its own port ({port} or portFile), the one {url:NAME} reaches."""
         return self.port_file or self.fixed_port
+
+    @property
+    def named_ports(self) -> list[str]:
+        """The names of its further ports ({port:NAME} in its command or env), each reached with {url:NAME:PORT}."""
+        return placeholder_args([*self.command, *self.env.values()], "port")
 
     @model_validator(mode="after")
     def _http_needs_port(self) -> Process:
-        if self.ready and self.ready.http and not self.has_port:
-            raise ValueError("ready.http needs a port: {port} in the command (or portFile: true)")
-        if self.tls and not self.has_port:
-            raise ValueError("tls: true needs a port: {port} in the command (or portFile: true)")
+        ready_port = self.ready.port if self.ready else None
+        if ready_port is not None and ready_port not in self.named_ports:
+            raise ValueError(f"ready.port {ready_port!r} is none of the process's {{port:NAME}} {self.named_ports}")
+        if self.ready and self.ready.http and not (self.has_port or ready_port):
+            raise ValueError(
+                "ready.http needs a port: {port} in the command (or portFile: true), or ready.port naming a {port:NAME}"
+            )
+        if self.tls and not (self.has_port or self.named_ports):
+            raise ValueError("tls: true needs a port: {port} or {port:NAME} in the command (or portFile: true)")
         if self.tls and self.ready and self.ready.ca_file:
             raise ValueError("tls: true serves a certificate of the run CA; ready.caFile is for a certificate of yours")
         return self

@@ -51,7 +51,7 @@ def _imp(first: int, last: int) -> tuple[Requirement, ...]:
 
 
 # The catalogue's order (the reports', the reference page's): the families as they were added, IMP-17..20 after the
-# kubelet path and IMP-27 after the path's cost.
+# kubelet path and IMP-27..28 after the path's cost.
 REQUIREMENTS: tuple[Requirement, ...] = (
     *base.REQUIREMENTS,
     *api.REQUIREMENTS,
@@ -60,7 +60,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     *node.REQUIREMENTS,
     *_imp(17, 20),
     *cost.REQUIREMENTS,
-    *_imp(27, 27),
+    *_imp(27, 28),
     *rdy.REQUIREMENTS,
     *scale.REQUIREMENTS,
 )

@@ -1,6 +1,7 @@
 """IMP requirements of a fabric device's attach and detach lifecycle: published fabric entries, attach before bind,
 conditions only while attached, attach failures, detach on release, the run-wide attachment rules, faults (a delete in
-PreBind, a late attach, an unreachable fabric, a deleted node), several devices, a device moved, a shared claim."""
+PreBind, a late attach, an unreachable fabric, a deleted node), several devices, a device moved, a shared claim, and a
+device used again (IMP-28, every binding model)."""
 
 from __future__ import annotations
 
@@ -70,6 +71,13 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         "a shared claim: one attach, every pod binds there, attached until the last pod is gone, then let go",
         _IMP,
     ),
+    _r(
+        "IMP-28",
+        "implementation",
+        "MUST",
+        "a device used again is served afresh: no failure, attachment or readiness left over from its last use",
+        _IMP,
+    ),
 )
 
 APPLIES: dict[str, Applies] = {
@@ -128,7 +136,13 @@ DOCS: dict[str, Doc] = {
     ),
     "IMP-3": Doc(
         "attach-before-bind: a binding condition is True only once the probe says that device is attached to the "
-        'allocation\'s node (a probe answer saying "not attached yet" after the condition is proof)',
+        'allocation\'s node (a probe answer saying "not attached yet" after the condition is proof). Order, judged '
+        "over the whole run (test_order.py, conformance/observe/order.py): for every claim of every scenario, the "
+        "write that first shows the device's binding conditions (or one meaning `reschedule`) True is compared with "
+        "the probe's first answer sent after it: attached to THAT node, or the failure names the write's revision and "
+        "time and when the probe first said attached there (a condition set True and the attach done before the "
+        "scheduler's next 5 s PreBind poll fails too). Broken on purpose (tests/selftest/test_order_breakage.py): "
+        "attached reported 0.3 s into the attach (`--broken-report-while-attaching`)",
         models={
             "keep-in-pool": "every binding condition of the fabric allocation",
             "reschedule-to-local": 'the same for the condition meaning `reschedule` ("attached, reallocate")',
@@ -137,17 +151,27 @@ DOCS: dict[str, Doc] = {
         skips="the test needs the profile's fabricProbe (skipped without one)",
     ),
     "IMP-4": Doc(
-        "attach-failure: the fault injector fails the attach: a failure condition (meaning `failure`) with reason and "
-        "message, deallocation, reallocation to another device. The quarantine is judged over the run's record "
+        "attach-failure: the fault injector fails the attach: a failure condition (meaning `failure`) with reason "
+        "and message, deallocation, reallocation to another device. The quarantine is judged over the run's record "
         "(conformance/observe/quarantine.py), from the claim write that showed the failure condition True until the "
         "scenario clears its fault: slices, claims and DeviceTaintRules replayed in etcd revision order (which watch "
-        "stream delivered first does not matter), and at no revision may an entry of the failed device sit in a slice "
-        "reaching the failed node, unallocated and untainted (NoSchedule/NoExecute), for a probe period (0.1 s) or "
-        "more; no claim on that node may be allocated it; no probe answer sent a probe period after the failure may "
-        "show it attaching, attached or detaching there. On the failed node only, because the KEP lets a stack narrow "
-        "the device's node selector instead of removing or tainting it. Broken on purpose, it fails "
-        "(tests/selftest/test_suite_detects_breakage.py): a quarantine 10 s late (`--broken-late-quarantine`), a "
-        "failed counted device given to the next entry (`--broken-reassign-failed-device`)",
+        "stream delivered first does not matter), and at no revision may an entry of the failed device sit in a "
+        "slice reaching the failed node, unallocated and untainted (NoSchedule/NoExecute), for a probe period (0.1 "
+        "s) or more; no claim on that node may be allocated it; no probe answer sent a probe period after the "
+        "failure may show it attaching, attached or detaching there. On the failed node only, because the KEP lets a "
+        "stack narrow the device's node selector instead of removing or tainting it. Order, judged over the whole "
+        "run (test_order.py, conformance/observe/order.py): the failed device is out of offer no later than the "
+        "failure condition that reports it: at that write's revision no entry of it sits free in a slice reaching "
+        "the node, the failing claim's own entry counted free (hidden before the scheduler deallocates is not "
+        "enough); the failure names both revisions. Broken on purpose, it fails "
+        "(tests/selftest/test_suite_detects_breakage.py, test_order_breakage.py): a quarantine 10 s late "
+        "(`--broken-late-quarantine`), a failed counted device given to the next entry "
+        "(`--broken-reassign-failed-device`), the failure reported 1 s before the device is hidden "
+        "(`--broken-report-before-hiding`). A profile declaring `promises.reportsFailures: false` (the stack never "
+        "sets its failure conditions) fails it citing the declaration, without a fault injector: the KEP has the "
+        "controller set a failure condition True when the attach fails and keep the failed device from being picked "
+        "again, with no opt-out; without it the pod waits out the bindingTimeout and the failed device may be "
+        "allocated again",
         models={
             "keep-in-pool": "the failed device is the leased one",
             "reschedule-to-local": _SAME,
@@ -155,7 +179,7 @@ DOCS: dict[str, Doc] = {
             "one the fault's record names; entries have no identity, so 'never again' is judged from the probe (the "
             "device attaching there) and from the device a claim's status names. Not judged: the pool's entry count "
             "against the fabric's free count during the quarantine (stream skew between pool rewrites and the probe "
-            "needs IMP-5's allowance)",
+            "needs IMP-5's allowance), nor the order clause (a count entry names no device: listed as not judged)",
         },
         skips="no node without node-local devices is reached by two fabric devices",
     ),
@@ -176,7 +200,12 @@ DOCS: dict[str, Doc] = {
     "IMP-10": Doc(
         "device-lifecycle and every other scenario's devices, judged over the whole run-wide record once every "
         "implementation scenario has ended: every device stays attached to its pod's node from binding until the pod "
-        "is gone",
+        "is gone. Order (test_order.py): where the probe's answers go from attached to anything else, no pod bound "
+        "there with the device may still be there a probe period later (its use ends with its deletion, its node's, "
+        "or its claim's release once it is deleting); small-pool-churn deletes some claims 2 s before their pods. The "
+        "failure names the pod, its binding revision and its deletion's. Broken on purpose "
+        "(tests/selftest/test_order_breakage.py): a claim being deleted treated as released "
+        "(`--broken-detach-on-claim-delete`)",
         skips="no implementation scenario ran, or nothing could be identified and judged (said so)",
     ),
     "IMP-11": Doc(
@@ -296,5 +325,29 @@ DOCS: dict[str, Doc] = {
             "counted": "the node is the scenario's own: exactly one device arrives there; " + _COUNTED_LET_GO,
         },
         skips="when no node without node-local devices is reached by a fabric pool",
+    ),
+    "IMP-28": Doc(
+        "small-pool-churn (test_reuse.py): three devices, leased on purpose (observe/devices.py `prefer`: the device "
+        "whose attach failed last, the one that moved last, the one released last, where free), serve ten claims in "
+        "turn, two at a time; the first claim's attach fails (a `fail` fault, disarmed once the failure shows), the "
+        "last two claims go to a second node the devices reach, every third claim is deleted 2 s before its pod. "
+        "Every holding of a device that follows another claim's holding of it is a reuse, named by its path (after a "
+        "failure, after a move, readied once, released: conformance/observe/reuse.py) and judged: no failure "
+        "condition True while the suite armed no fault (a stale failure), no binding condition True before the "
+        "device is attached (readied) on THAT node (stale attachment or readiness: the fabric probe, or the "
+        "readiness probe), every claim served (a failure not cleared). The failure's first line names the device, "
+        "the path, the claim, the revisions and the earlier use. Broken on purpose "
+        "(tests/selftest/test_order_breakage.py): a node-local daemon that reports a device ready again without "
+        "readying it (`--broken-stale-ready`), or its old failure to every later claim "
+        "(`--broken-stale-failure`)",
+        models={
+            "keep-in-pool": "the leased devices; a device idle on the first node is offered, so a move is the stack's",
+            "reschedule-to-local": "the same; a device is listed again only once detached, so the moves wait for it",
+            "counted": "capacity on a node of the scenario's own: the devices are those the claims' status names; no "
+            "second node",
+            "node-local": "three gated devices on one node: released = readied once; the readiness probe judges",
+        },
+        skips="no faultInjector or no `attachFailureReporting`: no failure caused (said in the test's properties); no "
+        "probe: only stale failures and unserved claims are judged",
     ),
 }

@@ -40,7 +40,12 @@ DOCS: dict[str, Doc] = {
     ),
     "IMP-7": Doc(
         "reschedule-to-local: a pinned pod's claim moves to the hot-plugged node-local copy only through deallocation "
-        "and reallocation after a condition meaning `reschedule`; same node, same physical device",
+        "and reallocation after a condition meaning `reschedule`; same node, same physical device. Order, judged over "
+        "the whole run (test_order.py, conformance/observe/order.py): a condition meaning `reschedule` on a fabric "
+        "entry is written only once the node-local copy it points to is published (at that write's revision a slice "
+        "of the allocation's node lists the device; not judged while another claim holds it: then it means \"in "
+        'use"); the failure names both revisions. Broken on purpose (tests/selftest/test_order_breakage.py): the '
+        "reschedule asked for once attached, before the copy (`--broken-early-reschedule`, a 3 s hot-plug delay)",
         models={
             "keep-in-pool": "skipped: the profile does not claim `rescheduleToLocal`",
             "reschedule-to-local": "fabric allocation, cleared after `reschedule` True, node-local copy of the same "

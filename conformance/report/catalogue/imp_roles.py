@@ -58,14 +58,21 @@ DOCS: dict[str, Doc] = {
         "least-privilege: for every ServiceAccount of the stack (`serviceAccounts`, `controller.serviceAccount`, "
         "those processes get with `{sa_kubeconfig:...}`), with its own token: for every verb it may use on "
         "`resourceclaims/status`, its own driver's conditions allowed and another driver's refused "
-        "(`resourceclaims/driver`; at least one account must write status; an account a `perNode` process runs as "
-        "writes with a token bound to a pod on a node, on a claim allocated there, and needs "
-        "`associated-node:*`); its rules and a catalogue of sensitive rights judged against the minimum of the "
+        "(`resourceclaims/driver`; at least one account must write status). Each part an account serves is judged "
+        "as what it is: a central part (an unbound token) must write claims of every node and needs "
+        "`arbitrary-node:<verb>` (a central writer lacking it fails, naming it); a per-node part (a `perNode` "
+        "process, a `serviceAccounts` entry with `runs: per-node`) writes with a token bound to a pod on a node, on a "
+        "claim allocated there, and needs `associated-node:*`, and for a fabric stack may not hold "
+        "`arbitrary-node:*` (RDY-8 judges that for a node-local one). One account serving both (a controller and a "
+        "DaemonSet under one ServiceAccount, or `runs: both`) is judged as both, and the failure says both cannot "
+        "hold, naming both parts and the missing or excess right. Its rules and a catalogue of sensitive rights "
+        "judged against the minimum of the "
         "KEP's roles (conformance/suite/implementation/rights.py `MINIMUM`) less the reads every ServiceAccount "
         "of the cluster holds; dry-run writes of another driver's ResourceSlice, which the cluster must refuse "
         "(RBAC cannot restrict slices by driver: the reference installs a ValidatingAdmissionPolicy). Every right "
         "beyond that fails, naming the account, the rule, where it holds and the Role granting it, unless "
-        "declared in `rights`",
+        "declared in `rights` (another driver's slices only by a right with `otherDrivers: true`). Where the "
+        "scheduler placed the pod a central process's token is bound to is printed with the result",
         skips="on 1.34 and 1.35 status is authorized per claim, not per driver: the refusal test is skipped there "
         "with that reason (the requirement is then partial)",
     ),

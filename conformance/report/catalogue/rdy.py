@@ -74,7 +74,8 @@ DOCS: dict[str, Doc] = {
         "readiness-gate: each binding condition seen True (watch delivery time) is judged against the first readiness "
         "probe answer taken after it: the device is ready on the allocation's node, and ready since no later than "
         "0.5 s after the condition (the two clocks); judged per device, the slowed one too. Also judged in "
-        "readiness-failure, readiness-restart and readiness-burst",
+        "readiness-failure, readiness-restart, readiness-burst and small-pool-churn (every claim of the churn: a "
+        "device readied once and used again must be ready for THIS claim, IMP-28)",
         skips="bindingModel other than node-local; no `readinessProbe` (whether a device is ready is what it says)",
     ),
     "RDY-4": Doc(
@@ -87,8 +88,13 @@ DOCS: dict[str, Doc] = {
         "each (for 5 readyings: a stack may retry before it reports); once the failure condition shows on the "
         "device the claim got, the other fault is disarmed. The failure condition (one of the result's "
         "`bindingFailureConditions`) is True with a reason and a message, the claim is allocated again, never "
-        "again with the failed device, and the pod binds on a device that is ready",
-        skips="bindingModel other than node-local; no `faultInjector` (operation attach = the readying)",
+        "again with the failed device, and the pod binds on a device that is ready. Order, judged over the whole run "
+        "(test_order.py): the device is out of its slice (or tainted) no later than the failure condition's write. "
+        "A profile declaring `promises.reportsFailures: false` fails it citing the declaration, without a fault "
+        "injector: the KEP has the writer set a failure condition True on a failed readying and keep the device from "
+        "being picked again, with no opt-out",
+        skips="bindingModel other than node-local; no `faultInjector` (operation attach = the readying), unless "
+        "`promises.reportsFailures: false` is declared",
     ),
     "RDY-6": Doc(
         "readiness-restart (runs alone): for every restartable role, three claims of one device each are staged and "
@@ -96,8 +102,9 @@ DOCS: dict[str, Doc] = {
         "hung across the restart and let go after it (readying-in-flight), a readying let go while it is down so the "
         "probe says ready with nobody to report it (ready-unreported). Every pod binds, no failure condition, "
         "conditions True only once ready",
-        skips="bindingModel other than node-local; no `faultInjector`; no restartable role. A role restarted by a "
-        "command cannot be held down: only readying-in-flight runs for it, and the test says so",
+        skips="bindingModel other than node-local; no restartable role. Without a `faultInjector` only "
+        "before-readying runs (the other two hold a readying), and the test says which steps did not run. A role "
+        "restarted by a command cannot be held down: only readying-in-flight runs for it, and the test says so",
     ),
     "RDY-7": Doc(
         "readiness-burst: 8 pods at once (or as many as devices are published), each with its own claim from one "
@@ -110,8 +117,10 @@ DOCS: dict[str, Doc] = {
         "`resourceclaims/driver` `arbitrary-node:update|patch` for the driver; each status verb it holds is refused "
         "on a claim allocated on node B and allowed on one allocated on A; dry-run writes of the driver's slices for "
         "node B, for no node, and of node B's published slice are refused. IMP-9 judges the same accounts against the "
-        "KEP's minimum",
-        skips="bindingModel other than node-local; no `perNode` process with a ServiceAccount (a central writer is "
-        "IMP-9's); fewer than two nodes",
+        "KEP's minimum. An account that also serves a central writer (one ServiceAccount for a controller and the "
+        "per-node daemons) and holds the writer's `arbitrary-node:*` fails here saying both cannot hold, naming both "
+        "parts and the right; without that right IMP-9 fails it",
+        skips="bindingModel other than node-local; no per-node part with a ServiceAccount (a `perNode` process, a "
+        "`serviceAccounts` entry with `runs: per-node` or `both`; a central writer is IMP-9's); fewer than two nodes",
     ),
 }

@@ -85,13 +85,15 @@ class Context(ClusterContext):
         exclusive: bool = False,
         part: str = "",
         model: str | None = None,
+        prefer: tuple[str, ...] = (),
     ) -> Lease:
         """`count` devices of `kind` reaching `node`. Count-based fabric pools are leased by capacity (pool, model,
         count) on `node` or the first of a list of nodes with room (of `model`, if given); `exclusive` keeps the node
         to this scenario (faults selected by node). `part`: a part of the scenario that holds its lease apart from the
         others (its own node, where exclusive), for a scenario that stages several steps side by side. Fewer fabric
         devices published than the profile declares (`published`) are waited for up to the promise, then fail; a
-        scenario that needs more than the profile declares is skipped (the pool's lease says why)."""
+        scenario that needs more than the profile declares is skipped (the pool's lease says why). `prefer`: devices
+        leased on purpose for what they went through (observe/devices.py FAILED, MOVED, RELEASED; not count-based)."""
         holder = f"{self.scenario.name}/{part}" if part else self.scenario.name
         self.refresh()
         if kind == "fabric" and self.pool.count("fabric") < count:
@@ -118,7 +120,7 @@ class Context(ClusterContext):
                 )
                 return lease
         else:
-            lease = self.pool.lease(holder, count, kind, node[0] if isinstance(node, list) else node)
+            lease = self.pool.lease(holder, count, kind, node[0] if isinstance(node, list) else node, prefer=prefer)
         self.leases.append(lease)
         return lease
 

@@ -7,7 +7,6 @@ RDY-8 (and nothing of another node's).
 
 from __future__ import annotations
 
-import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,7 +17,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from conformance.cluster.manifests import RESOURCE_API
-from conformance.implementation.profile import Profile
+from conformance.implementation.profile import Profile, Users
 from conformance.implementation.serviceaccount import (
     holder_pod_name,
     place_holder_pod,
@@ -28,21 +27,12 @@ from conformance.implementation.serviceaccount import (
 from conformance.suite.implementation.context import Context
 
 G, V = "resource.k8s.io", "v1"
-_ACCOUNT = re.compile(r"\{(?:sa|pod)_kubeconfig:([a-z0-9-]+/[a-z0-9.-]+)(?:@[^}]*\}?)?\}")
 
 
-def per_node_accounts(profile: Profile) -> dict[str, list[str]]:
-    """ServiceAccount NAMESPACE/NAME -> the perNode processes that run as it."""
-    found: dict[str, list[str]] = {}
-    for process in profile.processes:
-        if not process.per_node:
-            continue
-        for text in [process.kubeconfig, *process.command, *process.env.values()]:
-            for account in _ACCOUNT.findall(text):
-                found.setdefault(account, [])
-                if process.name not in found[account]:
-                    found[account].append(process.name)
-    return found
+def per_node_accounts(profile: Profile) -> dict[str, Users]:
+    """ServiceAccount NAMESPACE/NAME -> what runs as it, for the accounts a per-node part runs as (a perNode process,
+    a serviceAccounts entry that runs per-node or both)."""
+    return {account: users for account, users in profile.account_users().items() if users.per_node}
 
 
 @contextmanager

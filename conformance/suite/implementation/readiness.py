@@ -42,9 +42,11 @@ def probe_gap(profile: Profile) -> str | None:
     return None
 
 
-def gated_node(ctx: Context, count: int, exclude: tuple[str, ...] = ()) -> tuple[str, Lease]:
+def gated_node(
+    ctx: Context, count: int, exclude: tuple[str, ...] = (), prefer: tuple[str, ...] = ()
+) -> tuple[str, Lease]:
     """A node with `count` of the implementation's gated devices, and a lease of them (the node with the most first,
-    so scenarios side by side spread)."""
+    so scenarios side by side spread; `prefer`: devices leased on purpose, as Context.lease)."""
     ctx.refresh()
     nodes = [n.name for n in ctx.nodes() if n.name not in exclude]
     room = {n: ctx.pool.count("fabric", n) for n in nodes}
@@ -56,7 +58,7 @@ def gated_node(ctx: Context, count: int, exclude: tuple[str, ...] = ()) -> tuple
         lambda: f"gated devices per node: {room}",
     )
     node = found[0]
-    return node, ctx.lease(count, "fabric", node)
+    return node, ctx.lease(count, "fabric", node, prefer=prefer)
 
 
 def sampler(ctx: Context, lease: Lease) -> ReadinessSampler | nullcontext[None]:

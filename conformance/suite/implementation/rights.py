@@ -43,7 +43,8 @@ MINIMUM: tuple[Allow, ...] = (
     ),
     Allow("", ("nodes", "pods"), READ),
     # Pool publisher: the fabric pools are ResourceSlices of its driver. RBAC cannot restrict slices by driver, so
-    # writes to OTHER drivers' slices are judged apart, by a dry-run write the cluster must refuse.
+    # writes to OTHER drivers' slices are judged apart, by a dry-run write the cluster must refuse (or a right
+    # declared with otherDrivers: true).
     Allow(DRA, ("resourceslices",), WRITE),
     # Condition writer: status.devices[] (bindingConditions, bindingFailureConditions, data) of its driver's claims;
     # from 1.36 (DRAResourceClaimGranularStatusAuthorization) also resourceclaims/driver, named by driver.
@@ -156,10 +157,15 @@ def in_minimum(item: Item, namespace: str, own_namespace: str, driver: str) -> b
     return False
 
 
-def declaring(item: Item, namespace: str, account: str, declared: Sequence[Right]) -> Right | None:
-    """The profile's declaration that covers the item, if any."""
+def declaring(
+    item: Item, namespace: str, account: str, declared: Sequence[Right], other_drivers: bool = False
+) -> Right | None:
+    """The profile's declaration that covers the item, if any; `other_drivers`: the item is a write of another
+    driver's objects (its slices), which only a right with otherDrivers: true declares."""
     for right in declared:
         if right.account != account or (right.namespace and right.namespace != namespace):
+            continue
+        if other_drivers and not right.other_drivers:
             continue
         verbs_ok = "*" in right.verbs or item.verb in right.verbs
         if verbs_ok and _matches(right.group, item.group) and _matches(right.resource, item.resource):

@@ -5,6 +5,9 @@ pool, asks for one device. Its claim and pod are watched from creation to bindin
 the moments that matter (see outcome.py): the pod must end bound on that node with a device the fabric says is
 attached there, through its fabric allocation (keep-in-pool) or through a reschedule onto the node-local copy of
 that device (reschedule-to-local). Condition names are read from the published slices and the allocation.
+
+IMP-1's evidence (the published slices) exists before the pod: it is judged even if the wait for the binding then
+fails, which is IMP-2's failure (the pod did not end bound where its device is attached); IMP-3 is then not judged.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ from conformance.observe.attachments import attaches
 from conformance.observe.reach import explain, pool_reach
 from conformance.observe.slices import device_identity, driver_slices, fabric_slices, model_disagreements
 from conformance.suite.cluster.owned import usable_nodes
-from conformance.suite.implementation.outcome import Outcome, follow
-from conformance.suite.scenario import Context, result_fixture, scenario, skip_for_profile
+from conformance.suite.implementation.outcome import Outcome, follow, outcome
+from conformance.suite.scenario import Context, Step, result_fixture, scenario, skip_for_profile
+
+REACHED, BOUND = "a node reached by a fabric device", "the pod bound"
 
 
 @scenario(
@@ -29,13 +34,19 @@ from conformance.suite.scenario import Context, result_fixture, scenario, skip_f
     "one pod on a node without local devices gets a fabric device; followed from creation to binding",
     ("IMP-1", "IMP-2", "IMP-3"),
     probe_for=("IMP-2", "IMP-3"),  # judged on what the fabric says is attached
+    steps=(
+        Step(REACHED, evidence=("IMP-1",), owes=("IMP-1",)),  # what it owes: published devices that reach a node
+        Step(BOUND, evidence=("IMP-2", "IMP-3"), owes=("IMP-2",)),
+    ),
 )
 def attach_before_bind(ctx: Context) -> Outcome:
     # Count-based: the node is the scenario's alone, with no idle copy the pod could take without an attach.
     node, _, ns = ctx.remote_fabric(exclusive=ctx.counted)
     with ctx.history(ns) as history:
+        ctx.step(REACHED, lambda: outcome(ctx, history, node))
         ctx.objects.create(pinned_pod("app", "gpu", node), ns)
         seen = follow(ctx, history, node)
+        ctx.step(BOUND, lambda: seen)
     if seen.binding and seen.allocations:
         ctx.measure("attach_to_bind_seconds", round(seen.binding.at - seen.allocations[0].at, 3))
         # The path's cost (figures, not a verdict): scheduling rounds and fabric attaches on the way to the binding.

@@ -1,4 +1,5 @@
-"""Attach failure (IMP-4): the failed device is reported, hidden, and the pod lands on another device.
+"""Attach failure (IMP-4): the failed device is reported, hidden, and the pod lands on another device. A stack that
+declares it never reports failures (promises.reportsFailures: false) fails IMP-4 citing that (declared_failures.py).
 
 One pod, pinned to a node without node-local devices, asks for one of two leased fabric devices that both reach
 that node. The fault injector makes the first attach fail: it is armed on both devices (the suite cannot know
@@ -19,8 +20,10 @@ from conformance.cluster.manifests import claim_template, pod_with_claim_templat
 from conformance.cluster.waits import WaitTimeout
 from conformance.implementation.faults import FaultInjector
 from conformance.observe import quarantine
+from conformance.observe.devices import FAILED
 from conformance.observe.quarantine import Quarantine
 from conformance.observe.views import SCHEDULE_S, Allocation, Binding, History
+from conformance.suite.implementation.declared_failures import NeverReports, judge_declared, never_reports
 from conformance.suite.implementation.outcome import bind_timeout
 from conformance.suite.scenario import Context, result_fixture, scenario
 
@@ -54,8 +57,11 @@ FAIL_ATTEMPTS = 3
     ("IMP-4",),
     capabilities=("attachFailureReporting",),
     faults=True,
+    failure_reporting=True,
 )
-def attach_failure(ctx: Context) -> FailureRun:
+def attach_failure(ctx: Context) -> FailureRun | NeverReports:
+    if declared := never_reports(ctx.profile, "IMP-4", "attach"):
+        return declared  # judged on the declaration: nothing to cause
     assert ctx.profile.fault_injector is not None  # faults=True: skipped without one
     nodes = ctx.remote_nodes(2)  # owed: waited for up to the promise, else the scenario fails with the cause
     # Count-based entries: the device an attach will use is not known in advance, so the fault selects the attaches
@@ -121,6 +127,8 @@ def _follow(ctx: Context, history: History, faults: FaultInjector, armed: dict[s
         hits = faults.hits(armed[run.node])
         run.failed_identity = hits[0]["device"] if hits else None
         faults.disarm(armed[run.node])  # the next attach, of another device, must go through
+    if run.failed_identity:
+        ctx.pool.note(run.failed_identity, FAILED)  # a later lease may take it on purpose once offered again
     # Only the first attach may fail: the other device's fault goes before the scheduler can pick that device.
     for ident, fault_id in armed.items():
         if ident != run.node and ident != run.failed_identity and faults.disarm(fault_id) is None:
@@ -157,6 +165,7 @@ def _failure(run: FailureRun) -> tuple[Allocation, dict[str, Any]]:
 
 @pytest.mark.requirement("IMP-4")
 def test_attach_failure_is_reported_and_the_device_not_offered_again(run: FailureRun) -> None:
+    judge_declared(run)
     failed, condition = _failure(run)
     assert condition.get("reason") and condition.get("message"), (
         f"failure condition without reason/message: {condition}"

@@ -34,7 +34,7 @@ import pytest
 
 from conformance.cluster.manifests import claim_template, pinned_pod
 from conformance.cluster.waits import WaitTimeout, wait_for
-from conformance.observe.devices import CountedPool
+from conformance.observe.devices import MOVED, CountedPool
 from conformance.observe.moves import judge_move
 from conformance.suite.implementation.outcome import Outcome, bind_timeout, follow
 from conformance.suite.implementation.settle import LetGo, delete_pod, let_go
@@ -104,6 +104,8 @@ def device_mobility(ctx: Context) -> Move:
         assert first.binding is not None and second.binding is not None
         ctx.measure("move_seconds", round(second.binding.at - first.binding.at, 3))
         move.device = next((i for i in second.final_identities() if i), used)
+        if move.device:
+            ctx.pool.note(move.device, MOVED)  # a later lease may take it on purpose
         move.path, move.problems = judge_move(probe.samples(first.binding.at), move.device, node_b)
         ctx.say(f"{ctx.scenario.name}: {_moved(move).splitlines()[0]}")
         released = time.monotonic()

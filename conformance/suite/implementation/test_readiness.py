@@ -5,6 +5,10 @@ has a fault injector, the readying of one of them is slowed (its preparation tak
 ready at different moments and each device's conditions are judged on their own. The claim and pod are followed from
 creation to binding while the readiness probe is sampled: each binding condition may be True only once the probe says
 its device is ready on the allocation's node, and the pod may bind only once every device of its claim is.
+
+RDY-1's evidence (the slices, the first allocation) exists before the pod binds: it is judged even if the wait for
+the binding then fails, which is RDY-2's failure (the conditions were not written); RDY-3 and RDY-4 are then not
+judged (suite/judged.py).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from conformance.cluster.manifests import claim_template, pod_with_claim_templat
 from conformance.implementation.faults import FaultInjector
 from conformance.implementation.profile import LoadedProfile
 from conformance.observe.slices import device_identity, driver_slices
+from conformance.observe.views import SCHEDULE_S, History
 from conformance.suite.implementation.readiness import (
     Gate,
     gated_node,
@@ -24,9 +29,10 @@ from conformance.suite.implementation.readiness import (
     sampler,
     wait_bound,
 )
-from conformance.suite.scenario import Context, result_fixture, scenario, skip_for_profile
+from conformance.suite.scenario import Context, Step, result_fixture, scenario, skip_for_profile
 
 SLOWED_S = 3.0  # the slowed device's readying takes this much longer
+ALLOCATED, BOUND = "the first allocation", "the pod bound"
 
 
 @scenario(
@@ -36,6 +42,10 @@ SLOWED_S = 3.0  # the slowed device's readying takes this much longer
     ("RDY-1", "RDY-2", "RDY-3", "RDY-4"),
     readiness_for=("RDY-3", "RDY-4"),  # judged on what the readiness probe says is ready
     remote=False,
+    steps=(
+        Step(ALLOCATED, evidence=("RDY-1",), owes=("RDY-1",)),  # gated devices published, the claim allocated
+        Step(BOUND, evidence=("RDY-2", "RDY-3", "RDY-4"), owes=("RDY-2",)),  # a pod not bound: conditions not written
+    ),
 )
 def readiness_gate(ctx: Context) -> Gate:
     require_model(ctx)
@@ -51,7 +61,10 @@ def readiness_gate(ctx: Context) -> Gate:
             if injector is not None:
                 injector.arm("slow", lease.identities[1], delaySeconds=SLOWED_S)
             ctx.objects.create(pod_with_claim_template("app", "gpu"), ns)
+            history.wait(lambda h: h.allocations(), timeout=SCHEDULE_S, expected="the pod's claim allocated")
+            ctx.step(ALLOCATED, lambda: _so_far(ctx, history, node))
             wait_bound(ctx, history, extra_s=SLOWED_S)
+            ctx.step(BOUND, lambda: _so_far(ctx, history, node))
             gate = judge(ctx, history, node, probe)
         finally:
             if injector is not None:
@@ -59,6 +72,13 @@ def readiness_gate(ctx: Context) -> Gate:
     gate.slices = driver_slices(ctx.cluster, ctx.profile.driver)
     if gate.ready_to_bind is not None:
         ctx.measure("ready_to_bind_seconds", gate.ready_to_bind)
+    return gate
+
+
+def _so_far(ctx: Context, history: History, node: str) -> Gate:
+    """The gate as far as the record shows it (no probe asked): what RDY-1 judges if the binding never comes."""
+    gate = judge(ctx, history, node, None)
+    gate.slices = driver_slices(ctx.cluster, ctx.profile.driver)
     return gate
 
 

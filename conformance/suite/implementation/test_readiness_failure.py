@@ -15,8 +15,10 @@ import pytest
 from conformance.cluster.manifests import claim_template, pod_with_claim_template
 from conformance.cluster.waits import WaitTimeout, wait_for
 from conformance.implementation.faults import FaultInjector
+from conformance.observe.devices import FAILED
 from conformance.observe.slices import device_identity, driver_slices
 from conformance.observe.views import SCHEDULE_S
+from conformance.suite.implementation.declared_failures import NeverReports, judge_declared, never_reports
 from conformance.suite.implementation.readiness import Gate, gated_node, judge, require_model, sampler, wait_bound
 from conformance.suite.scenario import Context, result_fixture, scenario
 
@@ -39,9 +41,12 @@ class Failure:
     ("RDY-5",),
     faults=True,
     remote=False,
+    failure_reporting=True,
 )
-def readiness_failure(ctx: Context) -> Failure:
+def readiness_failure(ctx: Context) -> Failure | NeverReports:
     require_model(ctx)
+    if declared := never_reports(ctx.profile, "RDY-5", "readying"):
+        return declared  # judged on the declaration: nothing to cause
     assert ctx.profile.fault_injector is not None  # faults=True: skipped without one
     node, lease = gated_node(ctx, 2)
     ns = ctx.namespace()
@@ -65,6 +70,8 @@ def readiness_failure(ctx: Context) -> Failure:
             wait_bound(ctx, history, extra_s=timeout)
             gate = judge(ctx, history, node, probe)
         _offered_again(ctx, failed_identity)
+    if failed_identity:
+        ctx.pool.note(failed_identity, FAILED)  # a later lease may take it on purpose once offered again
     seen = Failure(gate, first, failed_identity)
     failed_at = first["device"]
     for a in gate.allocations:
@@ -97,6 +104,7 @@ failure = result_fixture("failure", "readiness-failure")
 
 @pytest.mark.requirement("RDY-5")
 def test_failure_condition_with_reason_then_reallocation_not_onto_the_failed_device(failure: Failure) -> None:
+    judge_declared(failure)
     gate, cond = failure.gate, failure.failed
     assert cond, f"no failure condition was True:\n  {gate.describe()}"
     assert cond.get("reason") and cond.get("message"), f"the failure condition has no reason or message: {cond}"

@@ -8,6 +8,9 @@ on A, it
 - is refused dry-run writes of the driver's ResourceSlices of another node: creating one for B, one without a node,
   and updating or deleting node B's published slice.
 IMP-9 judges the same accounts' rights against the KEP's minimum (rights.py); this adds what "its own node" means.
+An account that also serves a central writer (one ServiceAccount for a controller and the per-node daemons) fails here
+when it holds the central writer's arbitrary-node:*, saying that both cannot hold (accountroles.py); IMP-9 fails it
+when it lacks that right.
 """
 
 from __future__ import annotations
@@ -20,13 +23,16 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from conformance.cluster.manifests import resource_slice
+from conformance.implementation.profile import Users
 from conformance.observe.slices import driver_slices
+from conformance.suite.implementation.accountroles import CENTRAL_SCOPE, node_excess
 from conformance.suite.implementation.nodecredentials import (
     allocate_on,
     node_bound_client,
     per_node_accounts,
     write_condition,
 )
+from conformance.suite.implementation.privilege_reviews import allowed, reread
 from conformance.suite.implementation.readiness import require_model
 from conformance.suite.scenario import Context, result_fixture, scenario
 
@@ -37,7 +43,7 @@ STATUS_VERBS = ("update", "patch")
 @dataclass
 class NodeAccount:
     account: str
-    processes: list[str]
+    users: Users  # its per-node parts, and the central ones when it serves both
     node: str  # the node its token is bound to
     other: str  # another node
     verbs: list[str] = field(default_factory=list)  # resourceclaims/status verbs it holds
@@ -48,25 +54,13 @@ class NodeAccount:
 
     @property
     def label(self) -> str:
-        return f"{self.account} ({', '.join(self.processes)}) as node {self.node}'s daemon"
+        return f"{self.account} ({', '.join(self.users.per_node)}) as node {self.node}'s daemon"
 
 
 @dataclass
 class NodePrivilege:
+    driver: str
     accounts: list[NodeAccount] = field(default_factory=list)
-
-
-def _allowed(api: client.ApiClient, resource: str, verb: str, name: str = "") -> bool:
-    resource, _, sub = resource.partition("/")
-    attributes = {"group": G, "resource": resource, "subresource": sub, "verb": verb, "name": name}
-    review = client.AuthorizationV1Api(api).create_self_subject_access_review(
-        {
-            "apiVersion": "authorization.k8s.io/v1",
-            "kind": "SelfSubjectAccessReview",
-            "spec": {"resourceAttributes": attributes},
-        }
-    )
-    return bool(review.status.allowed)
 
 
 def _dry_run(attempt: Any) -> str:
@@ -112,8 +106,9 @@ def node_privilege(ctx: Context) -> NodePrivilege:
     accounts = per_node_accounts(ctx.profile)
     if not accounts:
         pytest.skip(
-            "the profile runs no process per node with a ServiceAccount ({sa_kubeconfig} or {pod_kubeconfig} of a "
-            "perNode process): a central condition writer's privileges are IMP-9's"
+            "the profile runs no part per node with a ServiceAccount ({sa_kubeconfig} or {pod_kubeconfig} of a "
+            "perNode process, a serviceAccounts entry that runs per-node or both): a central condition writer's "
+            "privileges are IMP-9's"
         )
     nodes = sorted(n.name for n in ctx.nodes())
     if len(nodes) < 2:
@@ -124,16 +119,16 @@ def node_privilege(ctx: Context) -> NodePrivilege:
     own = allocate_on(ctx, ns, driver, node, "rdy8")
     elsewhere = allocate_on(ctx, ns, driver, other, "rdy8")
     existing = next((s for s in driver_slices(ctx.cluster, driver) if s["spec"].get("nodeName") == other), None)
-    seen = NodePrivilege()
-    for account, processes in accounts.items():
-        found = NodeAccount(account, processes, node, other)
+    seen = NodePrivilege(driver)
+    for account, users in accounts.items():
+        found = NodeAccount(account, users, node, other)
         with node_bound_client(ctx, account, node) as api:
             custom = client.CustomObjectsApi(api)
-            found.verbs = [v for v in STATUS_VERBS if _allowed(api, "resourceclaims/status", v)]
+            found.verbs = [v for v in STATUS_VERBS if allowed(api, G, "resourceclaims/status", v)]
             for verb in found.verbs:
-                found.own_write[verb] = write_condition(custom, _reread(ctx, own), verb)
-                found.other_write[verb] = write_condition(custom, _reread(ctx, elsewhere), verb)
-                found.arbitrary[verb] = _allowed(api, "resourceclaims/driver", f"arbitrary-node:{verb}", driver)
+                found.own_write[verb] = write_condition(custom, reread(ctx, own), verb)
+                found.other_write[verb] = write_condition(custom, reread(ctx, elsewhere), verb)
+                found.arbitrary[verb] = allowed(api, G, "resourceclaims/driver", f"{CENTRAL_SCOPE}:{verb}", driver)
             found.slice_writes = _slice_writes(api, driver, other, existing)
         ctx.say(
             f"node-privilege: {found.label}: writes on node {other}'s claim "
@@ -143,13 +138,6 @@ def node_privilege(ctx: Context) -> NodePrivilege:
     return seen
 
 
-def _reread(ctx: Context, claim: dict[str, Any]) -> dict[str, Any]:
-    meta = claim["metadata"]
-    return client.CustomObjectsApi(ctx.cluster.api).get_namespaced_custom_object(
-        G, V, meta["namespace"], "resourceclaims", meta["name"]
-    )
-
-
 privilege = result_fixture("node_privilege", "node-privilege")
 
 
@@ -157,12 +145,15 @@ privilege = result_fixture("node_privilege", "node-privilege")
 def test_a_nodes_writer_writes_only_its_nodes_claims_and_slices(node_privilege: NodePrivilege) -> None:
     problems = []
     for a in node_privilege.accounts:
+        granted = [f"{CENTRAL_SCOPE}:{v}" for v, ok in a.arbitrary.items() if ok]
+        excess = node_excess(a.account, a.users, a.node, granted, node_privilege.driver)
+        if excess and a.users.central:  # the cause of the writes below: one account for the central writer and all
+            problems.append(excess)
         for verb, (status, _) in a.other_write.items():
             if status == 200:
                 problems.append(f"{a.label}: {verb} of conditions on a claim allocated on {a.other} was admitted")
-        granted = [f"arbitrary-node:{v}" for v, allowed in a.arbitrary.items() if allowed]
-        if granted:
-            problems.append(f"{a.label}: holds resourceclaims/driver {granted} (a central controller's right)")
+        if excess and not a.users.central:
+            problems.append(excess)
         if a.verbs and not any(status == 200 for status, _ in a.own_write.values()):
             problems.append(f"{a.label}: refused on a claim allocated on its own node: {a.own_write}")
         admitted = [what for what, outcome in a.slice_writes.items() if outcome == "admitted"]

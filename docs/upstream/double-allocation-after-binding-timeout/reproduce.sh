@@ -33,7 +33,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "kubernetes $(kubectl version -o json | awk -F'"' '/gitVersion/ {print $4; exit}' | tail -1); node $NODE; namespace $NS"
+# The server's version (kubectl's own comes first in the output).
+echo "kubernetes $(kubectl version -o json | awk -F'"' '/serverVersion/ {s = 1} s && /gitVersion/ {print $4; exit}'); node $NODE; namespace $NS"
 render manifests.yaml | kubectl apply -f - >/dev/null
 for i in $(seq 0 $((PODS - 1))); do render pod.yaml "app-$i" | kubectl apply -f - >/dev/null; done
 echo "$PODS pods for 2 devices; binding conditions never written; watching $ROUNDS binding timeouts of ${TIMEOUT_S}s"

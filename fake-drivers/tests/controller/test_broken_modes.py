@@ -11,6 +11,7 @@ from test_reconciler import reconciler
 
 from fake_drivers.controller.cli import BROKEN_FLAGS, main
 from fake_drivers.controller.decide import (
+    BROKEN_HIDE_AFTER_S,
     BROKEN_NOTICE_AFTER_S,
     BROKEN_QUARANTINE_AFTER_S,
     Failure,
@@ -19,7 +20,7 @@ from fake_drivers.controller.decide import (
     _available,
     decide,
 )
-from fake_drivers.controller.model import NodeCopy
+from fake_drivers.controller.model import Claim, NodeCopy
 from fake_drivers.controller.settings import FabricEntries, Mode, Purpose, Settings
 
 FAILED = Memory(failures={"uuid-fabric-0-0": Failure("FabricLinkDown", "link 3 lost")})
@@ -60,6 +61,20 @@ def test_late_quarantine_reports_the_failure_at_once_but_hides_the_device_only_s
     assert plan_for(broken, [dev(0)], memory=failed).create_taints == [], "broken: not hidden yet"
     later = plan_for(broken, [dev(0)], memory=failed, now=NOW + BROKEN_QUARANTINE_AFTER_S)
     assert [t.purpose for t in later.create_taints] == [Purpose.QUARANTINE], "hidden in the end"
+
+
+def test_report_before_hiding_tells_the_claim_first_and_hides_the_device_a_second_later() -> None:
+    """The order clause of IMP-4: the correct controller hides the device in the same pass, before the write."""
+    failed = Memory(failures={"uuid-fabric-0-0": Failure("FabricLinkDown", "link 3 lost", NOW)})
+    held = (claim(),)
+    normal = plan_for(KEEP, [dev(0)], held, memory=failed)
+    assert [t.purpose for t in normal.create_taints] == [Purpose.QUARANTINE]
+    assert conditions(normal) == [("attach-failed", "FabricLinkDown")]
+    broken = replace(KEEP, broken_report_before_hiding=True)
+    first = plan_for(broken, [dev(0)], held, memory=failed)
+    assert first.create_taints == [] and conditions(first) == [("attach-failed", "FabricLinkDown")], "told, not hidden"
+    later = plan_for(broken, [dev(0)], held, memory=failed, now=NOW + BROKEN_HIDE_AFTER_S)
+    assert [t.purpose for t in later.create_taints] == [Purpose.QUARANTINE], "hidden a second later"
 
 
 def test_reassign_failed_device_gives_the_failed_counted_device_to_the_next_entry() -> None:
@@ -170,6 +185,16 @@ def test_detach_while_used_detaches_a_ready_device_a_second_after_it_was_first_s
     later = plan_for(broken, [device], ready, memory=Memory(idle_since=first.idle_since), now=NOW + 1.5)
     assert [d.uuid for d in later.detaches] == [device.uuid]
     assert plan_for(KEEP, [device], ready, memory=Memory(idle_since=first.idle_since), now=NOW + 1.5).detaches == []
+
+
+def test_detach_on_claim_delete_detaches_the_device_of_a_claim_being_deleted_while_its_pod_runs() -> None:
+    device = dev(0, "attached", "node-0")
+    obj = claim_obj(conditions={f"{DRIVER}/attached": "True"})
+    obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:05Z"  # kept by its finalizer: the pod still runs
+    deleting = (Claim.from_api(obj),)
+    assert plan_for(KEEP, [device], deleting).detaches == [], "the correct controller waits for the pod"
+    broken = plan_for(replace(KEEP, broken_detach_on_claim_delete=True), [device], deleting)
+    assert [d.uuid for d in broken.detaches] == [device.uuid]
 
 
 def test_report_while_attaching_writes_attached_once_the_attach_has_been_in_flight_a_while() -> None:

@@ -70,9 +70,26 @@ def test_broken_modes() -> None:
     silent = Policy(broken_no_failure_condition=True)
     failed = device("a", FREE, failed_at=NOW - 1)
     assert not decide(NODE, [failed], [held("a")], CONDITIONS, set(), {}, NOW, silent).report_failed
+    never = Policy(broken_never_ready=True)
+    assert not decide(NODE, [device("a", ATTACHED)], [held("a")], CONDITIONS, set(), {}, NOW, never).report_ready
+
+
+def test_stale_modes_carry_a_devices_past_over_to_its_next_claim() -> None:
+    """Reuse (IMP-28): ready once is not ready now; a failure before this allocation is not this claim's."""
+    stale = Policy(broken_stale_ready=True)
+    unprepared = [device("a")]
+    assert not decide(
+        NODE, unprepared, [held("a")], CONDITIONS, set(), {}, NOW, Policy(), frozenset({"uuid-a"})
+    ).report_ready
+    plan = decide(NODE, unprepared, [held("a")], CONDITIONS, set(), {}, NOW, stale, frozenset({"uuid-a"}))
+    assert [h.device for h in plan.report_ready] == ["a"], "reported ready without readying"
+    old = device("a", FREE, failed_at=NOW - 120)  # quarantine over, offered again
+    plan = decide(NODE, [old], [held("a")], CONDITIONS, set(), {}, NOW, Policy(broken_stale_failure=True))
+    assert [h.device for h, _, _ in plan.report_failed] == ["a"], "the old failure reported to the new claim"
 
 
 def test_broken_flags_are_hidden_and_each_is_broken_by_a_selftest() -> None:
     assert not any(flag in main.get_help(click.Context(main)) for flag in BROKEN_FLAGS)
-    selftest = Path(__file__).resolve().parents[3] / "tests" / "selftest" / "test_readiness_breakage.py"
-    assert all(flag in selftest.read_text() for flag in BROKEN_FLAGS)
+    selftests = (Path(__file__).resolve().parents[3] / "tests" / "selftest").glob("test_*breakage.py")
+    text = "".join(path.read_text() for path in selftests)
+    assert all(flag in text for flag in BROKEN_FLAGS)

@@ -186,6 +186,7 @@ class LocalProvider:
                 nodes=spec.nodes,
                 kubectl=binaries.kubectl,
                 scheduler_endpoint=f"https://127.0.0.1:{self._ports['kubeSchedulerPort']}",
+                source=binaries.source,
             )
             self._wait_ready(info, proc, log)
             return info

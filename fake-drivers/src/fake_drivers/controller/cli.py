@@ -54,6 +54,10 @@ BROKEN_FLAGS = {
     "reported",
     "--broken-no-hold": "IMP-27: reschedule-to-local: no hold on the node-local copy, which is noticed (reschedule "
     "asked) only 2 s after it appears: meanwhile it is offered while the pending fabric allocation holds the device",
+    "--broken-report-before-hiding": "IMP-4 (order): an attach failure is reported first and the failed device hidden "
+    "1 s later, before the scheduler's next PreBind poll deallocates the claim",
+    "--broken-detach-on-claim-delete": "IMP-10 (order): a claim being deleted no longer holds its device, which is "
+    "detached at once although the pod using it still runs",
 }
 
 

@@ -100,6 +100,7 @@ class Claim:
     reserved_for: tuple[str, ...] = ()
     # (driver, pool, device) -> physical uuid in status.devices[].data: a count entry's device, once assigned
     assigned: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    deleting: bool = False  # metadata.deletionTimestamp set (a finalizer keeps it while a pod reserves it)
 
     @property
     def key(self) -> str:
@@ -144,6 +145,7 @@ class Claim:
             conditions,
             tuple(ref.get("name", "") for ref in status.get("reservedFor") or []),
             assigned,
+            bool(meta.get("deletionTimestamp")),
         )
 
 

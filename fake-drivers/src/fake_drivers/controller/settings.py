@@ -86,6 +86,8 @@ class Settings:
     broken_early_reschedule: bool = False
     broken_needless_reattach: bool = False
     broken_no_hold: bool = False
+    broken_report_before_hiding: bool = False
+    broken_detach_on_claim_delete: bool = False
 
     def __post_init__(self) -> None:
         if self.counted and self.mode is not Mode.RESCHEDULE_TO_LOCAL:

@@ -35,6 +35,11 @@ BROKEN_FLAGS = {
     "--broken-no-failure-condition": "RDY-5: a readying failure never sets a failure condition",
     "--broken-write-other-nodes": "RDY-8: the daemon also reports for claims allocated on other nodes (given a "
     "central controller's rights)",
+    "--broken-never-ready": "RDY-2: a device is readied, but its binding condition is never written",
+    "--broken-stale-ready": "IMP-28: a device readied once is reported ready to its next claim without readying it "
+    "again (stale readiness)",
+    "--broken-stale-failure": "IMP-28: a device whose readying failed once is reported failed to every later claim, "
+    "also once its quarantine is over (a failure not cleared)",
 }
 
 
@@ -110,6 +115,7 @@ class Readier:
         self.unheld_since: dict[str, float] = {}
         self.lock = threading.Lock()
         self.published: list[str] | None = None
+        self.readied: set[str] = set()  # devices seen ready on this node (--broken-stale-ready reads it)
 
     def slice_base(self) -> dict[str, Any]:
         name = f"{self.driver.replace('.', '-')}-{self.node}"[:253]
@@ -177,6 +183,7 @@ class Readier:
             held = self.held(claims, node)
             with self.lock:
                 inflight = set(self.inflight)
+            self.readied |= {d.uuid for d in devices if d.state == "attached" and d.node == node}
             plan = decide(
                 node,
                 devices,
@@ -186,6 +193,7 @@ class Readier:
                 self.unheld_since if node == self.node else {},
                 now,
                 self.policy,
+                frozenset(self.readied),
             )
             if node == self.node:
                 self.publish(plan.publish)  # hidden from the slice before a claim is told it failed
@@ -281,6 +289,9 @@ def _results(claim: dict[str, Any]) -> list[dict[str, Any]]:
 @click.option("--broken-ready-before-prepared", is_flag=True, hidden=True)
 @click.option("--broken-no-failure-condition", is_flag=True, hidden=True)
 @click.option("--broken-write-other-nodes", is_flag=True, hidden=True)
+@click.option("--broken-never-ready", is_flag=True, hidden=True)
+@click.option("--broken-stale-ready", is_flag=True, hidden=True)
+@click.option("--broken-stale-failure", is_flag=True, hidden=True)
 def main(
     kubeconfig: str,
     node: str,
@@ -294,6 +305,9 @@ def main(
     broken_ready_before_prepared: bool,
     broken_no_failure_condition: bool,
     broken_write_other_nodes: bool,
+    broken_never_ready: bool,
+    broken_stale_ready: bool,
+    broken_stale_failure: bool,
 ) -> None:
     """Publish this node's devices with binding conditions; ready the allocated ones, then report them."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -305,12 +319,22 @@ def main(
         quarantine_s=quarantine_seconds,
         broken_ready_before_prepared=broken_ready_before_prepared,
         broken_no_failure_condition=broken_no_failure_condition,
+        broken_never_ready=broken_never_ready,
+        broken_stale_ready=broken_stale_ready,
+        broken_stale_failure=broken_stale_failure,
     )
     broken = [
         flag
         for flag, on in zip(
             BROKEN_FLAGS,
-            (broken_ready_before_prepared, broken_no_failure_condition, broken_write_other_nodes),
+            (
+                broken_ready_before_prepared,
+                broken_no_failure_condition,
+                broken_write_other_nodes,
+                broken_never_ready,
+                broken_stale_ready,
+                broken_stale_failure,
+            ),
             strict=True,
         )
         if on

@@ -70,6 +70,9 @@ class Policy:
     # deliberately broken modes (selftests): never on by default
     broken_ready_before_prepared: bool = False
     broken_no_failure_condition: bool = False
+    broken_never_ready: bool = False
+    broken_stale_ready: bool = False  # a device readied once is reported ready again without readying it
+    broken_stale_failure: bool = False  # a device whose readying failed once is reported failed to every later claim
 
 
 def quarantined(device: NodeDevice, now: float, policy: Policy) -> bool:
@@ -86,7 +89,9 @@ def decide(
     unheld_since: dict[str, float],
     now: float,
     policy: Policy,
+    readied: frozenset[str] = frozenset(),
 ) -> Plan:
+    """`readied`: devices the daemon has seen ready on its node (only the broken mode broken_stale_ready reads it)."""
     plan = Plan()
     by_name = {d.name: d for d in devices}
     plan.publish = [d for d in devices if not quarantined(d, now, policy)]
@@ -99,6 +104,7 @@ def decide(
         if h.conditions.get(conditions.failed) == "True" or h.conditions.get(conditions.ready) == "True":
             continue  # told already: the scheduler binds, or deallocates
         failed_for_it = device.failed_at is not None and device.failed_at >= h.allocated_at - 1.0
+        failed_for_it = failed_for_it or (policy.broken_stale_failure and device.failed_at is not None)
         if device.state == FREE and failed_for_it and device.uuid not in inflight:
             if not policy.broken_no_failure_condition:
                 plan.report_failed.append(
@@ -106,7 +112,10 @@ def decide(
                 )
             continue
         if device.state == ATTACHED and device.node == node:
-            plan.report_ready.append(h)
+            if not policy.broken_never_ready:
+                plan.report_ready.append(h)
+        elif policy.broken_stale_ready and device.uuid in readied:
+            plan.report_ready.append(h)  # ready once, so ready now: never asked again (broken on purpose)
         elif device.state == FREE and device.uuid not in inflight:
             plan.ready.append(device)
             if policy.broken_ready_before_prepared:

@@ -33,9 +33,11 @@ from ..model import FabricDevice, NodeCopy
 from ..settings import Settings
 from .broken import (  # noqa: F401 (re-exported)
     BROKEN_DETACH_AFTER_S,
+    BROKEN_HIDE_AFTER_S,
     BROKEN_NOTICE_AFTER_S,
     BROKEN_QUARANTINE_AFTER_S,
     BROKEN_REPORT_AFTER_S,
+    _broken_drop_deleting,
     _broken_report_all,
 )
 from .counted import _assign, _available, _counted_pools
@@ -62,6 +64,8 @@ from .plan import (  # noqa: F401 (re-exported)
 def decide(settings: Settings, snap: Snapshot, memory: Memory, now: float) -> Plan:
     plan = Plan(pools={d.fabric: [] for d in snap.devices})
     held = holdings(settings, snap, memory)
+    if settings.broken_detach_on_claim_delete:
+        held = _broken_drop_deleting(plan, snap, held, memory)
     taints = {(t.purpose, t.uuid): t for t in snap.taints}
     copies: dict[str, list[NodeCopy]] = defaultdict(list)
     for copy in snap.copies:

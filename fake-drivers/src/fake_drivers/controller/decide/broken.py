@@ -11,6 +11,7 @@ BROKEN_DETACH_AFTER_S = 1.0  # --broken-detach-while-used: ready (or in use node
 BROKEN_REPORT_AFTER_S = 0.3  # --broken-report-while-attaching: attach in flight this long, then reported
 BROKEN_NOTICE_AFTER_S = 2.0  # --broken-no-hold: the unheld node-local copy is noticed this late
 BROKEN_QUARANTINE_AFTER_S = 10.0  # --broken-late-quarantine: the failed device is hidden only this long after
+BROKEN_HIDE_AFTER_S = 1.0  # --broken-report-before-hiding: the failure reported, the device hidden this long after
 
 
 def _timer(plan: Plan, memory: Memory, key: str, now: float) -> float:
@@ -83,3 +84,21 @@ def _noticed(settings: Settings, plan: Plan, memory: Memory, d: FabricDevice, no
         return True
     plan.states[f"device {d.name}"] = f"copy on {d.node} not noticed yet (broken on purpose)"
     return False
+
+
+def _broken_drop_deleting(
+    plan: Plan, snap: Snapshot, held: dict[str, list[Holding]], memory: Memory
+) -> dict[str, list[Holding]]:
+    """--broken-detach-on-claim-delete: a claim being deleted (its finalizer keeps it while its pod still runs) holds
+    nothing; a device held only by such claims is detached at once, while the pod still uses it."""
+    devices = {d.uuid: d for d in snap.devices}
+    kept: dict[str, list[Holding]] = {}
+    for uuid, holders in held.items():
+        live = [h for h in holders if not h.claim.deleting]
+        if live:
+            kept[uuid] = live
+        d = devices.get(uuid)
+        if not live and d is not None and d.state == ATTACHED and uuid not in memory.inflight:
+            plan.detaches.append(Detach(uuid, d.node, recheck=False))
+            plan.states[f"device {d.name}"] = f"its claim {holders[0].claim.key} is being deleted: detached (broken)"
+    return kept

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..model import FabricDevice, NodeCopy, TaintRule
 from ..settings import Mode, Purpose, Settings
 from .attach import _fabric_holder, _losers
-from .broken import BROKEN_QUARANTINE_AFTER_S, _broken_while_held, _timer
+from .broken import BROKEN_HIDE_AFTER_S, BROKEN_QUARANTINE_AFTER_S, _broken_while_held, _timer
 from .holdings import Holding
 from .plan import ATTACHED, ATTACHING, DETACHING, FREE, Detach, Failure, Memory, Plan, TaintCreate
 
@@ -32,6 +32,8 @@ def _device(
     if failure and quarantine is None:
         # broken on purpose: hidden only well after the failure is reported (the scheduler deallocates meanwhile)
         late = settings.broken_late_quarantine and now < failure.at + BROKEN_QUARANTINE_AFTER_S
+        # broken on purpose: reported first, hidden a second later (before the scheduler's next poll deallocates)
+        late = late or (settings.broken_report_before_hiding and now < failure.at + BROKEN_HIDE_AFTER_S)
         if not settings.broken_offer_failed_device and not late:  # broken on purpose: reported, stays offered
             plan.create_taints.append(
                 TaintCreate(

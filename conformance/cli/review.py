@@ -1,0 +1,112 @@
+"""`review`: merge result bundles into the enhancement review's page and JUnit; with --run, first run the suite on
+every release whose binaries are cached (what `make review` does)."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import click
+
+from conformance.cli.options import releases_option
+from conformance.cluster.versions import KubeVersion
+
+
+def _cached(version: KubeVersion) -> bool:
+    from conformance.cluster.toolchain.build import _complete
+    from conformance.cluster.toolchain.cache import Cache, default_cache_root
+
+    return _complete(version, Cache(default_cache_root()))
+
+
+def _run_releases(
+    versions: list[KubeVersion], out: Path, profile: str, args: tuple[str, ...]
+) -> tuple[list[Path], dict[str, str]]:
+    """Run the suite on each release whose binaries are cached (never a build here: a cold one takes most of an
+    hour); the bundles written and, per release without one, why."""
+    from conformance.matrix import run_release
+
+    def say(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    bundles, missing = [], {}
+    for version in versions:
+        if not _cached(version):
+            missing[str(version)] = (
+                f"no binaries of {version} in the cache: not run (`dra-conformance build --k8s-version {version}` "
+                "builds them, then `make review` again)"
+            )
+            say(f"review: Kubernetes {version}: {missing[str(version)]}")
+            continue
+        run = run_release(version, out, profile, args, say)
+        bundle = Path(run.reports_dir) / "results.tar.gz"
+        if run.report is None or not bundle.exists():
+            missing[str(version)] = f"the run left no results bundle: {run.note or 'see its pytest.log'}"
+        else:
+            bundles.append(bundle)
+    return bundles, missing
+
+
+@click.command("review")
+@click.argument("bundles", nargs=-1, type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--out", type=click.Path(file_okay=False, path_type=Path), default=Path("reports/review"), show_default=True
+)
+@click.option(
+    "--run",
+    "run_suite",
+    is_flag=True,
+    help="first run the suite on every supported release whose binaries are cached (or each --release), one at a "
+    "time, into OUT/runs/<version>/, and merge those bundles too; a release without cached binaries is named as "
+    "not run",
+)
+@releases_option(
+    "with --run: a release to run (repeatable); default: the newest known version of every supported minor"
+)
+@click.option("--profile", default="fixtures/profiles/reference.yaml", show_default=True, help="with --run")
+@click.option("--accept", multiple=True, help="with --run: passed to every release's run (e.g. known-defect:ID)")
+@click.option("--pytest-args", default="", help='with --run: more pytest arguments, one string (e.g. "-k gate")')
+def review_command(
+    bundles: tuple[Path, ...],
+    out: Path,
+    run_suite: bool,
+    releases: list[KubeVersion],
+    profile: str,
+    accept: tuple[str, ...],
+    pytest_args: str,
+) -> None:
+    """Merge result bundles (results.tar.gz of runs of several releases, profiles, machines or CI shards) into one
+    review page (review.html, review.md) and one JUnit (review-junit.xml): each KEP-5007 test-plan line, graduation
+    criterion and PRR question with the requirements that answer it, their outcomes per release, the figures and
+    the known upstream defects per release; questions no run answers yet are listed as such."""
+    from conformance.matrix import supported_versions
+    from conformance.report.bundle import BundleError
+    from conformance.report.review import Review, load_runs
+    from conformance.report.review_write import write_review
+
+    sources, missing = list(bundles), {}
+    if run_suite:
+        args = (*(f"--accept={a}" for a in accept), *shlex.split(pytest_args))
+        ran, missing = _run_releases(releases or supported_versions(), out / "runs", profile, args)
+        sources += ran
+    if not sources:
+        raise click.ClickException(
+            "no results bundle to review" + (f": {'; '.join(missing.values())}" if missing else "")
+        )
+    try:
+        review = Review(load_runs(sources), missing)
+    except BundleError as exc:
+        raise click.ClickException(str(exc)) from None
+    paths = write_review(review, out)
+    counts: dict[str, int] = {}
+    for row in review.answers():
+        for a in row:
+            counts[a.status] = counts.get(a.status, 0) + 1
+    click.echo(
+        f"review of {len(review.runs)} runs on {', '.join(review.releases)}: "
+        + ", ".join(f"{n} {status}" for status, n in counts.items())
+    )
+    for release, why in missing.items():
+        click.echo(f"  {release}: {why}")
+    click.echo("wrote " + ", ".join(str(p) for p in paths.values()))

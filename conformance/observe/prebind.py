@@ -1,0 +1,242 @@
+"""kube-scheduler's PreBind waits on binding conditions as the run's record saw them, each with the outcomes its end
+allows, in the units kube-scheduler's binding-conditions metrics count (cluster/metrics.py).
+
+A PreBind that waits starts with the scheduler's own write reserving the claim for the pod (`status.reservedFor`,
+written with the allocation) and ends, as the record sees it, with one of:
+- the pod bound: `success`;
+- the pod's reservation removed (Unreserve, after the PreBind returned an error): `failure` when a failure condition
+  of one of its devices was True in time for a poll before the timeout, `timeout` when the removal came a binding
+  timeout after the allocation's `allocationTimestamp` (less a second: the stamp is cut to whole seconds), both when
+  the failure came within a poll of the timeout; otherwise `error`;
+- the claim deleted while the pod waited: `error` (the scheduler cannot read it any more);
+- the pod deleted while it waited: the PreBind goes on unseen, to `error` (claim deleted), `timeout`, or uncounted
+  (the claim deallocated meanwhile: a claim without allocation is counted by neither metric).
+A reservation for a pod that is not the run's (not in the record) allows every outcome, or none.
+A PreBind of a pod none of whose claims has a device with binding conditions does not wait: the metrics do not see it,
+and neither does this view. Each wait carries, per driver, the allocated device results with binding conditions (the
+counter's unit) and all allocated results (the histogram's), of every claim of the pod as of its end.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from conformance.cluster.metrics import STATUSES
+from conformance.cluster.versions import PREBIND_POLL_S
+from conformance.observe.recorder import Record
+from conformance.observe.slices import allocation_results, device_conditions
+
+UNCOUNTED = ""  # an outcome the metrics may not count at all
+# allocationTimestamp is written with whole seconds: a timeout may come up to this much before stamp + timeout.
+STAMP_SLACK_S = 1.0
+
+
+@dataclass
+class Wait:
+    pod: str  # namespace/name
+    uid: str
+    start_revision: int
+    start_at: float
+    known_pod: bool  # the pod is one of the run's (its records are in the record)
+    claims: set[str] = field(default_factory=set)  # claim uids reserving the pod now
+    every_claim: set[str] = field(default_factory=set)
+    devices: dict[str, int] = field(default_factory=dict)  # driver -> results with binding conditions
+    results: dict[str, int] = field(default_factory=dict)  # driver -> allocated results
+    failure_at: float | None = None  # first failure condition True seen while it waited
+    ready_at: float | None = None  # when every binding condition of its claims was last seen turning True
+    timeout_at: float | None = None  # allocationTimestamp + binding timeout, the earliest of its claims
+    end: str = "open"  # bound, unreserved, claim deleted, pod deleted, open (still waiting when the record ends)
+    end_revision: int | None = None
+    end_at: float | None = None
+    possible: frozenset[str] = frozenset()  # the metric statuses its end allows (UNCOUNTED: maybe none)
+
+    @property
+    def certain(self) -> str | None:
+        """The one status the metrics must count it under, or None where its end allows several."""
+        return next(iter(self.possible)) if len(self.possible) == 1 else None
+
+
+def _uid(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")
+
+
+def _reserved(obj: dict[str, Any]) -> dict[str, str]:
+    """pod uid -> name of every pod the claim is reserved for."""
+    entries = (obj.get("status") or {}).get("reservedFor") or []
+    return {e["uid"]: e.get("name", "") for e in entries if e.get("resource", "pods") == "pods" and e.get("uid")}
+
+
+def _stamp(obj: dict[str, Any]) -> float | None:
+    text = ((obj.get("status") or {}).get("allocation") or {}).get("allocationTimestamp")
+    if not text:
+        return None
+    return dt.datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
+
+
+class _Walk:
+    """The record's claims and pods in etcd order, and the waits they open and close."""
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.claims: dict[str, dict[str, Any]] = {}  # claim uid -> as last recorded
+        self.claim_of_pod: dict[str, set[str]] = {}
+        self.open: dict[str, Wait] = {}  # pod uid -> its open wait
+        self.bound: set[str] = set()
+        self.pods: dict[str, str] = {}  # pod uid -> namespace/name, for the run's pods
+        self.waits: list[Wait] = []
+        self.now = 0.0  # when the record being walked arrived
+
+    def count(self, wait: Wait) -> None:
+        """The wait's devices and results as of now; where to look for its conditions' state."""
+        devices: dict[str, int] = {}
+        results: dict[str, int] = {}
+        wanted, ready, stamps = 0, True, []
+        for uid in wait.every_claim:
+            claim = self.claims.get(uid)
+            if claim is None:
+                continue
+            gated = 0
+            for r in allocation_results(claim):
+                results[r["driver"]] = results.get(r["driver"], 0) + 1
+                conditions = r.get("bindingConditions") or []
+                if not conditions:
+                    continue
+                gated += 1
+                devices[r["driver"]] = devices.get(r["driver"], 0) + 1
+                states = device_conditions(claim, r)
+                ready = ready and all(states.get(t) == "True" for t in conditions)
+                if any(states.get(t) == "True" for t in r.get("bindingFailureConditions") or []):
+                    wait.failure_at = wait.failure_at or self.now
+            wanted += gated
+            if gated and (stamp := _stamp(claim)) is not None:
+                stamps.append(stamp + self.timeout_s)
+        if results:  # a claim cleared in the meantime keeps what it had: the scheduler's copy is older
+            wait.devices, wait.results = devices, results
+        if stamps:
+            wait.timeout_at = min(stamps)
+        if wanted and ready and wait.ready_at is None:
+            wait.ready_at = self.now
+        elif not ready:
+            wait.ready_at = None
+
+    def close(self, wait: Wait, how: str, record: Record, possible: Iterable[str]) -> None:
+        wait.end, wait.end_revision, wait.end_at = how, record.revision, record.at
+        # A pod that is not the run's (another user's, or a name an API test wrote into reservedFor by hand): the
+        # record cannot tell whether kube-scheduler waited for it at all.
+        wait.possible = frozenset(possible) if wait.known_pod else frozenset({*STATUSES, UNCOUNTED})
+        self.open.pop(wait.uid, None)
+
+    def unreserved(self, wait: Wait, record: Record) -> None:
+        """The outcomes a PreBind that ended with an error allows, from what the record saw while it waited."""
+        at = record.at
+        timed_out = wait.timeout_at is not None and at >= wait.timeout_at - STAMP_SLACK_S
+        failed = wait.failure_at is not None
+        if failed and timed_out and wait.failure_at >= wait.timeout_at - PREBIND_POLL_S - STAMP_SLACK_S:
+            possible = {"failure", "timeout"}  # the failure came within a poll of the timeout: either poll won
+        elif failed:
+            possible = {"failure"}
+        elif timed_out:
+            possible = {"timeout"}
+        else:
+            possible = {"error"}
+        self.close(wait, "unreserved", record, possible)
+
+    def claim(self, record: Record) -> None:
+        uid = _uid(record.obj) or f"{record.namespace}/{record.name}"
+        before = _reserved(self.claims.get(uid, {}))
+        deleted = record.type == "DELETED"
+        self.claims[uid] = record.obj
+        now = {} if deleted else _reserved(record.obj)
+        for pod_uid, name in now.items():
+            if pod_uid in before or pod_uid in self.bound:
+                continue
+            wait = self.open.get(pod_uid)
+            if wait is None:
+                pod = self.pods.get(pod_uid, f"{record.namespace}/{name}")
+                wait = Wait(pod, pod_uid, record.revision or 0, record.at, pod_uid in self.pods)
+                self.open[pod_uid] = wait
+                self.waits.append(wait)
+            wait.claims.add(uid)
+            wait.every_claim.add(uid)
+        for pod_uid in {*before, *now}:
+            if (wait := self.open.get(pod_uid)) is not None and uid in wait.every_claim:
+                self.count(wait)
+        for pod_uid in before:
+            wait = self.open.get(pod_uid)
+            if wait is None or pod_uid in now:
+                continue
+            wait.claims.discard(uid)
+            if deleted:
+                self.close(wait, "claim deleted", record, {"error", UNCOUNTED})
+            elif not wait.claims:
+                self.unreserved(wait, record)
+
+    def pod(self, record: Record) -> None:
+        uid = _uid(record.obj)
+        self.pods[uid] = f"{record.namespace}/{record.name}"
+        wait = self.open.get(uid)
+        if record.type != "DELETED" and (record.obj.get("spec") or {}).get("nodeName"):
+            self.bound.add(uid)
+            if wait is not None:
+                self.count(wait)
+                self.close(wait, "bound", record, {"success"})
+        elif record.type == "DELETED" and wait is not None:
+            self.close(wait, "pod deleted", record, {"error", "timeout", UNCOUNTED})
+
+
+def prebind_waits(records: Iterable[Record], timeout_s: float) -> list[Wait]:
+    """Every PreBind wait on binding conditions the record shows (pods with such a device in some claim), in order."""
+    walk = _Walk(timeout_s)
+    ordered = sorted((r for r in records if r.kind in ("claim", "pod")), key=lambda r: (r.revision or 0, r.seq))
+    # A pod's records first make it known (a claim may name a pod the record saw created at a later revision).
+    for r in ordered:
+        if r.kind == "pod":
+            walk.pods[_uid(r.obj)] = f"{r.namespace}/{r.name}"
+    for r in ordered:
+        walk.now = r.at
+        if r.kind == "claim":
+            walk.claim(r)
+        else:
+            walk.pod(r)
+    for wait in walk.waits:
+        if wait.end == "open":  # still waiting when the record ends: the metrics may count it by any status, or not
+            wait.possible = frozenset({*STATUSES, UNCOUNTED})
+    return [w for w in walk.waits if w.devices]
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Per (driver, status): what the metrics must have counted at least and may have counted at most."""
+
+    low: dict[tuple[str, str], int]
+    high: dict[tuple[str, str], int]
+
+
+def bounds(waits: Iterable[Wait], unit: str = "devices") -> Bounds:
+    """`unit` devices: the counter's (results with binding conditions); results: the histogram's observations."""
+    low: dict[tuple[str, str], int] = {}
+    high: dict[tuple[str, str], int] = {}
+    for wait in waits:
+        per_driver: dict[str, int] = getattr(wait, unit)
+        for driver, n in per_driver.items():
+            for status in wait.possible - {UNCOUNTED}:
+                high[(driver, status)] = high.get((driver, status), 0) + n
+            if wait.certain not in (None, UNCOUNTED):
+                low[(driver, wait.certain)] = low.get((driver, wait.certain), 0) + n
+    return Bounds(low, high)
+
+
+def latencies(waits: Iterable[Wait]) -> dict[str, list[float]]:
+    """Seconds, per successful wait: from the reservation to the binding (what the SLI measures, as the watch
+    delivered both writes) and from the last binding condition turning True to the binding."""
+    out: dict[str, list[float]] = {"reservation_to_bind": [], "conditions_to_bind": []}
+    for wait in waits:
+        if wait.end != "bound" or wait.end_at is None:
+            continue
+        out["reservation_to_bind"].append(round(wait.end_at - wait.start_at, 3))
+        if wait.ready_at is not None:
+            out["conditions_to_bind"].append(round(wait.end_at - wait.ready_at, 3))
+    return out

@@ -1,0 +1,153 @@
+"""What KEP-5007's enhancement review asks (its Test Plan, Graduation Criteria and Production Readiness Review
+questionnaire, in the KEP's own words, shortened), and the catalogue requirements whose outcomes answer each.
+
+The review report (review.py) shows every question with those requirements' outcomes per release. A question no
+requirement answers yet says why (`open`) and is listed as "not answered by any run yet", never left out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from conformance.report.catalogue import CATALOGUE
+
+TEST_PLAN, GRADUATION, PRR = "Test Plan", "Graduation Criteria (GA)", "Production Readiness Review"
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    part: str  # TEST_PLAN, GRADUATION or PRR
+    section: str  # the KEP section it is asked in
+    text: str  # the KEP's words, shortened
+    answers: tuple[str, ...] = ()  # requirement ids whose outcomes answer it
+    note: str = ""  # what the requirements show of it, where they answer part of it
+    open: str = ""  # why no run answers it yet (no requirement)
+
+
+QUESTIONS: tuple[Question, ...] = (
+    Question(
+        "TP-1",
+        TEST_PLAN,
+        "Test Plan / e2e tests",
+        "pod scheduling with binding conditions: the normal scenario",
+        ("BASE-1", "SCH-1", "SCH-2", "SCH-3", "SCH-4", "SCH-7", "SCH-8"),
+    ),
+    Question(
+        "TP-2",
+        TEST_PLAN,
+        "Test Plan / e2e tests",
+        "pod scheduling with binding conditions: the timeout scenario",
+        ("SCH-6", "SCH-9"),
+        note="SCH-9 provokes binding timeouts with more pods than devices (the double allocation after a timeout)",
+    ),
+    Question(
+        "TP-3",
+        TEST_PLAN,
+        "Test Plan / e2e tests",
+        "pod scheduling with binding conditions: the failure scenario",
+        ("SCH-5",),
+    ),
+    Question(
+        "TP-4",
+        TEST_PLAN,
+        "Test Plan / e2e tests",
+        "node nomination after rescheduling",
+        ("SCH-3", "SCH-5"),
+        note="SCH-3 asserts nominatedNodeName while the pod waits (1.35+), SCH-5 the rescheduling after a failure",
+    ),
+    Question(
+        "TP-5",
+        TEST_PLAN,
+        "Test Plan / e2e tests",
+        "a stress test with 1000 pods waiting in PreBind, measuring the scheduler's latency",
+        ("SCALE-1", "SCH-10"),
+        note="SCALE-1 runs --scale-pods pods (the reference runs 16 by default; the KEP says 1000); the latency is "
+        "the SLI below (SCH-10) and SCALE-1's pods bound per second with and without binding conditions",
+    ),
+    Question("GA-1", GRADUATION, "Graduation Criteria / GA", "the feature is enabled by default", ("BASE-2",)),
+    Question(
+        "GA-2",
+        GRADUATION,
+        "Graduation Criteria / GA",
+        "no major bugs reported in the two consecutive releases before GA",
+        ("SCH-1", "SCH-2", "SCH-3", "SCH-4", "SCH-5", "SCH-6", "SCH-7", "SCH-8", "SCH-9"),
+        note="the scheduler's requirements on every release, and the known upstream defects listed per release below",
+    ),
+    Question(
+        "GA-3",
+        GRADUATION,
+        "Graduation Criteria / GA",
+        "scalability verified in clusters of 5000+ nodes",
+        open="no run of the suite has 5000 nodes (a separate issue: kwok nodes at that count on one machine)",
+    ),
+    Question(
+        "GA-4",
+        GRADUATION,
+        "Graduation Criteria / GA",
+        "the PRR approved and observability metrics in place",
+        ("SCH-10",),
+    ),
+    Question(
+        "PRR-1",
+        PRR,
+        "PRR / Feature Enablement and Rollback",
+        "how can this feature be enabled? The gate DRADeviceBindingConditions on kube-apiserver and kube-scheduler",
+        ("BASE-2",),
+    ),
+    Question(
+        "PRR-2",
+        PRR,
+        "PRR / Feature Enablement and Rollback",
+        "can the feature be disabled once it has been enabled? Yes. No existing claims or running pods will be "
+        "affected",
+        open="needs the gate switched off on a live cluster with pods bound and waiting (issue 38 item 2)",
+    ),
+    Question(
+        "PRR-3",
+        PRR,
+        "PRR / Feature Enablement and Rollback",
+        "what happens if we re-enable the feature? It will begin working again",
+        open="needs the gate switched off and on again on a live cluster (issue 38 item 2)",
+    ),
+    Question(
+        "PRR-4",
+        PRR,
+        "PRR / Rollout, Upgrade and Rollback Planning",
+        "how can a rollout or rollback fail? The driver deployed, the controller not: pods wait in PreBind until the "
+        "timeout (rollout order: apiserver, scheduler, driver, controller; rollback in reverse)",
+        ("SCH-6",),
+        note="SCH-6 is the failure example (no condition is ever written: the pod waits until the timeout); the "
+        "rollout and rollback orders themselves are not staged yet (issue 38 item 2)",
+    ),
+    Question(
+        "PRR-5",
+        PRR,
+        "PRR / Rollout, Upgrade and Rollback Planning",
+        "were upgrade and rollback tested? Was the upgrade->downgrade->upgrade path tested?",
+        open="needs upgrade -> downgrade -> upgrade on one etcd between adjacent releases (issue 38 item 3)",
+    ),
+    Question(
+        "PRR-6",
+        PRR,
+        "PRR / Version Skew Strategy",
+        "older schedulers, or schedulers with the gate off, will not see the new fields and so proceed to binding",
+        open="needs kube-scheduler one minor older than kube-apiserver, and the gate off in the scheduler alone "
+        "(issue 38 item 4); measured by hand so far: such devices are not selectable at all",
+    ),
+    Question(
+        "PRR-7",
+        PRR,
+        "PRR / Monitoring Requirements",
+        "what metrics inform a rollback, what are the SLIs? scheduler_dra_bindingconditions_allocations_total{status} "
+        "and the PreBind duration with status=success",
+        ("SCH-10",),
+        note="the binaries serve ..._wait_duration_seconds{profile,driver,status}, not the KEP's "
+        "..._prebind_duration_seconds{status,requires_bindingconditions}",
+    ),
+)
+
+
+def unknown_requirements() -> list[str]:
+    """Requirement ids the table names that the catalogue lacks (a unit test keeps this empty)."""
+    return [f"{q.id}: {r}" for q in QUESTIONS for r in q.answers if r not in CATALOGUE]

@@ -1,0 +1,140 @@
+"""`dra-conformance review` over two small synthetic result bundles (1.36.3 and 1.37.2): each KEP question answered
+per release from the requirements' outcomes, the questions no run answers listed as such, one JUnit whose cases keep
+their KEP section, the figures and the known upstream defects per release."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import yaml
+from click.testing import CliRunner
+
+from conformance.cli import main
+from conformance.report.bundle import make_bundle
+from conformance.report.catalogue import CATALOGUE
+from conformance.report.kep_questions import QUESTIONS, unknown_requirements
+from conformance.report.review import ANSWERED, FAILED, NOT_ANSWERED, NOT_RUN, PARTLY, Review, load_runs
+
+
+def _bundle(tmp: Path, version: str, outcomes: dict[str, str], **extra: Any) -> Path:
+    folder = tmp / version
+    folder.mkdir()
+    requirements = {}
+    for rid, req in CATALOGUE.items():
+        outcome = outcomes.get(rid, "passed")
+        entry: dict[str, Any] = {"level": req.level, "area": req.area, "title": req.title, "outcome": outcome}
+        entry["reason"] = "" if outcome == "passed" else f"{rid} {outcome} on {version}"
+        if rid == "SCH-9" and outcome == "failed":
+            entry["knownDefects"] = ["double-allocation-after-binding-timeout"]
+        requirements[rid] = entry
+    report = {
+        "kind": "ConformanceReport",
+        "result": "failure" if "failed" in outcomes.values() else "success",
+        "cluster": {"provider": "local", "kubernetes": version},
+        "implementation": {"profile": "none"},
+        "requirements": requirements,
+        **extra,
+    }
+    (folder / "conformance-report.yaml").write_text(yaml.safe_dump(report))
+    return make_bundle(folder)
+
+
+def _bundles(tmp: Path) -> list[Path]:
+    sli = {
+        "sli": {"count": 7, "p50Seconds": 4.1, "p99Seconds": 6.3},
+        "record": {"conditions_to_bind": {"count": 7, "p50Seconds": 2.2, "p99Seconds": 5.0}},
+    }
+    old = _bundle(tmp, "1.36.3", {"SCH-10": "skipped"}, schedulerMetrics={"notJudged": "kube-scheduler restarted"})
+    new = _bundle(
+        tmp,
+        "1.37.2",
+        {"SCH-9": "failed"},
+        schedulerMetrics=sli,
+        knownDefects=[{"id": "double-allocation-after-binding-timeout"}],
+        measurements={"conditions_to_bind_seconds": {"median": 2.1, "p95": 4.9, "count": 3}},
+    )
+    return [old, new]
+
+
+def test_the_questions_table_names_only_catalogue_requirements_and_every_open_question_says_why() -> None:
+    assert unknown_requirements() == []
+    assert all(bool(q.answers) != bool(q.open) for q in QUESTIONS), "a question is answered by requirements or open"
+
+
+def test_each_question_is_answered_per_release_from_the_merged_outcomes(tmp_path: Path) -> None:
+    review = Review(load_runs(_bundles(tmp_path)), {"1.38.0-beta.0": "no binaries in the cache"})
+    assert review.releases == ["1.36.3", "1.37.2", "1.38.0-beta.0"]
+    answers = {row[0].question.id: {a.release: a for a in row} for row in review.answers()}
+    assert answers["TP-2"]["1.37.2"].status == FAILED  # SCH-9 failed there
+    assert (
+        answers["TP-2"]["1.37.2"].cells["SCH-9"].shown
+        == "failed (known upstream defect: double-allocation-after-binding-timeout)"
+    )
+    assert answers["TP-2"]["1.36.3"].status == ANSWERED
+    assert answers["GA-4"]["1.36.3"].status == NOT_ANSWERED  # SCH-10 skipped: not shown
+    assert answers["TP-5"]["1.36.3"].status == PARTLY  # SCALE-1 passed, SCH-10 skipped
+    assert answers["PRR-2"]["1.37.2"].status == NOT_ANSWERED
+    assert "not answered by any run yet" in answers["PRR-2"]["1.37.2"].why
+    assert answers["TP-1"]["1.38.0-beta.0"].status == NOT_RUN
+    assert any("PreBind wait SLI (success) p50 4.1 s" in f for f in review.figures("1.37.2"))
+    assert any("SCH-4 condition write to bind median 2.1" in f for f in review.figures("1.37.2"))
+    assert review.defects("1.37.2")[0].startswith("double-allocation-after-binding-timeout (SCH-9): shown by a run")
+    assert review.defects("1.36.3") == []
+
+
+def test_the_command_writes_one_page_and_one_junit_with_the_kep_sections(tmp_path: Path) -> None:
+    out = tmp_path / "review"
+    result = CliRunner().invoke(main, ["review", *map(str, _bundles(tmp_path)), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "review of 2 runs on 1.36.3, 1.37.2" in result.output
+    page = (out / "review.html").read_text()
+    assert "Not answered by any run yet" in page and "5000+ nodes" in page
+    markdown = (out / "review.md").read_text()
+    assert "| **TP-2** (Test Plan / e2e tests)" in markdown and "❌ failed" in markdown
+    suites = ET.parse(out / "review-junit.xml").getroot().findall("testsuite")
+    assert [s.get("name") for s in suites] == [
+        "KEP-5007 review: Kubernetes 1.36.3",
+        "KEP-5007 review: Kubernetes 1.37.2",
+    ]
+    cases = {c.get("name").split()[0]: c for c in suites[1].iter("testcase")}
+    assert len(cases) == len(QUESTIONS)
+    props = {p.get("name"): p.get("value") for p in cases["PRR-7"].iter("property")}
+    assert props["kep_section"] == "PRR / Monitoring Requirements" and props["requirements"] == "SCH-10=passed"
+    assert cases["TP-2"].find("failure") is not None and cases["PRR-5"].find("skipped") is not None
+    assert suites[1].get("failures") == str(sum(c.find("failure") is not None for c in cases.values()))
+    assert yaml.safe_load((out / "review.yaml").read_text())["kind"] == "EnhancementReview"
+
+
+def test_a_bundle_that_does_not_match_its_manifest_is_refused(tmp_path: Path) -> None:
+    bundle = _bundles(tmp_path)[0]
+    bundle.write_bytes(b"not a tar")
+    result = CliRunner().invoke(main, ["review", str(bundle), "--out", str(tmp_path / "r")])
+    assert result.exit_code != 0 and "neither a reports folder nor a tar.gz bundle" in result.output
+
+
+def test_make_review_runs_only_the_releases_whose_binaries_are_cached_and_names_the_others(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    import conformance.matrix
+    from conformance.cli import review as review_cli
+    from conformance.report.matrix import ReleaseRun
+
+    (tmp_path / "made").mkdir()
+    bundles = {b.parent.name: b for b in _bundles(tmp_path / "made")}
+    ran: list[str] = []
+
+    def run_release(version: Any, out: Path, profile: str, args: tuple[str, ...], say: Any) -> ReleaseRun:
+        ran.append(f"{version} {profile} {' '.join(args)}")
+        return ReleaseRun(str(version), {"result": "success"}, reports_dir=str(bundles[str(version)].parent))
+
+    monkeypatch.setattr(review_cli, "_cached", lambda version: str(version) == "1.37.2")
+    monkeypatch.setattr(conformance.matrix, "run_release", run_release)
+    out = tmp_path / "review"
+    argv = ["review", "--run", "--release", "1.36.3", "--release", "1.37.2", "--profile", "none", "--out", str(out)]
+    result = CliRunner().invoke(main, [*argv, "--accept", "partial", "--pytest-args", '-k "gate or metrics"'])
+    assert result.exit_code == 0, result.output
+    assert ran == ["1.37.2 none --accept=partial -k gate or metrics"]
+    assert "1.36.3: no binaries of 1.36.3 in the cache: not run" in result.output
+    assert "**not run**: no binaries of 1.36.3 in the cache" in (out / "review.md").read_text()

@@ -114,3 +114,14 @@ def pinned_pod(name: str, template: str, node: str) -> dict[str, Any]:
     pod = pod_with_claim_template(name, template)
     pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
     return pod
+
+
+# The scheduling gate the suite puts on a pod it must keep from the scheduler until a moment it chooses (removed by
+# a JSON patch: a gate can only be removed, never added back).
+SUITE_GATE = "dra-conformance.example.com/held"
+
+
+def held_at_gate(pod: dict[str, Any]) -> dict[str, Any]:
+    """The pod held at the suite's scheduling gate: its claim stays pending until the gate is lifted."""
+    pod["spec"]["schedulingGates"] = [{"name": SUITE_GATE}]
+    return pod

@@ -326,6 +326,11 @@ class InvariantWatcher:
         """The probe's newest free count of `model` on the fabric whose nodes are those a pool reaches; None when
         the probe reports no such count. A fabric may reach machines that are no (schedulable) node of the cluster
         (a spare machine, a node added and deleted by IMP-16): only its live nodes are compared, as pool_nodes has."""
+        counts = self.fabric_counts(pool_nodes, model)
+        return counts[0] if counts else None
+
+    def fabric_counts(self, pool_nodes: frozenset[str], model: str) -> tuple[int, int] | None:
+        """(free, total) of fabric_free's count; None as there."""
         latest = self.record.latest()
         if not latest:
             return None
@@ -333,7 +338,7 @@ class InvariantWatcher:
         counts = [
             f for f in latest[2] if f.get("model") == model and frozenset(f.get("nodes") or ()) & live == pool_nodes
         ]
-        return int(counts[0]["free"]) if len(counts) == 1 else None
+        return (int(counts[0]["free"]), int(counts[0].get("total", counts[0]["free"]))) if len(counts) == 1 else None
 
     def counted_complete(self, pool: str, model: str) -> tuple[bool, str]:
         """Count-based pools: whether the pool offers every free device of `model` its fabric has (the probe's free

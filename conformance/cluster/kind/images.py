@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from conformance.cluster.kind.components import ensure_node_binaries
-from conformance.cluster.kind.config import NODE_IMAGES
 from conformance.cluster.kind.engine import ensure_engine
 from conformance.cluster.kind.nodeimage import (
     HASH_LABEL,
@@ -28,6 +27,7 @@ from conformance.cluster.kind.nodeimage import (
     kind_build_node_image,
     server_tarball,
 )
+from conformance.cluster.kind.pull import registry_node_image_usable
 from conformance.cluster.kind.refimage import build_reference, inputs_hash
 from conformance.cluster.kind.rootfs import build, digest, image_label
 from conformance.cluster.toolchain.build import _download
@@ -60,20 +60,6 @@ class Built:
 
     images: dict[str, str] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
-
-
-def registry_node_image_usable(version: KubeVersion, progress: Progress) -> bool:
-    """kind's own node image for the release is here or can be pulled (a machine with registry access)."""
-    pinned = NODE_IMAGES.get((version.major, version.minor))
-    if pinned is None:
-        return False
-    if subprocess.run(["docker", "image", "inspect", pinned], capture_output=True).returncode == 0:
-        return True
-    progress(f"trying to pull {pinned}")
-    try:
-        return subprocess.run(["docker", "pull", pinned], capture_output=True, timeout=600).returncode == 0
-    except subprocess.TimeoutExpired:
-        return False
 
 
 def build_images(

@@ -174,8 +174,11 @@ class KindProvider:
         subprocess.run(cmd, capture_output=True, timeout=60)
 
     def _kubectl(self, spec: ClusterSpec) -> Path:
-        on_path = shutil.which("kubectl")
-        return Path(on_path) if on_path else ensure_binaries(spec.version, progress=self.progress).kubectl
+        """The cached kubectl of the cluster's release (`--kind-kubectl-bin` overrides it): never the first one on
+        PATH, which may be another release's (e.g. a cloud SDK's dispatcher) and skews against the server."""
+        kubectl = ensure_binaries(spec.version, progress=self.progress).kubectl
+        self.progress(f"kubectl: {kubectl} (the cached one of {spec.version})")
+        return kubectl
 
     def _inspect(self, spec: ClusterSpec, kubeconfig: Path, kubectl: Path) -> ClusterInfo:
         release = spec.version.release

@@ -9,8 +9,16 @@ and a waiting pod is allocated it while the API still shows the timed-out claim 
 DEVICES devices on one node, PODS pods, nothing ever written on the claims. The scenario watches `rounds` rounds
 (a round: every device's allocation timed out once; `--double-allocation-rounds`, default 2, about 2.5 binding
 timeouts) and reports how many of the timeouts were followed by a double allocation and how wide each was, in etcd
-revisions and milliseconds. On a correct cluster it passes having watched the timeouts; with the default 20 s
-timeout it takes about 55 s, beside the suite's longer scenarios, so it runs in every run.
+revisions and milliseconds.
+
+The verdict must not flip between runs on the same binaries. The defect shows only at a timeout at which a waiting
+pod is out of its scheduling backoff, so one run may see it at every timeout and the next at none. On a release a
+known defect lists (cluster/known-defects.yaml) the scenario therefore keeps watching, round after round, until a
+double allocation is seen (and has ended) or PROVOKE_ROUNDS rounds have passed; a run that still saw none says "not
+provoked in this run" (skipped: nothing shown), never a pass. Elsewhere it passes only having staged the triggering
+situation, binding timeouts with pods waiting for the device, and says how many. With the default 20 s timeout it
+takes about 55 s (an affected release: until the first double allocation, usually the first round), beside the
+suite's longer scenarios, so it runs in every run.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from conformance.cluster.defects import PROPERTY
+from conformance.cluster.defects import HOLDER_PAST_TIMEOUT, PROPERTY, KnownDefect, known_defect
 from conformance.cluster.waits import WaitTimeout
 from conformance.observe.allocations import DoubleAllocation, judge
 from conformance.observe.views import SCHEDULE_S, History
@@ -33,6 +41,9 @@ from conformance.suite.scenario import ClusterContext, result_fixture, scenario
 DEVICES = 2
 PODS = 5
 DEFAULT_ROUNDS = 2
+# On a release a known defect lists: rounds watched at most, until a double allocation shows (each round about a
+# binding timeout; a round saw one in most runs measured, so six leave a miss a rare, visible skip).
+PROVOKE_ROUNDS = 6
 TIMEOUT_SLACK_S = 1.0  # an allocation cleared this much before the timeout (as delivered) still counts as timed out
 
 
@@ -44,26 +55,44 @@ class Overlaps:
     seconds: float = 0.0
     allocations: int = 0
     timeouts: int = 0  # allocations cleared at least the binding timeout after they were made
+    staged: int = 0  # of those, timeouts at which another pod of the scenario was waiting (its claim unallocated)
     doubles: list[DoubleAllocation] = field(default_factory=list)
     explained: Explained = field(default_factory=lambda: Explained(None))
+    known: KnownDefect | None = None  # the known defect of SCH-9 this release is listed with (then: watch to provoke)
     stopped: str = ""
 
     def summary(self) -> str:
         ended = [d for d in self.doubles if not math.isinf(d.revisions)]
         widths = [f"{int(d.revisions)} revisions / {d.seconds * 1000:.0f} ms" for d in ended]
         return (
-            f"{len(self.doubles)} double allocations in {self.timeouts} binding timeouts ({self.allocations} "
-            f"allocations, {PODS} pods, {DEVICES} devices on {self.node}, bindingTimeout {self.timeout_s:g}s, watched "
-            f"{self.seconds:.0f}s)" + (f"; overlaps {', '.join(widths)}" if widths else "")
+            f"{len(self.doubles)} double allocations in {self.timeouts} binding timeouts, {self.staged} of them with "
+            f"a pod waiting ({self.allocations} allocations, {PODS} pods, {DEVICES} devices on {self.node}, "
+            f"bindingTimeout {self.timeout_s:g}s, watched {self.seconds:.0f}s, up to {self.rounds} rounds)"
+            + (f"; overlaps {', '.join(widths)}" if widths else "")
         )
 
 
-def timed_out(history: History, timeout_s: float) -> tuple[int, int]:
-    """(allocations made, allocations cleared at least the binding timeout after they were made) in the namespace."""
-    claims = {e.name for e in history.events("claim")}
-    made = [a for c in claims for a in history.allocations(c)]
-    late = [a for a in made if a.cleared_at is not None and a.cleared_at - a.at >= timeout_s - TIMEOUT_SLACK_S]
-    return len(made), len(late)
+def timed_out(history: History, timeout_s: float) -> tuple[int, int, int]:
+    """(allocations made, allocations cleared at least the binding timeout after they were made, those of them at
+    whose timeout another claim of the namespace existed unallocated: a pod waiting for a device) in the namespace."""
+    events = history.events("claim")
+    born = {e.name: e.at for e in reversed(events)}  # each claim's first record
+    claims = {name: history.allocations(name) for name in born}
+    made = [a for allocations in claims.values() for a in allocations]
+    late = [
+        (name, a)
+        for name, allocations in claims.items()
+        for a in allocations
+        if a.cleared_at is not None and a.cleared_at - a.at >= timeout_s - TIMEOUT_SLACK_S
+    ]
+
+    def waiting(name: str, at: float) -> bool:
+        return born[name] <= at and not any(
+            a.at <= at and (a.cleared_at is None or a.cleared_at > at) for a in claims[name]
+        )
+
+    staged = [1 for name, a in late if any(waiting(other, a.at + timeout_s) for other in claims if other != name)]
+    return len(made), len(late), len(staged)
 
 
 @scenario(
@@ -76,26 +105,38 @@ def timed_out(history: History, timeout_s: float) -> tuple[int, int]:
 def double_allocation(ctx: ClusterContext) -> Overlaps:
     driver, nodes, timeout_s = start_timed(ctx)
     rounds = int(ctx.options.get("double_allocation_rounds", DEFAULT_ROUNDS))
-    run = Overlaps(nodes[0], timeout_s, rounds)
+    known = known_defect("SCH-9", HOLDER_PAST_TIMEOUT, ctx.cluster.info.version)
+    run = Overlaps(nodes[0], timeout_s, max(rounds, PROVOKE_ROUNDS) if known else rounds, known=known)
     driver.fabric_pool([run.node], count=DEVICES)
     template = driver.claim_template()
     for i in range(PODS):
         driver.pod(f"app-{i}", template, run.node)
     ns = driver.namespace
-    wanted = rounds * DEVICES
+    wanted = run.rounds * DEVICES
+
+    def provoked() -> bool:
+        """A known defect's release: a double allocation seen, and ended (its width is measured)."""
+        doubles = judge(ctx.record.select(("claim",), namespace=ns)).doubles if known else []
+        return bool(doubles) and not any(math.isinf(d.revisions) for d in doubles)
+
+    def done(h: History) -> bool:
+        timeouts = timed_out(h, run.timeout_s)[1]
+        return timeouts >= wanted or provoked()
+
     # Each round: the timeout, the PreBind poll that notices it, the next cycles (deallocation, allocation).
-    deadline = rounds * (run.timeout_s + PREBIND_POLL_S + 10) + SCHEDULE_S
+    deadline = run.rounds * (run.timeout_s + PREBIND_POLL_S + 10) + SCHEDULE_S
     begun = time.time()
     with ctx.history(ns) as history:
         try:
             history.wait(
-                lambda h: timed_out(h, run.timeout_s)[1] >= wanted,
+                done,
                 timeout=deadline,
-                expected=f"{wanted} allocations to time out ({rounds} rounds of {DEVICES} devices)",
+                expected=f"{wanted} allocations to time out ({run.rounds} rounds of {DEVICES} devices)"
+                + (f", or a double allocation ({known.id}) seen to end" if known else ""),
             )
         except WaitTimeout as exc:
             run.stopped = str(exc).splitlines()[0]
-        run.allocations, run.timeouts = timed_out(history, run.timeout_s)
+        run.allocations, run.timeouts, run.staged = timed_out(history, run.timeout_s)
     records = ctx.record.select(("claim",), namespace=ns)
     run.seconds = time.time() - begun
     run.doubles = judge(records).doubles
@@ -114,10 +155,19 @@ run = result_fixture("run", "double-allocation")
 @pytest.mark.requirement("SCH-9")
 def test_no_device_allocated_again_before_a_timed_out_claim_is_cleared(run: Overlaps, record_property: Any) -> None:
     record_property("binding_timeouts", run.timeouts)
+    record_property("timeouts_with_waiting_pods", run.staged)
     record_property("double_allocations", len(run.doubles))
     if run.doubles:
         if run.explained.defect is not None:
             record_property(PROPERTY, run.explained.defect.id)
         pytest.fail(f"{run.summary()}\n{describe(run.doubles, run.explained)}", pytrace=False)
-    if not run.timeouts:
-        pytest.skip(f"no allocation timed out, so nothing provoked a double allocation: {run.stopped or run.summary()}")
+    if run.known is not None:  # a pass here would only say the defect did not show this time
+        pytest.skip(
+            f"not provoked in this run: the known defect {run.known.id} ({run.known.writeup}) is listed for this "
+            f"release, and no double allocation showed in up to {run.rounds} rounds: {run.stopped or run.summary()}"
+        )
+    if not run.staged:
+        pytest.skip(
+            "not staged: no binding timeout with a pod waiting for the device, so nothing could provoke a double "
+            f"allocation: {run.stopped or run.summary()}"
+        )

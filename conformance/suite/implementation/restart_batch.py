@@ -10,7 +10,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 
-from conformance.cluster.manifests import pinned_pod
+from conformance.cluster.manifests import held_at_gate, pinned_pod
 from conformance.cluster.versions import PREBIND_POLL_S
 from conformance.cluster.waits import WaitTimeout, wait_for
 from conformance.implementation.profile import Role
@@ -93,6 +93,11 @@ def _while_down(ctx: Context, staged: dict[str, Staged], came: list[float]) -> C
     return run
 
 
+def _lift_gate(ctx: Context, ns: str, pod: str) -> None:
+    """Let the scheduler have a pod held at the suite's scheduling gate (manifests.held_at_gate)."""
+    ctx.cluster.core.patch_namespaced_pod(pod, ns, [{"op": "remove", "path": "/spec/schedulingGates"}])
+
+
 def _tried(h: History) -> bool:
     """The scheduler has tried the namespace's pod: its claim allocated, or the pod said unschedulable."""
     unschedulable = any(c["type"] == "PodScheduled" and c["status"] == "False" for c in h.pod_conditions())
@@ -112,12 +117,15 @@ def run_batch(ctx: Context, role: Role, cells: list[Cell], n: int) -> list[Resta
             with ThreadPoolExecutor(len(first), thread_name_prefix="restart-stage") as staging:
                 list(staging.map(lambda s: bound_first(ctx, s), first))
         holding = sum(1 for s in first if s.fault)
-        hold_attaches(ctx, [s for name, s in staged.items() if name in ATTACHES], process, holding)
+        hold_attaches(ctx, [s for name, s in staged.items() if name in ATTACHES], holding)
         came: list[float] = []
-        if not process and (s := staged.get("pending-free")):  # a restart command kills and starts in one
-            s.began = time.time()
-            ctx.objects.create(pinned_pod("app", "gpu", s.seen.node), s.ns)
+        gated = None if process else staged.get("pending-free")
+        if gated is not None:  # a restart command kills and starts in one: the pod waits at a gate until it returned
+            gated.began = time.time()
+            ctx.objects.create(held_at_gate(pinned_pod("app", "gpu", gated.seen.node)), gated.ns)
         killed, back = _restart(ctx, role, list(staged.values()), _while_down(ctx, staged, came) if process else None)
+        if gated is not None:
+            _lift_gate(ctx, gated.ns, "app")
         for s in staged.values():  # what the suite held across the restart goes on now
             s.ended = back
             if s.fault and s.seen.cell != "allocated-attached":

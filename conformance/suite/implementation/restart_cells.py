@@ -116,8 +116,8 @@ CELLS: tuple[Cell, ...] = (
         "allocated-attached",
         "allocated",
         "attached",
-        "the attach completes while the role is down, no condition written yet (process: a held attach let go "
-        "between kill and start; restart command: a short attach timed to complete while the command runs)",
+        "the attach completes while the role is down, no condition written yet (a held attach let go between kill "
+        "and start: a process role only)",
         "bind",
         holds=1,
     ),
@@ -134,8 +134,8 @@ CELLS: tuple[Cell, ...] = (
         "pending-free",
         "pending",
         "free",
-        "the role killed, the pod created while it is down, the role started (restart command: the pod right "
-        "before it)",
+        "the role killed, the pod created while it is down, the role started (restart command: the pod created "
+        "before it, held at a scheduling gate until it returned)",
         "bind",
     ),
 )

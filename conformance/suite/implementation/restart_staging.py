@@ -207,12 +207,11 @@ def bound_first(ctx: Context, s: Staged) -> None:
         s.began = time.time()
 
 
-def hold_attaches(ctx: Context, staged: list[Staged], process: bool, others: int) -> None:
-    """The cells whose attach is held in flight across the restart (allocated-attached of a restart command: a short
-    attach timed to complete while the command runs)."""
+def hold_attaches(ctx: Context, staged: list[Staged], others: int) -> None:
+    """The cells whose attach is held in flight up to the restart (allocated-attached: let go while the role is
+    down, a process role's only)."""
     for s in staged:
-        held = s.seen.cell != "allocated-attached" or process
-        s.fault = s.faults.arm("hang", **s.target) if held else s.faults.arm("slow", delaySeconds=0.1, **s.target)
+        s.fault = s.faults.arm("hang", **s.target)
         ctx.objects.create(pinned_pod("app", s.template, s.seen.node), s.ns)
     for s in staged:
         timeout = bind_timeout(ctx.profile)

@@ -52,11 +52,6 @@ def fabric_state(ctx: Context, s: Staged, at: float) -> str:
     return state[1] if state[0] == s.seen.node else f"{state[1]} on {state[0]}"
 
 
-# Cells a role restarted by a command (not held down) stages by timing around the command: the pod created right
-# before it (allocated-attached is no cell of such a role: restart_cells.COMPLETED_WHILE_DOWN).
-TIMED_BY_COMMAND = ("pending-free",)
-
-
 def came_back(ctx: Context, staged: dict[str, Staged], killed: float, came: float, back: float, process: bool) -> None:
     """Was each cell walked? The claim and the fabric at the kill, from the record and the probe (AT_KILL), and what
     was staged while the role was down done before its start; what the role was started with is kept for the report
@@ -87,11 +82,6 @@ def came_back(ctx: Context, staged: dict[str, Staged], killed: float, came: floa
             allocated = [a.at for a in s.history.allocations()]
             if not allocated or allocated[0] > came:
                 s.seen.walked = f"its claim was not allocated before {s.seen.role} started again"
-        if s.seen.walked and not process and name in TIMED_BY_COMMAND:
-            # A restart command cannot be held: these cells are staged by timing around it, and a miss is the
-            # suite's (seen on kind: the short attach completed before the command ran). Not judged, said so.
-            s.seen.skipped = f"the staging timed around the restart command missed ({s.seen.walked}); not judged"
-            s.seen.walked = ""
 
 
 def _conditions_at(history: History, at: float) -> dict[str, str]:

@@ -8,26 +8,31 @@ same node for the same device are exactly who would take it: node-local pools ar
 taint rule change sends them back to the scheduler.
 
 The moving pod is created first; once its claim is allocated, WAITING pods pinned to the same node and asking for the
-same device (identified entries: the same leased device, any copy; count-based entries: a node-local copy of the
-model, so that they wait in the queue rather than take capacity of their own) are created and seen unschedulable.
-Then the suite lets the device go round: each pod that binds is deleted, until every pod has been bound once. The
-whole record is judged afterwards (conformance/observe/copies.py): at no revision may two claims hold the device
-through two copies, and no copy of it may be offered free while a claim holds it (for a probe period or more). Who
-gets the copy once the moving claim's fabric allocation is cleared is the scheduler's choice: a waiting pod may win
-it, the moving pod then waits its turn.
+same device (identified entries: the same leased device, any copy; count-based entries: a node-local copy of the model,
+so that they wait in the queue rather than take capacity of their own) are created and seen unschedulable. Where the
+profile declares a fault injector, the moving pod's attach is held (a hang fault) until then, so the moving claim cannot
+let its first allocation go before the waiting pods queue (reschedule-to-local lets it go once the device is attached):
+the race is staged whatever the timing. Then the suite lets the device go round: each pod that binds is deleted, until
+every pod has been bound once. The whole record is judged afterwards (conformance/observe/copies.py): at no revision may
+two claims hold the device through two copies, and no copy of it may be offered free while a claim holds it (for a probe
+period or more). Who gets the copy once the moving claim's fabric allocation is cleared is the scheduler's choice: a
+waiting pod may win it, the moving pod then waits its turn.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
 from conformance.cluster.manifests import claim_template, pinned_pod
+from conformance.implementation.faults import FaultInjector
 from conformance.observe.copies import Races, judge
+from conformance.observe.devices import Lease
 from conformance.observe.slices import BIND_SLACK_S
 from conformance.observe.views import History
 from conformance.suite.scenario import Context, result_fixture, scenario
@@ -122,6 +127,18 @@ def _judge(ctx: Context, seen: Race, ns: str, node: str, design: str, then: Asse
         ) from then
 
 
+def _hold_attach(ctx: Context, stack: ExitStack, lease: Lease, node: str) -> tuple[FaultInjector, str] | None:
+    """A hang fault on the moving pod's attach (its leased device; count-based: the attaches to its node, the
+    scenario's alone), where the profile declares a fault injector: (the injector, the fault), else None."""
+    if ctx.profile.fault_injector is None:
+        return None
+    url = ctx.implementation.resolve(ctx.profile.fault_injector.url)
+    nodes = frozenset({node}) if ctx.counted else frozenset()
+    faults = stack.enter_context(FaultInjector(url, frozenset(lease.identities), nodes))
+    target = {"node": node} if ctx.counted else {"device": lease.identities[0]}
+    return faults, faults.arm("hang", **target)
+
+
 @scenario(
     "copy-race",
     f"{WAITING} pods pinned to the node of a claim whose device is hot-plugged wait for the same device: at no "
@@ -139,7 +156,8 @@ def copy_race(ctx: Context) -> Race:
     seen = Race(node, design, [f"waiting-{i}" for i in range(WAITING)])
     deadline = ctx.profile.promises.attach_s + BIND_SLACK_S
     begun = time.monotonic()
-    with ctx.history(ns) as history:
+    with ctx.history(ns) as history, ExitStack() as stack:
+        held = _hold_attach(ctx, stack, lease, node)
         ctx.objects.create(pinned_pod(MOVING, "gpu", node), ns)
         history.wait(lambda h: _claim_of(h.latest("pod").get(MOVING, {})), timeout=deadline, expected="its claim")
         claim = _claim_of(history.latest("pod")[MOVING])
@@ -147,6 +165,9 @@ def copy_race(ctx: Context) -> Race:
         for name in seen.waiting:
             ctx.objects.create(pinned_pod(name, template, node), ns)
         history.wait(lambda h: _staged(h, seen), timeout=deadline, expected=f"{seen.waiting} in the scheduler's queue")
+        if held is not None:  # disarmed first: the attach may not have reached the fabric yet
+            held[0].disarm(held[1])
+            held[0].release_fault(held[1])
         try:
             _round_robin(ctx, history, ns, seen, deadline)
         except AssertionError as exc:  # a wait ran out: what the record shows of the race is the evidence first
@@ -171,9 +192,10 @@ def test_the_waiting_pods_were_queued_while_the_moving_claim_held_the_device(rac
     record_property("revisions_judged", race.races.revisions)
     late = {p: r for p, r in race.queued.items() if r >= race.moving_released}
     if len(race.queued) < len(race.waiting) or late:
-        pytest.skip(
+        pytest.skip(  # only without a fault injector: with one, the moving attach is held until they queue
             f"the race was not staged: the moving claim let its first allocation (revision {race.moving_allocated}) go "
-            f"at revision {race.moving_released} before the waiting pods were seen queued ({race.queued})"
+            f"at revision {race.moving_released} before the waiting pods were seen queued ({race.queued}); a profile "
+            "with a faultInjector lets the suite hold the attach until they are"
         )
     assert race.races.revisions > 0 and race.races.identities, f"nothing was judged: {race.summary()}"
     assert not race.races.unidentified, "holdings without a physical device:\n  " + "\n  ".join(race.races.unidentified)

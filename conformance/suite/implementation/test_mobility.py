@@ -12,26 +12,28 @@ Per binding model: keep-in-pool offers X while it idles on A, so B's claim is al
 to A (the "attached elsewhere" path of a stack); reschedule-to-local lists X in the fabric pool only once free, so B
 waits until A's copy is gone.
 
-Count-based entries name no device, so the suite steers the fabric, by its truth, until only X can go to B: it takes
-a model of which the fabric (the probe's free counts) has at most HOLD_MAX + 1 free devices on a fabric reaching two
-nodes without node-local devices, A and B, the scenario's alone, and all that model's capacity. A pod on A holds all
-free devices of the model but one with a claim of its own; a second pod on A gets the last one, X (its node-local
-copy names it). Once that pod and its claim are deleted, a pod pinned to B asks for one device of the model: every
-other device of the model stays attached to A for the holder, so the only device the fabric can give B is X, once it
-has left A. B must end with X, X must leave A before it is listed on B, and no condition for B may be True before X
-is attached to B. Where no model is that small, or the probe shows another free device of the model when B asks, the
-move cannot be forced: skipped, saying so (a stack's own order of handing out devices is never relied on).
+Count-based entries name no device, so the suite steers the fabric, by its truth, until only X can go to B: it takes a
+model of which the fabric (the probe's free counts) has at most HOLD_MAX + 1 free devices on a fabric reaching two nodes
+without node-local devices, A and B, the scenario's alone, and all that model's capacity; it waits until every device of
+the model is free on the fabric (one another scenario used may still be leaving its node). A pod on A holds all free
+devices of the model but one with a claim of its own; a second pod on A gets the last one, X (its node-local copy names
+it). Once that pod and its claim are deleted, a pod pinned to B asks for one device of the model: every other device of
+the model stays attached to A for the holder, so the only device the fabric can give B is X, once it has left A. B must
+end with X, X must leave A before it is listed on B, and no condition for B may be True before X is attached to B. Where
+no model is that small, or the probe shows another free device of the model when B asks, the move cannot be forced:
+skipped, saying so (a stack's own order of handing out devices is never relied on).
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 
 import pytest
 
 from conformance.cluster.manifests import claim_template, pinned_pod
-from conformance.cluster.waits import wait_for
+from conformance.cluster.waits import WaitTimeout, wait_for
 from conformance.observe.devices import MOVED, CountedPool
 from conformance.observe.moves import judge_move
 from conformance.suite.implementation.outcome import Outcome, bind_timeout, follow
@@ -133,6 +135,23 @@ def _small_model(ctx: Context, nodes: list[str]) -> tuple[CountedPool, list[str]
     )
 
 
+def _settled(ctx: Context, pool: CountedPool) -> None:
+    """Wait until every device of the model (now the scenario's alone) is free on the fabric: one another scenario
+    used may still be leaving its node (an idle grace, a detach), and freed later beside X it would let B take it
+    instead (the move not forced). Bounded: past it, counted as it is (a device freed later is then said)."""
+    watcher = ctx.invariants
+    assert watcher is not None
+    nodes_of = watcher.pool_nodes(pool.pool)
+    with contextlib.suppress(WaitTimeout):
+        wait_for(
+            lambda: watcher.fabric_counts(nodes_of, pool.model),
+            lambda counts: counts is not None and counts[0] >= counts[1],
+            timeout=ctx.profile.promises.detach_s + ctx.profile.promises.attach_s,
+            expected=f"every device of {pool.model} free on {pool.pool}'s fabric (free, total)",
+            max_interval=0.2,
+        )
+
+
 def _counted_move(ctx: Context, nodes: list[str]) -> Move:
     """count-based: A's device X made the only free device of its model when B asks (the module's docstring)."""
     probe, watcher = ctx.probe, ctx.invariants
@@ -143,6 +162,7 @@ def _counted_move(ctx: Context, nodes: list[str]) -> Move:
     node_a = lease_a.node or reach[0]
     lease_b = ctx.lease(0, "fabric", [n for n in reach if n != node_a], exclusive=True, part="b", model=pool.model)
     node_b = lease_b.node or reach[1]
+    _settled(ctx, pool)
     free = watcher.fabric_free(watcher.pool_nodes(pool.pool), pool.model) or 0
     if free < 2:
         pytest.skip(

@@ -38,9 +38,7 @@ def test_parse_keeps_labels_and_values() -> None:
     key = (("profile", "default-scheduler"), ("result", "scheduled"))
     assert samples["scheduler_scheduling_attempt_duration_seconds_count"][key] == 100
     assert names(samples, "bindingconditions") == ["scheduler_dra_bindingconditions_wait_duration_seconds"]
-    assert label_values(samples, "scheduler_dra_bindingconditions_wait_duration_seconds_count", "result") == [
-        "success"
-    ]
+    assert label_values(samples, "scheduler_dra_bindingconditions_wait_duration_seconds_count", "result") == ["success"]
 
 
 def test_quantile_interpolates_inside_the_bucket_like_histogram_quantile() -> None:

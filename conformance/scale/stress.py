@@ -22,7 +22,7 @@ from conformance.cluster.manifests import (
     unique_driver,
 )
 from conformance.cluster.objects import RUN_LABEL
-from conformance.cluster.waits import wait_for
+from conformance.cluster.waits import wait_while_progressing
 from conformance.implementation.faults import FaultInjector
 from conformance.observe.recorder import Recorder
 from conformance.scale.bringup import CREATE_THREADS, create_side_by_side
@@ -30,7 +30,8 @@ from conformance.scale.waves import Moments, moments
 
 RESOURCE = ("resource.k8s.io", "v1")
 POLL_S = 1.0
-SECONDS_PER_POD = 0.5  # deadline slack per pod on a loaded 2-core machine
+REPORT_EVERY_S = 30.0
+NODE_DEVICES = 8  # node-local devices per node, as a node with 8 GPUs: a pod rarely meets a node that is full
 
 
 @dataclass
@@ -54,7 +55,7 @@ def baseline_pool(cluster: Cluster, pods: int, nodes: list[str]) -> tuple[str, i
     driver = unique_driver("scale-baseline")
     driver_class(cluster, driver, driver)
     custom = client.CustomObjectsApi(cluster.api)
-    slices = node_local_slices(driver, nodes, math.ceil(pods / len(nodes)))
+    slices = node_local_slices(driver, nodes, max(NODE_DEVICES, math.ceil(pods / len(nodes))))
     create = lambda body: custom.create_cluster_custom_object(*RESOURCE, "resourceslices", body)  # noqa: E731
     create_side_by_side(create, slices, CREATE_THREADS)
     return driver, len(slices)
@@ -67,6 +68,7 @@ class Stress:
     run_id: str
     pods: int
     say: Callable[[str], None]
+    stall_s: float
 
     def _namespace(self, label: str, device_class_name: str) -> str:
         name = f"scale-{label}-{self.run_id}"
@@ -89,23 +91,25 @@ class Stress:
     def _wait(self, namespace: str, done: Callable[[Moments], bool], what: str, progress: str) -> Moments:
         reported = [time.monotonic()]
 
+        def counts(m: Moments) -> tuple[int, int]:
+            return sum(1 for c in m.claims.values() if c.allocated), sum(1 for p in m.pods.values() if p.bound)
+
         def observe() -> Moments:
             m = moments(self.record.select(("pod", "claim"), namespace=namespace), namespace)
-            if time.monotonic() - reported[0] > 15:
+            if time.monotonic() - reported[0] > REPORT_EVERY_S:
                 reported[0] = time.monotonic()
-                bound = sum(1 for p in m.pods.values() if p.bound)
-                allocated = sum(1 for c in m.claims.values() if c.allocated)
+                allocated, bound = counts(m)
                 self.say(f"{progress}: {allocated} allocated, {bound} bound of {self.pods}")
             return m
 
-        return wait_for(
+        return wait_while_progressing(
             observe,
             done,
-            timeout=120 + SECONDS_PER_POD * self.pods,
+            lambda m: sum(counts(m)) + len(m.pods),
+            stall=self.stall_s,
             expected=what,
-            describe=lambda m: f"{sum(1 for p in m.pods.values() if p.bound) if m else 0} bound",
+            describe=lambda m: "{} allocated, {} bound".format(*counts(m)),
             interval=POLL_S,
-            max_interval=POLL_S,
         )
 
     def _all_bound(self, m: Moments) -> bool:

@@ -19,11 +19,11 @@ scheduler_scheduling_attempt_duration_seconds_bucket{profile="default-scheduler"
 scheduler_scheduling_attempt_duration_seconds_bucket{profile="default-scheduler",result="scheduled",le="+Inf"} 100
 scheduler_scheduling_attempt_duration_seconds_sum{profile="default-scheduler",result="scheduled"} 2.5
 scheduler_scheduling_attempt_duration_seconds_count{profile="default-scheduler",result="scheduled"} 100
-scheduler_dra_bindingconditions_wait_duration_seconds_bucket{result="success",le="5"} 10
-scheduler_dra_bindingconditions_wait_duration_seconds_bucket{result="success",le="10"} 20
-scheduler_dra_bindingconditions_wait_duration_seconds_bucket{result="success",le="+Inf"} 20
-scheduler_dra_bindingconditions_wait_duration_seconds_sum{result="success"} 120
-scheduler_dra_bindingconditions_wait_duration_seconds_count{result="success"} 20
+scheduler_dra_bindingconditions_wait_duration_seconds_bucket{driver="d",status="success",le="5"} 10
+scheduler_dra_bindingconditions_wait_duration_seconds_bucket{driver="d",status="success",le="10"} 20
+scheduler_dra_bindingconditions_wait_duration_seconds_bucket{driver="d",status="success",le="+Inf"} 20
+scheduler_dra_bindingconditions_wait_duration_seconds_sum{driver="d",status="success"} 120
+scheduler_dra_bindingconditions_wait_duration_seconds_count{driver="d",status="success"} 20
 apiserver_request_duration_seconds_bucket{resource="resourceclaims",subresource="status",verb="PUT",le="0.005"} 3
 apiserver_request_duration_seconds_bucket{resource="resourceclaims",subresource="status",verb="PUT",le="0.025"} 4
 apiserver_request_duration_seconds_bucket{resource="resourceclaims",subresource="status",verb="PUT",le="+Inf"} 4
@@ -38,7 +38,7 @@ def test_parse_keeps_labels_and_values() -> None:
     key = (("profile", "default-scheduler"), ("result", "scheduled"))
     assert samples["scheduler_scheduling_attempt_duration_seconds_count"][key] == 100
     assert names(samples, "bindingconditions") == ["scheduler_dra_bindingconditions_wait_duration_seconds"]
-    assert label_values(samples, "scheduler_dra_bindingconditions_wait_duration_seconds_count", "result") == ["success"]
+    assert label_values(samples, "scheduler_dra_bindingconditions_wait_duration_seconds_count", "status") == ["success"]
 
 
 def test_quantile_interpolates_inside_the_bucket_like_histogram_quantile() -> None:

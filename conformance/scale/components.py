@@ -41,13 +41,14 @@ def scheduler_figures(before: Samples, after: Samples) -> dict[str, Any]:
         h = _delta(after, before, EXTENSION_POINT, extension_point="PreBind", status=status)
         if h.count > 0:
             out["preBindSeconds"][status] = summary(h)
-    for family in names(after, BINDING_CONDITIONS):
-        results = label_values(after, f"{family}_count", "result") or [""]
+    for family in names(after, BINDING_CONDITIONS):  # 1.37.2: labels driver, profile, status
+        labels = label_names(after, f"{family}_count")
+        key = next((k for k in ("status", "result") if k in labels), "")
         per = {}
-        for result in results:
-            h = _delta(after, before, family, **({"result": result} if result else {}))
+        for value in label_values(after, f"{family}_count", key) if key else [""]:
+            h = _delta(after, before, family, **({key: value} if key else {}))
             if h.count > 0:
-                per[result or "all"] = summary(h)
+                per[value or "all"] = summary(h)
         out["bindingConditions"][family] = per
     for family in names(after, BINDING_ALLOCATIONS):
         out.setdefault("counters", {})[family] = counter(after, family, lambda _: True) - counter(

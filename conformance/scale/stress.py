@@ -9,6 +9,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from kubernetes import client
@@ -26,7 +27,7 @@ from conformance.cluster.waits import wait_while_progressing
 from conformance.implementation.faults import FaultInjector
 from conformance.observe.recorder import Recorder
 from conformance.scale.bringup import CREATE_THREADS, create_side_by_side
-from conformance.scale.waves import Moments, moments
+from conformance.scale.waves import Moments
 
 RESOURCE = ("resource.k8s.io", "v1")
 POLL_S = 1.0
@@ -56,7 +57,7 @@ def baseline_pool(cluster: Cluster, pods: int, nodes: list[str]) -> tuple[str, i
     driver_class(cluster, driver, driver)
     custom = client.CustomObjectsApi(cluster.api)
     slices = node_local_slices(driver, nodes, max(NODE_DEVICES, math.ceil(pods / len(nodes))))
-    create = lambda body: custom.create_cluster_custom_object(*RESOURCE, "resourceslices", body)  # noqa: E731
+    create = partial(custom.create_cluster_custom_object, *RESOURCE, "resourceslices")
     create_side_by_side(create, slices, CREATE_THREADS)
     return driver, len(slices)
 
@@ -85,17 +86,18 @@ class Stress:
             body["metadata"]["labels"] = {RUN_LABEL: self.run_id}  # the record watches the run's pods
             return body
 
-        create = lambda body: self.cluster.core.create_namespaced_pod(namespace, body)  # noqa: E731
+        create = partial(self.cluster.core.create_namespaced_pod, namespace)
         create_side_by_side(create, [pod(i) for i in range(self.pods)], CREATE_THREADS)
 
     def _wait(self, namespace: str, done: Callable[[Moments], bool], what: str, progress: str) -> Moments:
         reported = [time.monotonic()]
+        followed = Moments(namespace)
 
         def counts(m: Moments) -> tuple[int, int]:
             return sum(1 for c in m.claims.values() if c.allocated), sum(1 for p in m.pods.values() if p.bound)
 
         def observe() -> Moments:
-            m = moments(self.record.select(("pod", "claim"), namespace=namespace), namespace)
+            m = followed.take(self.record.after_seq(followed.seen))
             if time.monotonic() - reported[0] > REPORT_EVERY_S:
                 reported[0] = time.monotonic()
                 allocated, bound = counts(m)

@@ -40,7 +40,7 @@ def _family(point: Point, wave: str) -> dict[str, Any]:
     """The one binding-conditions histogram of a wave's scheduler figures (the name the scheduler serves)."""
     found = dig(point, "waves", wave, "scheduler", "bindingConditions") or {}
     for per in found.values():
-        return per.get("success") or per.get("all") or next(iter(per.values()), {})
+        return next((per[k] for k in ("success", "Success", "all") if k in per), next(iter(per.values()), {}))
     return {}
 
 

@@ -33,11 +33,43 @@ class ClaimMoments:
 
 @dataclass
 class Moments:
+    namespace: str
     pods: dict[str, PodMoments] = field(default_factory=dict)
     claims: dict[str, ClaimMoments] = field(default_factory=dict)
+    seen: int = 0  # how far the record has been read (Recorder.after_seq)
 
     def claim_of(self, pod: str) -> ClaimMoments:
         return self.claims.get(self.pods[pod].claim) or ClaimMoments()
+
+    def take(self, records: Iterable[Record]) -> Moments:
+        """Read more of the record (only this namespace's pods and claims count): a wave is followed as it goes
+        without reading the whole record again at every look."""
+        for r in records:
+            self.seen += 1
+            if r.namespace != self.namespace or r.type == "DELETED":
+                continue
+            if r.kind == "pod":
+                self._pod(r)
+            elif r.kind == "claim":
+                self._claim(r)
+        return self
+
+    def _pod(self, r: Record) -> None:
+        pod = self.pods.setdefault(r.name, PodMoments())
+        if pod.created is None:
+            pod.created = r.at
+        statuses = (r.obj.get("status") or {}).get("resourceClaimStatuses") or []
+        pod.claim = pod.claim or next((s["resourceClaimName"] for s in statuses if s.get("resourceClaimName")), "")
+        if (node := (r.obj.get("spec") or {}).get("nodeName")) and pod.bound is None:
+            pod.node, pod.bound, pod.bound_revision = node, r.at, r.revision or 0
+
+    def _claim(self, r: Record) -> None:
+        claim = self.claims.setdefault(r.name, ClaimMoments())
+        if allocation_results(r.obj) and claim.allocated is None:
+            claim.allocated = r.at
+            claim.nodes = _allocation_nodes(r.obj)
+        if claim.ready is None and binding_state(r.obj) == "ready":
+            claim.ready, claim.ready_revision = r.at, r.revision or 0
 
 
 def _allocation_nodes(claim: dict[str, Any]) -> set[str]:
@@ -48,26 +80,7 @@ def _allocation_nodes(claim: dict[str, Any]) -> set[str]:
 
 def moments(records: Iterable[Record], namespace: str) -> Moments:
     """Each pod's and claim's first moments in `namespace`, as the watches delivered them."""
-    out = Moments()
-    for r in records:
-        if r.namespace != namespace or r.type == "DELETED":
-            continue
-        if r.kind == "pod":
-            pod = out.pods.setdefault(r.name, PodMoments())
-            if pod.created is None:
-                pod.created = r.at
-            statuses = (r.obj.get("status") or {}).get("resourceClaimStatuses") or []
-            pod.claim = pod.claim or next((s["resourceClaimName"] for s in statuses if s.get("resourceClaimName")), "")
-            if (node := (r.obj.get("spec") or {}).get("nodeName")) and pod.bound is None:
-                pod.node, pod.bound, pod.bound_revision = node, r.at, r.revision or 0
-        elif r.kind == "claim":
-            claim = out.claims.setdefault(r.name, ClaimMoments())
-            if allocation_results(r.obj) and claim.allocated is None:
-                claim.allocated = r.at
-                claim.nodes = _allocation_nodes(r.obj)
-            if claim.ready is None and binding_state(r.obj) == "ready":
-                claim.ready, claim.ready_revision = r.at, r.revision or 0
-    return out
+    return Moments(namespace).take(records)
 
 
 def quantile(values: list[float], q: float) -> float | None:

@@ -17,10 +17,11 @@ import click
 @click.option("--pods", default=1000, show_default=True, type=click.IntRange(min=1), help="pods per wave")
 @click.option("--fabrics", default=4, show_default=True, type=click.IntRange(min=1))
 @click.option("--k8s-version", default="1.37.2", show_default=True)
+@click.option("--gogc", default="100", show_default=True, help="GOGC of the control plane (suite runs: 400)")
 @click.option(
     "--out", type=click.Path(file_okay=False, path_type=Path), default=Path("reports/scale"), show_default=True
 )
-def scale_command(sizes: str, pods: int, fabrics: int, k8s_version: str, out: Path) -> None:
+def scale_command(sizes: str, pods: int, fabrics: int, k8s_version: str, gogc: str, out: Path) -> None:
     """A benchmark, not a test: for each node count a local cluster of that many kwok nodes, the reference fabric
     manager and controller on FABRICS fabrics reaching them, PODS pods without binding conditions, then PODS pods
     all waiting in PreBind at once until their attaches are released. Figures from kube-scheduler's and
@@ -35,7 +36,7 @@ def scale_command(sizes: str, pods: int, fabrics: int, k8s_version: str, out: Pa
         path = out / f"point-{nodes}.json"
         path.unlink(missing_ok=True)
         argv = [sys.executable, "-m", "conformance.scale.point", "--nodes", str(nodes), "--pods", str(pods)]
-        argv += ["--fabrics", str(fabrics), "--k8s-version", k8s_version]
+        argv += ["--fabrics", str(fabrics), "--k8s-version", k8s_version, "--gogc", gogc]
         argv += ["--workdir", str(out / f"work-{nodes}"), "--out", str(path)]
         click.echo(f"[scale] {nodes} nodes, {pods} pods per wave", err=True)
         code = _run(argv)

@@ -76,7 +76,7 @@ def bring_up(
         phases.end("createNodes")
         say(f"{len(rest)} more nodes created in {created:.1f}s ({len(rest) / created if created else 0:.0f}/s)")
         wait_while_progressing(
-            lambda: ready_nodes(cluster),
+            lambda: phases.guard() or ready_nodes(cluster),
             lambda ready: ready >= len(nodes),
             lambda ready: ready,
             stall=stall_s,

@@ -27,6 +27,7 @@ from typing import Any
 from conformance.cluster.client import Cluster
 from conformance.cluster.providers.base import default_nodes
 from conformance.cluster.providers.local import LocalProvider
+from conformance.cluster.providers.local.components import GOGC_ENV
 from conformance.cluster.versions import parse_version
 from conformance.cluster.waits import wait_for
 from conformance.implementation.faults import FaultInjector
@@ -84,8 +85,9 @@ def _correctness(watcher: InvariantWatcher, record: Recorder, detach_s: float) -
     }
 
 
-def run_point(out: dict[str, Any], nodes: int, pods: int, fabrics: int, version: str, workdir: Path) -> None:
+def run_point(out: dict[str, Any], nodes: int, pods: int, fabrics: int, version: str, workdir: Path, gogc: str) -> None:
     """Fill `out` with the point's figures (what was measured before a failure stays there)."""
+    os.environ[GOGC_ENV] = gogc  # the components' garbage collector as a real cluster runs it (the suite's: 400)
     specs = default_nodes(nodes, fabrics)
     run_id = uuid.uuid4().hex[:8]
     shutil.rmtree(workdir, ignore_errors=True)  # a previous point's state (credentials of its cluster) is stale
@@ -97,6 +99,7 @@ def run_point(out: dict[str, Any], nodes: int, pods: int, fabrics: int, version:
         "nodes": nodes,
         "pods": pods,
         "fabrics": fabrics,
+        "gogc": gogc,
         "load1mAtStart": round(os.getloadavg()[0], 1),
     }
     phases = Phases(marker="")
@@ -123,7 +126,7 @@ def run_point(out: dict[str, Any], nodes: int, pods: int, fabrics: int, version:
         phases.end("implementationReady")
         record = Recorder(Cluster(info), run_id, IDENTITY).start()
         record.probe(impl.resolve("{url:fabric-manager}/v1/attachments"))
-        stress = Stress(cluster, record, run_id, pods, _say, STALL_S)
+        stress = Stress(cluster, record, run_id, pods, _say, STALL_S, phases.guard)
         watcher = InvariantWatcher(record, DRIVER, IDENTITY).start()
         phases.end("recordSynced")
         scrape = Scraper(info.scheduler_endpoint, info.kubeconfig, cluster.raw_get)
@@ -171,11 +174,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--k8s-version", default="1.37.2")
     parser.add_argument("--workdir", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--gogc", default="100", help="GOGC of every control-plane component (Go's default: 100)")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)
     figures: dict[str, Any] = {}
     try:
-        run_point(figures, args.nodes, args.pods, args.fabrics, args.k8s_version, args.workdir)
+        run_point(figures, args.nodes, args.pods, args.fabrics, args.k8s_version, args.workdir, args.gogc)
     except BaseException as exc:
         figures["failed"] = repr(exc)[:4000]
         raise

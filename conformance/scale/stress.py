@@ -70,6 +70,7 @@ class Stress:
     pods: int
     say: Callable[[str], None]
     stall_s: float
+    guard: Callable[[], None] = lambda: None  # raises when the machine runs short of memory
 
     def _namespace(self, label: str, device_class_name: str) -> str:
         name = f"scale-{label}-{self.run_id}"
@@ -97,6 +98,7 @@ class Stress:
             return sum(1 for c in m.claims.values() if c.allocated), sum(1 for p in m.pods.values() if p.bound)
 
         def observe() -> Moments:
+            self.guard()
             m = followed.take(self.record.after_seq(followed.seen))
             if time.monotonic() - reported[0] > REPORT_EVERY_S:
                 reported[0] = time.monotonic()

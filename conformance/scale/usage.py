@@ -8,11 +8,27 @@ import os
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from conformance.cluster.bench import component_name, machine_load, process_usage
 from conformance.cluster.providers.local import leftover_processes
 
 MIB = 2**20
+GIB = 2**30
+# The machine is shared: a point stops (and tears its cluster down) before its processes leave less than this.
+MEMORY_FLOOR = 3 * GIB
+
+
+class OutOfMemory(RuntimeError):
+    """The machine's available memory fell below MEMORY_FLOOR while a point ran."""
+
+
+def available_memory() -> int:
+    """MemAvailable of /proc/meminfo, in bytes."""
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024
+    return 0
 
 
 @dataclass(frozen=True)
@@ -63,6 +79,16 @@ class Phases:
 
     def begin(self) -> None:
         self._last = (time.monotonic(), snapshot(self.marker, self.others))
+
+    def guard(self, floor: int = MEMORY_FLOOR) -> None:
+        """Raise OutOfMemory, naming the largest processes, once the machine has less than `floor` available."""
+        if (available := available_memory()) >= floor:
+            return
+        largest = sorted(snapshot(self.marker, self.others).items(), key=lambda kv: -kv[1].rss)[:4]
+        raise OutOfMemory(
+            f"stopped: the machine has {available / GIB:.1f} GiB available (floor {floor / GIB:.0f} GiB); largest: "
+            + ", ".join(f"{name} {u.rss / GIB:.1f} GiB" for name, u in largest)
+        )
 
     def end(self, phase: str) -> dict[str, Usage]:
         """Close `phase` (begun at the previous end or begin); the snapshot taken now."""

@@ -130,28 +130,35 @@ def run_point(out: dict[str, Any], nodes: int, pods: int, fabrics: int, version:
         watcher = InvariantWatcher(record, DRIVER, IDENTITY).start()
         phases.end("recordSynced")
         scrape = Scraper(info.scheduler_endpoint, info.kubeconfig, cluster.raw_get)
+        waves = out["waves"] = {}
         s0, a0 = scrape.both()
         without = stress.without_conditions(baseline)
         s1, a1 = scrape.both()
         phases.end("waveWithout")
+        waves["withoutConditions"] = wave_figures(without.moments) | {
+            "scheduler": scheduler_figures(s0, s1),
+            "resourceclaimsStatusWrites": apiserver_figures(a0, a1),
+        }
         faults = FaultInjector(impl.resolve("{url:fabric-manager}/v1/faults"), frozenset())
         with_ = stress.with_conditions(driver_class(cluster, DRIVER, f"scale-fabric-{run_id}"), faults, MODEL)
         s2, a2 = scrape.both()
         phases.end("waveWith")
         out["schedulerMetrics"] = served_names(s2)
-        out["waves"] = {
-            "withoutConditions": wave_figures(without.moments)
-            | {"scheduler": scheduler_figures(s0, s1), "resourceclaimsStatusWrites": apiserver_figures(a0, a1)},
-            "withConditions": wave_figures(with_.moments, with_.released)
-            | {"heldAttaches": with_.held}
-            | {"scheduler": scheduler_figures(s1, s2), "resourceclaimsStatusWrites": apiserver_figures(a1, a2)},
+        waves["withConditions"] = wave_figures(with_.moments, with_.released) | {
+            "heldAttaches": with_.held,
+            "scheduler": scheduler_figures(s1, s2),
+            "resourceclaimsStatusWrites": apiserver_figures(a1, a2),
         }
         out["correctness"] = _correctness(watcher, record, impl.loaded.profile.promises.detach_s)
-        out["record"] = record.stats()
         phases.end("judged")
-        out["processes"] = as_figures(snapshot(phases.marker, phases.others))
+    except BaseException:
+        phases.end("untilStopped")  # the phase that did not end: its time and CPU
+        raise
     finally:
+        if phases.marker:  # before anything stops: peak memory and CPU of every process, also of a failed point
+            out["processes"] = as_figures(snapshot(phases.marker, phases.others))
         if record is not None:
+            out["record"] = record.stats()
             record.stop()
         if impl is not None:
             impl.stop()

@@ -25,7 +25,7 @@ BIN := $(VENV)/bin
 SUITE_ARGS := --provider $(PROVIDER) --k8s-version $(K8S_VERSION) --profile $(PROFILE) \
 	$(if $(filter existing,$(PROVIDER)),--kubeconfig $(KUBECONFIG))
 
-.PHONY: all conformance conformance-shapes test test-full unit drivers selftest suite lint binaries venv bench bench-cluster clusters-down clean
+.PHONY: all conformance conformance-shapes test test-full unit drivers selftest suite lint binaries venv bench bench-cluster scale clusters-down clean
 .PHONY: validate image kind-image kind-config conformance-kind matrix conformance-extra conformance-all conformance-roles chromium html-check soak
 .PHONY: docs review
 
@@ -180,6 +180,18 @@ soak: binaries
 		echo $$status > $$run/exit-status; [ $$status -eq 0 ] || failed=$$((failed + 1)); done; done; \
 	echo "[soak] $$failed runs failed, $$(( $$(date +%s) - started )) s"
 	$(BIN)/dra-conformance soak $(REPORTS)/soak
+
+# Scalability (issue 39, docs/performance.md "Scalability"): a benchmark, not a test. Per point of SCALE_NODES a local
+# cluster of that many kwok nodes, the reference fabric manager and controller on SCALE_FABRICS fabrics reaching them,
+# SCALE_PODS pods without binding conditions, then SCALE_PODS pods all waiting in PreBind at once until their attaches
+# are released. Prints the table; $(REPORTS)/scale/ has scale.json, scale.md and one JSON per point. Each point's
+# cluster is torn down, also on Ctrl-C.
+SCALE_NODES ?= 100 1000 5000
+SCALE_PODS ?= 1000
+SCALE_FABRICS ?= 4
+scale: binaries
+	$(BIN)/dra-conformance scale --nodes "$(SCALE_NODES)" --pods $(SCALE_PODS) --fabrics $(SCALE_FABRICS) \
+		--k8s-version $(K8S_VERSION) --out $(REPORTS)/scale
 
 bench-cluster: binaries
 	$(BIN)/dra-conformance bench --k8s-version $(K8S_VERSION) --out $(REPORTS)/bench-cluster.json \

@@ -17,6 +17,7 @@ LAYERS = {
     "session": 1,
     "docs": 1,
     "matrix": 1,
+    "scale": 1,
     "suite": 2,
     "report": 3,
     "observe": 4,

@@ -115,3 +115,15 @@ def test_a_device_free_again_without_ever_being_attached_counts_as_a_failed_atta
     assert rec.failed_attaches() == {"F": ("n1", None)}
     rec.add_sample(Sample(2.0, 2.01, {"F": ("n2", "attaching")}))
     assert rec.failed_attaches() == {}, "attached again (or trying): no longer a failed, free device"
+
+
+def test_an_unchanged_probe_answer_shares_the_one_before_it() -> None:
+    """`make scale` holds 1000 attachments for minutes: ten answers a second must not each keep their own copy."""
+    rec = Recorder(None, "run")
+    rec.add_sample(Sample(1.0, 1.01, {"U0": ("n1", "attached")}))
+    rec.add_sample(Sample(1.1, 1.11, {"U0": ("n1", "attached")}))
+    rec.add_sample(Sample(1.2, 1.21, {"U0": ("n1", "detaching")}))
+    first, same, changed = rec.samples()
+    assert same.states is first.states and (same.sent, same.received) == (1.1, 1.11)
+    assert changed.states == {"U0": ("n1", "detaching")}
+    assert [r.obj["state"] for r in rec.select(("probe",))] == ["attached", "detaching"]

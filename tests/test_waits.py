@@ -1,4 +1,5 @@
 import itertools
+import re
 
 import pytest
 
@@ -30,3 +31,23 @@ def test_a_bug_in_the_observer_is_raised_at_once() -> None:
 
     with pytest.raises(TypeError):
         wait_for(observe, bool, timeout=30, expected="never", interval=0.01)
+
+
+def test_a_wait_that_progresses_goes_on_past_any_deadline_and_fails_only_on_a_stall() -> None:
+    from conformance.cluster.waits import wait_while_progressing
+
+    counter = itertools.count()
+    done = wait_while_progressing(
+        lambda: next(counter), lambda n: n >= 20, lambda n: n, stall=0.05, expected="twenty", interval=0.01
+    )
+    assert done == 20  # 20 polls took longer than the stall allowance, but each one made progress
+    with pytest.raises(WaitTimeout, match=re.escape("no progress for 0.05s waiting for seven\nlast seen: 3 of 7")):
+        wait_while_progressing(
+            lambda: 3,
+            lambda n: n >= 7,
+            lambda n: n,
+            stall=0.05,
+            expected="seven",
+            describe=lambda n: f"{n} of 7",
+            interval=0.01,
+        )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from conformance.cli import implementation, kind, local, matrix, profile, results, review, run
+from conformance.cli import implementation, kind, local, matrix, profile, results, review, run, scale
 
 
 @click.group()
@@ -21,6 +21,7 @@ for command in (
     local.build,
     local.cluster,
     local.bench,
+    scale.scale_command,
     kind.kind_config,
     kind.kind_group,
     kind.validate_kind_config,

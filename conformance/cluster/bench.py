@@ -21,24 +21,36 @@ from conformance.cluster.versions import KubeVersion
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 
 
+def process_usage(pid: int) -> tuple[int, int, float] | None:
+    """(resident bytes now, peak resident bytes (VmHWM), CPU seconds used so far) of a process; None once it is
+    gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    fields = dict(line.split(":", 1) for line in status.splitlines() if line.startswith(("VmRSS:", "VmHWM:")))
+    kib = {k: int(v.split()[0]) for k, v in fields.items()}
+    cpu = (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+    return kib.get("VmRSS", 0) * 1024, kib.get("VmHWM", 0) * 1024, cpu
+
+
+def component_name(cmd: str) -> str:
+    exe = Path(cmd.split()[0]).name
+    return next((c for c in COMPONENTS if exe.startswith(c)), exe)
+
+
 def control_plane_usage(marker: str) -> tuple[dict[str, int], dict[str, float]]:
     """Resident memory (bytes) and CPU time used so far (seconds) of each control-plane process whose command
     line mentions `marker`. CPU seconds to Ready do not depend on how busy the machine is, unlike wall time."""
     rss: dict[str, int] = defaultdict(int)
     cpu: dict[str, float] = defaultdict(float)
-    tick = os.sysconf("SC_CLK_TCK")
     for pid, cmd in leftover_processes(marker):
-        exe = Path(cmd.split()[0]).name
-        name = next((c for c in COMPONENTS if exe.startswith(c)), exe)
-        try:
-            status = Path(f"/proc/{pid}/status").read_text()
-            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
+        if (used := process_usage(pid)) is None:
             continue
-        cpu[name] += (int(stat[11]) + int(stat[12])) / tick  # utime + stime
-        for line in status.splitlines():
-            if line.startswith("VmRSS:"):
-                rss[name] += int(line.split()[1]) * 1024
+        name = component_name(cmd)
+        rss[name] += used[0]
+        cpu[name] += used[2]
     return dict(rss), dict(cpu)
 
 

@@ -6,6 +6,7 @@ import uuid
 from typing import Any
 
 RESOURCE_API = "resource.k8s.io/v1"
+MAX_SLICE_DEVICES = 128  # resource.k8s.io/v1: devices per ResourceSlice
 
 
 def unique_driver(purpose: str) -> str:
@@ -39,6 +40,29 @@ def resource_slice(
     elif all_nodes:
         spec["allNodes"] = True
     return {"apiVersion": RESOURCE_API, "kind": "ResourceSlice", "metadata": {"name": name}, "spec": spec}
+
+
+def node_local_slices(driver: str, nodes: list[str], per_node: int) -> list[dict[str, Any]]:
+    """Node-local pools of `per_node` devices (no binding conditions), split into slices of at most
+    MAX_SLICE_DEVICES: SCALE-1's baseline, and every node's own slice in `make scale`."""
+    out = []
+    for node in nodes:
+        parts = [range(i, min(i + MAX_SLICE_DEVICES, per_node)) for i in range(0, per_node, MAX_SLICE_DEVICES)]
+        for n, part in enumerate(parts):
+            out.append(
+                {
+                    "apiVersion": RESOURCE_API,
+                    "kind": "ResourceSlice",
+                    "metadata": {"name": f"{driver}-{node}-{n}"},
+                    "spec": {
+                        "driver": driver,
+                        "nodeName": node,
+                        "pool": {"name": node, "generation": 1, "resourceSliceCount": len(parts)},
+                        "devices": [device(f"dev-{i}") for i in part],
+                    },
+                }
+            )
+    return out
 
 
 def device_class(name: str, driver: str) -> dict[str, Any]:

@@ -46,6 +46,13 @@ def _ready(node: client.V1Node) -> bool:
     return ready and not any(t.key in CONDITION_TAINTS for t in (node.spec.taints or []))
 
 
+def node_ready(node: dict[str, Any]) -> bool:
+    """_ready for a node as plain JSON (a raw list)."""
+    conditions = (node.get("status") or {}).get("conditions") or []
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    return ready and not any(t.get("key") in CONDITION_TAINTS for t in (node.get("spec") or {}).get("taints") or [])
+
+
 def wait_nodes_ready(
     core: client.CoreV1Api, names: list[str], timeout: float, stop: threading.Event | None = None
 ) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -76,3 +77,35 @@ def wait_for(
         error = f"\nlast error: {errors[-1]!r}" if errors else ""
         raise WaitTimeout(f"timed out after {timeout:g}s waiting for {expected}\nlast seen: {seen}{error}") from None
     return last[0]  # type: ignore[return-value]
+
+
+def wait_while_progressing(
+    observe: Callable[[], T],
+    done: Callable[[T], bool],
+    progress: Callable[[T], int],
+    *,
+    stall: float,
+    expected: str,
+    describe: Callable[[T], str] = repr,
+    interval: float = 1.0,
+) -> T:
+    """Call `observe` every `interval` until `done`; fail only once `progress` (a count that grows as the work gets
+    done) has not grown for `stall` seconds. For work whose length depends on the machine's load (a benchmark on a
+    shared machine), where any fixed deadline is either too short or hides a hang. Transient errors are "not yet"."""
+    best, since = -1, time.monotonic()
+    last: T | None = None
+    while True:
+        check_cancelled()
+        try:
+            last = observe()
+        except TRANSIENT:
+            pass
+        else:
+            if done(last):
+                return last
+            if (count := progress(last)) > best:
+                best, since = count, time.monotonic()
+        if time.monotonic() - since > stall:
+            seen = describe(last) if last is not None else "nothing observed"
+            raise WaitTimeout(f"no progress for {stall:g}s waiting for {expected}\nlast seen: {seen}")
+        time.sleep(interval)

@@ -86,6 +86,15 @@ class FaultInjector:
             self.selected.add(str(fault["id"]))
         return str(fault["id"])
 
+    def arm_all(self, mode: Mode, count: int, *, model: str | None = None, operation: Operation = "attach") -> str:
+        """Arm a fault on the next `count` operations of any device (of `model`): only for a caller that has the
+        implementation to itself (`make scale` holds every attach of its stress at once); returns its id."""
+        body = {"mode": mode, "operation": operation, "count": count} | ({"model": model} if model else {})
+        fault = self._call("POST", self.url, body)
+        self.armed[fault["id"]] = fault
+        self.selected.add(str(fault["id"]))
+        return str(fault["id"])
+
     def fault(self, fault_id: str) -> dict[str, Any]:
         """One of this scenario's faults as the injector knows it now, with `hits` (the operations it hit)."""
         return dict(self._call("GET", f"{self.url}/{fault_id}"))

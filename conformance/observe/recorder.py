@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kubernetes import client
@@ -91,6 +91,7 @@ class Recorder:
     _failed: dict[str, tuple[float, str]] = field(default_factory=dict)
     _changed: dict[str, float] = field(default_factory=dict)  # device -> send time of the answer of its last change
     _models: dict[str, str] = field(default_factory=dict)  # device -> model, where the probe says it
+    _reach: dict[tuple[str, ...], tuple[str, ...]] = field(default_factory=dict)  # free[].nodes, one copy each
     _streams: list[WatchCache] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _cond: threading.Condition = field(default_factory=threading.Condition)  # a new probe answer
@@ -212,7 +213,16 @@ class Recorder:
             return
         with self._lock:
             self._models.update(models)
-        self.add_sample(Sample(sent, time.time(), states, tuple(body.get("free") or ())))
+        free = tuple(self._shared_reach(entry) for entry in body.get("free") or ())
+        self.add_sample(Sample(sent, time.time(), states, free))
+
+    def _shared_reach(self, entry: dict[str, Any]) -> dict[str, Any]:
+        """A free count's `nodes` (every machine its fabric reaches: thousands at scale) as one shared tuple per
+        distinct list, not a new list in each of ten answers a second."""
+        if isinstance(nodes := entry.get("nodes"), list):
+            key = tuple(nodes)
+            entry["nodes"] = self._reach.setdefault(key, key)
+        return entry
 
     def add_sample(self, sample: Sample) -> None:
         """Keep one probe answer, in order of sending; record the devices whose state it changed against the answer
@@ -220,6 +230,12 @@ class Recorder:
         with self._cond:
             i = bisect.bisect_right(self._samples, sample.sent, key=lambda s: s.sent)
             previous = self._samples[i - 1] if i else None
+            # The same attachments (free counts) as the answer before: keep that one's, so the record grows with the
+            # fabric's changes, not with time x attachments (1000 devices held for minutes: hundreds of MiB otherwise).
+            if previous is not None and previous.states == sample.states:
+                sample = replace(sample, states=previous.states)
+            if previous is not None and previous.free == sample.free:
+                sample = replace(sample, free=previous.free)
             self._samples.insert(i, sample)
             self._cond.notify_all()
         before = previous.states if previous else {}

@@ -59,9 +59,13 @@ class Reconciliation:
     waits: list[Wait]
     sli: dict[str, Any]
     seconds: float  # the window's length
+    # Drivers judged "at least" even on the suite's own cluster: their claims are written by the implementation or the
+    # coexistence driver's fast condition writer, whose waits the record can under-count (seen: 33 counted, 29..31
+    # in the record, for the coexistence driver's repeated failures).
+    at_least: frozenset[str] = frozenset()
 
     def problems(self) -> list[str]:
-        return [p for row in self.rows for p in row.problems(self.exact)]
+        return [p for row in self.rows for p in row.problems(self.exact and row.driver not in self.at_least)]
 
     def table(self) -> list[str]:
         head = f"{'scenario (driver)':<62} {'status':<8} {'counted':>7} {'record':>9} {'observed':>8} {'record':>9}"
@@ -98,7 +102,7 @@ def _summary(values: list[float]) -> dict[str, float]:
     }
 
 
-def reconcile(win: Window, waits: list[Wait], exact: bool) -> Reconciliation:
+def reconcile(win: Window, waits: list[Wait], exact: bool, at_least: frozenset[str] = frozenset()) -> Reconciliation:
     """The window's counts against the record's bounds, per driver and status (every pair either side has)."""
     devices, results = bounds(waits, "devices"), bounds(waits, "results")
     keys = {*win.allocations, *win.waits, *devices.low, *devices.high, *results.low, *results.high}
@@ -124,7 +128,7 @@ def reconcile(win: Window, waits: list[Wait], exact: bool) -> Reconciliation:
         )
         for driver, status in sorted(keys, key=lambda k: (k[0], order.get(k[1], 9)))
     ]
-    return Reconciliation(rows, exact, waits, sli(win), win.seconds)
+    return Reconciliation(rows, exact, waits, sli(win), win.seconds, at_least)
 
 
 @dataclass
@@ -169,6 +173,7 @@ class MetricsRun:
         read: Callable[[str, Any], Scrape] = scrape,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
+        at_least: frozenset[str] = frozenset(),
     ) -> Reconciliation:
         """Scrape once every PreBind wait the record saw has ended in the scheduler too, and reconcile. A wait whose
         end the record saw has been counted before it (the metrics are written before PreBind returns); one whose claim
@@ -190,7 +195,7 @@ class MetricsRun:
                 "kube-scheduler restarted during the run (process_start_time_seconds changed): its counters "
                 "started again, the window cannot be reconciled"
             )
-        self.result = reconcile(metrics_window(self.before, self.after), waits, exact)
+        self.result = reconcile(metrics_window(self.before, self.after), waits, exact, at_least)
         return self.result
 
     def report(self) -> dict[str, Any]:

@@ -14,10 +14,9 @@ from conformance.cluster.versions import KubeVersion
 
 
 def _cached(version: KubeVersion) -> bool:
-    from conformance.cluster.toolchain.build import _complete
-    from conformance.cluster.toolchain.cache import Cache, default_cache_root
+    from conformance.cluster.toolchain.build import is_cached
 
-    return _complete(version, Cache(default_cache_root()))
+    return is_cached(version)
 
 
 def _run_releases(

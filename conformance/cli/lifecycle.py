@@ -49,9 +49,47 @@ def gates_command(version: KubeVersion, out: Path | None, variant: str | None) -
 
     if variant is not None and variant not in VARIANTS:
         raise click.BadParameter(f"one of {', '.join(VARIANTS)}", param_hint="--variant")
+    from conformance.lifecycle.controlplane import NotCached
+
     try:
         outcome = run_gates(version, out or Path("reports/lifecycle") / f"gates-{version}", variant)
-    except ValueError as exc:
+    except (ValueError, NotCached) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"lifecycle gates on {version}: {outcome.result} ({outcome.out / 'lifecycle.md'})")
+    _exit(outcome.result)
+
+
+@lifecycle.command("upgrade")
+@version_option
+@click.option("--from", "old", default=None, help="the older release (default: the newest known of the minor before)")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="default reports/lifecycle/upgrade-OLD-NEW",
+)
+@click.option(
+    "--variant",
+    default=None,
+    help="a broken procedure on purpose, for the selftests: skew-gate-off, downgrade-drops-fields",
+)
+def upgrade_command(version: KubeVersion, old: str | None, out: Path | None, variant: str | None) -> None:
+    """Upgrade -> downgrade -> upgrade between OLD and NEW (--k8s-version) on one etcd, components in the
+    version-skew policy's order, with a pod bound on a fabric device and a pod waiting in PreBind carried across
+    every switch: UPG-1..3; the first step (kube-apiserver on NEW, kube-scheduler and kube-controller-manager on OLD)
+    is the skew, SKEW-1. Both releases' binaries must be cached (never built here)."""
+    from conformance.cluster.versions import UnsupportedVersion, parse_version
+    from conformance.lifecycle.controlplane import NotCached
+    from conformance.lifecycle.run import run_upgrade
+    from conformance.lifecycle.upgrade import VARIANTS
+
+    if variant is not None and variant not in VARIANTS:
+        raise click.BadParameter(f"one of {', '.join(VARIANTS)}", param_hint="--variant")
+    try:
+        older = parse_version(old or f"{version.major}.{version.minor - 1}")
+        target = out or Path("reports/lifecycle") / f"upgrade-{older}-{version}"
+        outcome = run_upgrade(older, version, target, variant)
+    except (ValueError, UnsupportedVersion, NotCached) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"lifecycle upgrade {older} <-> {version}: {outcome.result} ({outcome.out / 'lifecycle.md'})")
     _exit(outcome.result)

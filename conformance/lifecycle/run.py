@@ -19,15 +19,16 @@ from conformance.cluster.manifests import unique_driver
 from conformance.cluster.providers.base import ProviderNotReady
 from conformance.cluster.versions import KubeVersion
 from conformance.cluster.waits import WaitTimeout
-from conformance.lifecycle.controlplane import ControlPlane
+from conformance.lifecycle.controlplane import ControlPlane, binaries_of
 from conformance.lifecycle.gates import GatesRun, Stop
 from conformance.lifecycle.ledger import Ledger
 from conformance.lifecycle.report import write_reports
+from conformance.lifecycle.upgrade import UpgradeRun
 from conformance.lifecycle.world import World
 from conformance.report.reasons import headline
 
 # What ends a procedure early with its cause (anything else is a bug of the suite, raised).
-STOPS: tuple[type[BaseException], ...] = (Stop, WaitTimeout, ProviderNotReady, ApiException, ValueError)
+STOPS: tuple[type[BaseException], ...] = (Stop, WaitTimeout, ProviderNotReady, ApiException)
 
 
 def _say(message: str) -> None:
@@ -62,6 +63,29 @@ def run_gates(
         components = plane.describe() if plane.release else {}
         plane.stop()
     cluster = {"kubernetes": str(version), "provider": "local", "components": components}
+    return _written(out, ledger, cluster, variant, say)
+
+
+def run_upgrade(
+    old: KubeVersion, new: KubeVersion, out: Path, variant: str | None = None, say: Callable[[str], None] = _say
+) -> Outcome:
+    """`dra-conformance lifecycle upgrade`: OLD -> NEW -> OLD -> NEW on one etcd; the first step is the skew."""
+    if (new.major, new.minor) != (old.major, old.minor + 1):
+        raise ValueError(f"{old} -> {new}: upgrade and skew are judged between adjacent minors only")
+    binaries_of(new)  # before anything starts: a release without cached binaries is said at once (NotCached)
+    ledger = Ledger("upgrade")
+    plane = ControlPlane(old, say)
+    try:
+        info = plane.start()
+        world = World(Cluster(info), unique_driver("life"), [n.name for n in info.nodes])
+        UpgradeRun(plane, world, ledger, old, new, variant).run()
+    except STOPS as exc:
+        ledger.stopped = stopped(exc)
+        say(f"stopped: {ledger.stopped}")
+    finally:
+        components = plane.describe() if plane.release else {}
+        plane.stop()
+    cluster = {"kubernetes": str(new), "provider": "local", "upgradedFrom": str(old), "components": components}
     return _written(out, ledger, cluster, variant, say)
 
 

@@ -104,6 +104,7 @@ class World:
         devices = [
             {
                 "name": f"dev-{i}",
+                "attributes": {"name": {"string": f"dev-{i}"}},  # a pod that must get one device selects it by this
                 "bindsToNode": True,
                 "bindingConditions": [self.attached],
                 "bindingFailureConditions": [self.failed],
@@ -129,8 +130,27 @@ class World:
         self.tracker.create(claim_template("dev", self.device_class), NAMESPACE)
         self.tracker.create(self.fabric_slice())
 
-    def pod(self, name: str) -> None:
-        self.tracker.create(pod_with_claim_template(name, "dev"), NAMESPACE)
+    def pod(self, name: str, device: str | None = None) -> None:
+        """A pod with a claim of its own (from the template), or for exactly `device` of the pool."""
+        template = "dev"
+        if device is not None:
+            template = f"dev-{name}"
+            manifest = claim_template(template, self.device_class)
+            selector = f'device.attributes["{self.driver}"].name == "{device}"'
+            manifest["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [
+                {"cel": {"expression": selector}}
+            ]
+            self.tracker.create(manifest, NAMESPACE)
+        self.tracker.create(pod_with_claim_template(name, template), NAMESPACE)
+
+    def withdraw(self, device: str) -> None:
+        """Republish the fabric pool without `device` (a new generation): the KEP's way to keep a failed device from
+        being picked again."""
+        api = self.cluster.kind(RESOURCE_API, "ResourceSlice")
+        current = api.get(name=self.slice_name).to_dict()
+        current["spec"]["devices"] = [d for d in current["spec"]["devices"] if d["name"] != device]
+        current["spec"]["pool"]["generation"] += 1
+        api.replace(body=current)
 
     def delete_pod(self, name: str) -> None:
         try:

@@ -55,9 +55,19 @@ class Run:
 
     @property
     def label(self) -> str:
-        provider = (self.report.get("cluster") or {}).get("provider", "?")
+        cluster = self.report.get("cluster") or {}
         where = Path(self.source)
-        return f"{self.profile} on {provider} ({where.parent.name}/{where.name})"
+        if lifecycle := self.report.get("lifecycle"):
+            since = f" from {cluster['upgradedFrom']}" if cluster.get("upgradedFrom") else ""
+            variant = f", variant {lifecycle['variant']}" if lifecycle.get("variant") else ""
+            what = f"lifecycle {lifecycle.get('kind')}{since}{variant}"
+        else:
+            what = self.profile
+        return f"{what} on {cluster.get('provider', '?')} ({where.parent.name}/{where.name})"
+
+    def findings(self) -> list[dict[str, Any]]:
+        """The KEP's sentences beside what a lifecycle run measured (conformance/lifecycle/ledger.py Finding)."""
+        return [{**f, "run": self.label} for f in (self.report.get("lifecycle") or {}).get("findings") or []]
 
     def entry(self, requirement: str) -> dict[str, Any] | None:
         return (self.report.get("requirements") or {}).get(requirement)
@@ -121,6 +131,11 @@ class Answer:
     release: str
     status: str
     cells: dict[str, Cell] = field(default_factory=dict)
+    findings: list[dict[str, Any]] = field(default_factory=list)  # the KEP's sentence beside what was measured
+
+    @property
+    def differs(self) -> list[dict[str, Any]]:
+        return [f for f in self.findings if not f.get("agrees")]
 
     @property
     def why(self) -> str:
@@ -152,6 +167,7 @@ def answer(question: Question, release: str, runs: list[Run], not_run: str | Non
 class Review:
     runs: list[Run]
     missing: dict[str, str] = field(default_factory=dict)  # release -> why it has no run
+    notes: list[str] = field(default_factory=list)  # lifecycle runs not run, and why
     date: str = field(default_factory=lambda: dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
 
     @property
@@ -162,8 +178,20 @@ class Review:
         return [r for r in self.runs if r.release == release]
 
     def answers(self) -> list[list[Answer]]:
-        """Per question (catalogue order), its answer on every release."""
-        return [[answer(q, v, self.runs_of(v), self.missing.get(v)) for v in self.releases] for q in QUESTIONS]
+        """Per question (catalogue order), its answer on every release, with the findings that bear on it."""
+        rows = []
+        for q in QUESTIONS:
+            row = []
+            for v in self.releases:
+                a = answer(q, v, self.runs_of(v), self.missing.get(v) if not self.runs_of(v) else None)
+                a.findings = [f for f in self.findings(v) if f.get("question") == q.id]
+                row.append(a)
+            rows.append(row)
+        return rows
+
+    def findings(self, release: str) -> list[dict[str, Any]]:
+        """Every KEP sentence a lifecycle run of the release measured, with what it measured."""
+        return [f for run in self.runs_of(release) for f in run.findings()]
 
     def unanswered(self) -> list[Question]:
         return [q for q in QUESTIONS if q.open or not q.answers]
@@ -216,6 +244,7 @@ class Review:
                 for r in self.runs
             ],
             "notRun": self.missing,
+            **({"lifecycleNotRun": self.notes} if self.notes else {}),
             "questions": [
                 {
                     "id": row[0].question.id,
@@ -230,12 +259,14 @@ class Review:
                             "answer": a.status,
                             **({"why": a.why} if a.why else {}),
                             "requirements": {rid: c.shown for rid, c in a.cells.items()},
+                            **({"kepTextDiffers": [f["measured"] for f in a.differs]} if a.differs else {}),
                         }
                         for a in row
                     },
                 }
                 for row in self.answers()
             ],
+            "findings": {v: self.findings(v) for v in self.releases},
             "figures": {v: self.figures(v) for v in self.releases},
             "knownDefects": {v: self.defects(v) for v in self.releases},
         }

@@ -32,12 +32,26 @@ def write_review(review: Review, out: Path) -> dict[str, Path]:
     return paths
 
 
+DIFFERS = "⚠ the KEP's text differs from what the binaries did"
+
+
 def _cell(a: Answer) -> str:
     head = f"{SYMBOL[a.status]} {a.status}"
     if a.status == NOT_RUN:
         return head
     parts = [f"{rid} {c.shown}" for rid, c in a.cells.items()]
-    return head + (": " + ", ".join(parts) if parts else "")
+    differs = f"; {DIFFERS} ({len(a.differs)})" if a.differs else ""
+    return head + (": " + ", ".join(parts) if parts else "") + differs
+
+
+def finding_lines(review: Review, release: str) -> list[str]:
+    """The KEP's sentences beside what the lifecycle runs of the release measured, disagreements first."""
+    found = sorted(review.findings(release), key=lambda f: (bool(f.get("agrees")), f.get("question", "")))
+    return [
+        f'{f["question"]} {"agrees" if f.get("agrees") else "DIFFERS"}: KEP: "{f["kep"]}" Measured: '
+        f"{f['measured']} ({f['run']})"
+        for f in found
+    ]
 
 
 def _releases_line(review: Review) -> list[str]:
@@ -59,6 +73,7 @@ def markdown(review: Review) -> str:
         "## Not answered by any run yet",
         "",
         *[f"- **{q.id}** {esc(q.text)}: {esc(q.open)}" for q in review.unanswered()],
+        *[f"- lifecycle run not run: {esc(note)}" for note in review.notes],
         "",
         "## Questions and their answers per release",
         "",
@@ -71,7 +86,11 @@ def markdown(review: Review) -> str:
         lines.append(
             f"| **{q.id}** ({esc(q.section)}) {esc(q.text)}{note} | " + " | ".join(esc(_cell(a)) for a in row) + " |"
         )
-    for name, per in (("Figures", review.figures), ("Known upstream defects", review.defects)):
+    for name, per in (
+        ("The KEP's text beside what the binaries did", lambda v: finding_lines(review, v)),
+        ("Figures", review.figures),
+        ("Known upstream defects", review.defects),
+    ):
         lines += ["", f"## {name} per release", ""]
         for v in versions:
             found = per(v)
@@ -84,7 +103,7 @@ _CSS = """
 body{font-family:system-ui,sans-serif;margin:2em}table{border-collapse:collapse;margin-bottom:2em}
 td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top;font-size:90%}th{background:#f4f4f4;text-align:left}
 .answered{background:#e8f7e8}.partly{background:#eef7e0}.failed{background:#fde2e2}.not-answered{background:#fff0c2}
-.not-run{background:#eee}.open{border:2px solid #c90;padding:0.5em 1em;background:#fff8e0}
+.not-run{background:#eee}.differs{color:#a40}.open{border:2px solid #c90;padding:0.5em 1em;background:#fff8e0}
 """
 
 
@@ -102,6 +121,9 @@ def to_html(review: Review) -> str:
                 for rid, c in a.cells.items()
             )
             why = f"<br><small>{esc(a.why)}</small>" if a.status == NOT_ANSWERED and a.why else ""
+            if a.differs:
+                why += f"<br><small class='differs'>{esc(DIFFERS)}: " + esc("; ".join(f["measured"] for f in a.differs))
+                why += "</small>"
             css = a.status.replace(" answered", "").replace(" ", "-")
             tds.append(f'<td class="{css}">{SYMBOL[a.status]} {esc(a.status)}{why}<ul>{reqs}</ul></td>')
         note = f"<br><small>{esc(q.note)}</small>" if q.note else ""
@@ -109,9 +131,14 @@ def to_html(review: Review) -> str:
             f"<tr><th>{esc(q.id)} <small>{esc(q.section)}</small><br>{esc(q.text)}{note}</th>{''.join(tds)}</tr>"
         )
     unanswered = "".join(f"<li><b>{esc(q.id)}</b> {esc(q.text)}: {esc(q.open)}</li>" for q in review.unanswered())
+    unanswered += "".join(f"<li>lifecycle run not run: {esc(note)}</li>" for note in review.notes)
     runs = "".join(f"<li>{esc(line.removeprefix('- '))}</li>" for line in _releases_line(review))
     extra = []
-    for name, per in (("Figures", review.figures), ("Known upstream defects", review.defects)):
+    for name, per in (
+        ("The KEP's text beside what the binaries did", lambda v: finding_lines(review, v)),
+        ("Figures", review.figures),
+        ("Known upstream defects", review.defects),
+    ):
         items = "".join(
             f"<li><b>{esc(v)}</b>: {'none' if not per(v) else ''}<ul>"
             + "".join(f"<li>{esc(x)}</li>" for x in per(v))
@@ -147,6 +174,7 @@ def junit(review: Review) -> str:
                 "question": q.text,
                 "requirements": ", ".join(f"{rid}={c.shown}" for rid, c in a.cells.items()) or ", ".join(q.answers),
                 "answer": a.status,
+                **({"kep_text_differs": "; ".join(f["measured"] for f in a.differs)} if a.differs else {}),
             }
             for name, value in values.items():
                 ET.SubElement(props, "property", name=name, value=value)

@@ -235,6 +235,7 @@ class Review:
             "runs": [
                 {
                     "source": r.source,
+                    "label": r.label,
                     "kubernetes": r.release,
                     "profile": r.profile,
                     "provider": (r.report.get("cluster") or {}).get("provider"),

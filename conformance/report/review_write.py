@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -26,7 +27,7 @@ def write_review(review: Review, out: Path) -> dict[str, Path]:
         "yaml": out / "review.yaml",
     }
     paths["html"].write_text(to_html(review))
-    paths["markdown"].write_text(markdown(review))
+    paths["markdown"].write_text(markdown(review.document()))
     paths["junit"].write_text(junit(review))
     paths["yaml"].write_text(yaml.safe_dump(review.document(), sort_keys=False, allow_unicode=True, width=120))
     return paths
@@ -44,14 +45,29 @@ def _cell(a: Answer) -> str:
     return head + (": " + ", ".join(parts) if parts else "") + differs
 
 
-def finding_lines(review: Review, release: str) -> list[str]:
-    """The KEP's sentences beside what the lifecycle runs of the release measured, disagreements first."""
-    found = sorted(review.findings(release), key=lambda f: (bool(f.get("agrees")), f.get("question", "")))
+def _doc_cell(entry: dict[str, Any]) -> str:
+    """One question's answer on one release, from the review document (review.yaml), as _cell writes it."""
+    status = entry["answer"]
+    head = f"{SYMBOL[status]} {status}"
+    if status == NOT_RUN:
+        return head
+    parts = [f"{rid} {shown}" for rid, shown in (entry.get("requirements") or {}).items()]
+    differs = entry.get("kepTextDiffers") or []
+    return head + (": " + ", ".join(parts) if parts else "") + (f"; {DIFFERS} ({len(differs)})" if differs else "")
+
+
+def _finding_lines(found: list[dict[str, Any]]) -> list[str]:
+    """The KEP's sentences beside what lifecycle runs measured, disagreements first."""
+    ordered = sorted(found, key=lambda f: (bool(f.get("agrees")), f.get("question", "")))
     return [
         f'{f["question"]} {"agrees" if f.get("agrees") else "DIFFERS"}: KEP: "{f["kep"]}" Measured: '
         f"{f['measured']} ({f['run']})"
-        for f in found
+        for f in ordered
     ]
+
+
+def finding_lines(review: Review, release: str) -> list[str]:
+    return _finding_lines(review.findings(release))
 
 
 def _releases_line(review: Review) -> list[str]:
@@ -60,38 +76,47 @@ def _releases_line(review: Review) -> list[str]:
     return lines
 
 
-def markdown(review: Review) -> str:
-    esc = lambda text: text.replace("|", "\\|").replace("\n", " ")  # noqa: E731
-    versions = review.releases
+def markdown(doc: dict[str, Any], top: str = "#") -> str:
+    """The page from the review document (review.yaml): what review.md holds, and what the docs site's "For the
+    enhancement review" page shows of the last measured review (`top`: the heading level of its title)."""
+    esc = lambda text: str(text).replace("|", "\\|").replace("\n", " ")  # noqa: E731
+    sub = top + "#"
+    versions = sorted({v for q in doc["questions"] for v in q["releases"]}, key=list(doc["figures"]).index)
     lines = [
-        f"# {HEADING}",
+        f"{top} {HEADING}",
         "",
-        f"{review.date} · [KEP-5007]({KEP_URL}) · {len(review.runs)} runs merged",
+        f"{doc['date']} · [KEP-5007]({KEP_URL}) · {len(doc['runs'])} runs merged",
         "",
-        *_releases_line(review),
+        *[f"- {r['kubernetes']}: {r.get('label') or r['profile']}, result {r.get('result')}" for r in doc["runs"]],
+        *[f"- {v}: **not run**: {why}" for v, why in (doc.get("notRun") or {}).items()],
         "",
-        "## Not answered by any run yet",
+        f"{sub} Not answered by any run yet",
         "",
-        *[f"- **{q.id}** {esc(q.text)}: {esc(q.open)}" for q in review.unanswered()],
-        *[f"- lifecycle run not run: {esc(note)}" for note in review.notes],
+        *[
+            f"- **{q['id']}** {esc(q['question'])}: {esc(q['notAnswered'])}"
+            for q in doc["questions"]
+            if q.get("notAnswered")
+        ],
+        *[f"- lifecycle run not run: {esc(note)}" for note in doc.get("lifecycleNotRun") or []],
         "",
-        "## Questions and their answers per release",
+        f"{sub} Questions and their answers per release",
         "",
         "| question | " + " | ".join(versions) + " |",
         "|---|" + "---|" * len(versions),
     ]
-    for row in review.answers():
-        q = row[0].question
-        note = f"<br>{esc(q.note)}" if q.note else ""
-        lines.append(
-            f"| **{q.id}** ({esc(q.section)}) {esc(q.text)}{note} | " + " | ".join(esc(_cell(a)) for a in row) + " |"
-        )
+    for q in doc["questions"]:
+        note = f"<br>{esc(q['note'])}" if q.get("note") else ""
+        cells = " | ".join(esc(_doc_cell(q["releases"][v])) for v in versions)
+        lines.append(f"| **{q['id']}** ({esc(q['section'])}) {esc(q['question'])}{note} | {cells} |")
     for name, per in (
-        ("The KEP's text beside what the binaries did", lambda v: finding_lines(review, v)),
-        ("Figures", review.figures),
-        ("Known upstream defects", review.defects),
+        (
+            "The KEP's text beside what the binaries did",
+            lambda v: _finding_lines((doc.get("findings") or {}).get(v) or []),
+        ),
+        ("Figures", lambda v: (doc.get("figures") or {}).get(v) or []),
+        ("Known upstream defects", lambda v: (doc.get("knownDefects") or {}).get(v) or []),
     ):
-        lines += ["", f"## {name} per release", ""]
+        lines += ["", f"{sub} {name} per release", ""]
         for v in versions:
             found = per(v)
             lines.append(f"- **{v}**: " + ("none" if not found else ""))

@@ -21,13 +21,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conformance.cluster.waits import wait_for
-from conformance.lifecycle.controlplane import APISERVER, GATE, SCHEDULER, ControlPlane
+from conformance.lifecycle.controlplane import APISERVER, SCHEDULER, ControlPlane
 from conformance.lifecycle.ledger import Ledger
 from conformance.lifecycle.snapshot import claim_key, differences, fields_lost, slice_fields
 from conformance.lifecycle.world import (
     BOUND,
     BOUND_EARLY,
     GONE,
+    PENDING_EVENT,
     SCHEDULE_S,
     WAITING,
     PodFate,
@@ -189,6 +190,8 @@ class GatesRun:
             else f"fabric slice written again lost fields: {'; '.join(lost[:3])}",
         )
         for b in self.bound:
+            if w.read_claim(b.claim) is None:
+                continue  # gone: GATE-1 says so
             before = claim_key(w.read_claim(b.claim))["results"]
             stored = w.set_conditions(b.claim, message=f"written again at {step}")
             after = claim_key(stored)["results"]
@@ -245,14 +248,15 @@ class GatesRun:
             "GATE-3",
             step,
             fate.state == WAITING and events > 0,
-            f"new pod {after} waits in PreBind ({events} {GATE} pending events)"
+            f"new pod {after} waits in PreBind ({events} {PENDING_EVENT} events)"
             if fate.state == WAITING
             else f"new pod: {fate} (expected: waiting in PreBind)",
         )
         if fate.state == WAITING:
             self._bound_once_true(after, step)
+        deadline = time.monotonic() + SCHEDULE_S  # one for them all: the scheduler retries them together
         for pod in self.left:
-            fate = self._served(pod)
+            fate = self._served(pod, deadline)
             led.observe(step, "pod left pending while the gate was off", str(fate))
             if fate.state == WAITING:
                 self._bound_once_true(pod, step)
@@ -272,14 +276,14 @@ class GatesRun:
             else f"{fate} after its conditions were set True",
         )
 
-    def _served(self, pod: str) -> PodFate:
+    def _served(self, pod: str, deadline: float) -> PodFate:
         """A pod left pending: wait until the scheduler (with the gate on again) allocates it or binds it; an
         Unschedulable condition from before the switch may still show meanwhile."""
         try:
             return wait_for(
                 lambda: self.world.fate(pod),
                 lambda f: f.state in (WAITING, BOUND, BOUND_EARLY),
-                timeout=SCHEDULE_S,
+                timeout=max(1.0, deadline - time.monotonic()),
                 expected=f"pod {pod} allocated again",
                 describe=str,
                 max_interval=1.0,

@@ -149,8 +149,14 @@ class GatesRun:
         self._new_slice(step)
         for pod in list(self.left):
             fate = w.fate(pod)
-            led.observe(step, "pod waiting in PreBind before the switch", str(fate))
-            self.fates.setdefault(self._state("waiting"), fate)
+            staged = pod.startswith("waiting-")
+            led.observe(
+                step,
+                "pod waiting in PreBind when the round began" if staged else "pod left pending by an earlier step",
+                str(fate),
+            )
+            if staged:
+                self.fates.setdefault(self._state("waiting"), fate)
             if fate.state in (BOUND, BOUND_EARLY):
                 self.left.remove(pod)
         fate = w.settle(new_pod)

@@ -112,6 +112,9 @@ class GatesRun:
                 continue
             self._switch(component, True, f"{label}: {component} gate on", n, k)
         self.works_again(n, label)
+        if self.variant == "scheduler-stays-off" and not self.plane.gate[SCHEDULER]:
+            # The variant's mistake is this round's re-enable alone: the next round starts as every round does.
+            self._switch(SCHEDULER, True, f"{label}: {SCHEDULER} gate on (late, variant)", n, len(off) + len(on))
 
     def _switch(self, component: str, on: bool, step: str, n: int, k: int) -> None:
         started = time.monotonic()

@@ -51,17 +51,7 @@ def run_gates(
     if reason:
         raise ValueError(f"Kubernetes {version}: {reason}; the gate cannot be switched off there")
     ledger = Ledger("gates")
-    plane = ControlPlane(version, say)
-    try:
-        info = plane.start()
-        world = World(Cluster(info), unique_driver("life"), [n.name for n in info.nodes])
-        GatesRun(plane, world, ledger, variant).run()
-    except STOPS as exc:
-        ledger.stopped = stopped(exc)
-        say(f"stopped: {ledger.stopped}")
-    finally:
-        components = plane.describe() if plane.release else {}
-        plane.stop()
+    components = _procedure(version, ledger, lambda p, w: GatesRun(p, w, ledger, variant).run(), say)
     cluster = {"kubernetes": str(version), "provider": "local", "components": components}
     return _written(out, ledger, cluster, variant, say)
 
@@ -74,19 +64,30 @@ def run_upgrade(
         raise ValueError(f"{old} -> {new}: upgrade and skew are judged between adjacent minors only")
     binaries_of(new)  # before anything starts: a release without cached binaries is said at once (NotCached)
     ledger = Ledger("upgrade")
-    plane = ControlPlane(old, say)
+    components = _procedure(old, ledger, lambda p, w: UpgradeRun(p, w, ledger, old, new, variant).run(), say)
+    cluster = {"kubernetes": str(new), "provider": "local", "upgradedFrom": str(old), "components": components}
+    return _written(out, ledger, cluster, variant, say)
+
+
+def _procedure(
+    version: KubeVersion,
+    ledger: Ledger,
+    body: Callable[[ControlPlane, World], None],
+    say: Callable[[str], None],
+) -> dict[str, str]:
+    """Bring up a cluster of `version`, run `body` on it, always tear it down; a stop is kept in the ledger. Returns
+    what each component ran at the end."""
+    plane = ControlPlane(version, say)
     try:
         info = plane.start()
-        world = World(Cluster(info), unique_driver("life"), [n.name for n in info.nodes])
-        UpgradeRun(plane, world, ledger, old, new, variant).run()
+        body(plane, World(Cluster(info), unique_driver("life"), [n.name for n in info.nodes]))
     except STOPS as exc:
         ledger.stopped = stopped(exc)
         say(f"stopped: {ledger.stopped}")
     finally:
         components = plane.describe() if plane.release else {}
         plane.stop()
-    cluster = {"kubernetes": str(new), "provider": "local", "upgradedFrom": str(old), "components": components}
-    return _written(out, ledger, cluster, variant, say)
+    return components
 
 
 def stopped(exc: BaseException) -> str:

@@ -56,6 +56,7 @@ from conformance.session.shared import (
 from conformance.session.terminal import TerminalSummary
 from conformance.suite.declared import settings_report
 from conformance.suite.implementation.restart_cells import matrix_report
+from conformance.suite.runner import RESULT_FIXTURES
 from conformance.suite.scenario import REGISTRY, summarize
 
 REPOSITORY = Path(__file__).resolve().parents[2]  # known defects name their write-ups by repository path
@@ -106,12 +107,21 @@ class RequirementReporter(TerminalSummary):
                 item.user_properties += [("requirement", req.id), ("level", req.level), ("outcome", NOT_APPLICABLE)]
         # Run-wide judgements last: by then every selected scenario has started, and they wait for all to end.
         items.sort(key=lambda item: item.get_closest_marker("run_wide") is not None)
-        modules = {item.module.__name__ for item in items if isinstance(item, pytest.Function)}
-        # A scenario all of whose requirements do not apply to the profile's binding model is not started.
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """Which scenarios start: those a test left after -k/-m deselection reads (its result fixture), and, in a
+        module of such a test, those no fixture hands over. A scenario all of whose requirements do not apply to the
+        profile's binding model is not started."""
+        items = [item for item in session.items if isinstance(item, pytest.Function)]
+        modules = {item.module.__name__ for item in items}
+        used = {RESULT_FIXTURES[f] for item in items for f in item.fixturenames if f in RESULT_FIXTURES}
+        handed = set(RESULT_FIXTURES.values())
         self.config.stash[SELECTED_KEY] = [
             sc
             for sc in REGISTRY.values()
-            if sc.module in modules and not all(CATALOGUE[r].not_applicable(self.model) for r in sc.requirements)
+            if sc.module in modules
+            and (sc.name in used or sc.name not in handed)
+            and not all(CATALOGUE[r].not_applicable(self.model) for r in sc.requirements)
         ]
 
     @property

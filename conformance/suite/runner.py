@@ -25,6 +25,8 @@ from conformance.suite.known import for_holders
 from conformance.suite.record import REGISTRY, Scenario
 
 SCENARIO_DEADLINE_S = 900.0
+# fixture name -> scenario name (result_fixture): which scenarios a selected test needs, so `-k` starts only those
+RESULT_FIXTURES: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,8 @@ class ScenarioFailed:
 def result_fixture(fixture: str, name: str) -> Any:
     """A module fixture `fixture` that hands the tests of a module the observation of scenario `name`.
     A skip of the scenario skips the tests; a failure is handed over as ScenarioFailed (judged per test)."""
+
+    RESULT_FIXTURES[fixture] = name
 
     @pytest.fixture(scope="module", name=fixture)
     def observed(request: pytest.FixtureRequest) -> Any:

@@ -27,7 +27,7 @@ SUITE_ARGS := --provider $(PROVIDER) --k8s-version $(K8S_VERSION) --profile $(PR
 
 .PHONY: all conformance conformance-shapes test test-full unit drivers selftest suite lint binaries venv bench bench-cluster scale clusters-down clean
 .PHONY: validate image kind-image kind-config conformance-kind matrix conformance-extra conformance-all conformance-roles chromium html-check soak
-.PHONY: docs review
+.PHONY: docs review docs-match
 
 all: test
 
@@ -58,7 +58,11 @@ lint: venv
 	$(BIN)/ruff format --check .
 
 unit: venv
-	$(BIN)/pytest tests --ignore=tests/selftest
+	$(BIN)/pytest tests --ignore=tests/selftest --ignore=tests/postrun
+
+# After `make conformance`: README quotes, word for word, the last lines that run printed (its reports' run-status.txt).
+docs-match: venv
+	DRA_RUN_REPORTS=$(REPORTS) $(BIN)/pytest tests/postrun -q -p no:cacheprovider
 
 # The reference implementation's own tests (fabric manager, node driver, controller); some use a local cluster.
 drivers: binaries
@@ -84,7 +88,7 @@ suite: conformance
 # (binding conditions GA there); about an hour here. 1.34-1.36 run only in `make matrix` (docs/releases.md "Kubernetes
 # versions").
 TEST_EXTRA_RELEASES ?= 1.38.0-beta.0
-test: lint unit docs html-check validate drivers conformance
+test: lint unit docs html-check validate drivers conformance docs-match
 test-full: lint unit docs html-check validate drivers kind-image selftest conformance-all conformance-shapes conformance-extra conformance-kind
 
 # The whole suite on kind (one release, the reference profile), after `kind-image`; reports in $(REPORTS)/kind.

@@ -8,7 +8,7 @@ from typing import Any
 from conformance.cluster.providers.base import default_nodes
 from conformance.observe.recorder import Record
 from conformance.scale.stack import devices_per_fabric, fabric_config
-from conformance.scale.table import markdown, rows, text
+from conformance.scale.table import closing, markdown, rows, text
 from conformance.scale.waves import figures, moments, peak_waiting, quantile
 
 NS = "scale-with-x"
@@ -156,6 +156,15 @@ def test_table_has_a_column_per_point_and_says_what_failed() -> None:
     assert without[1] == "PUT 4 / 9.5"
     assert by_label["peak RSS MiB: apiserver / etcd / scheduler"][0] == "812 / - / -"
     assert by_label["failed"] == ["", "WaitTimeout('nodes not Ready')"]
+
+
+def test_the_closing_note_gives_wall_time_and_each_point_peak_memory() -> None:
+    point = {**POINT, "wallSeconds": 300.4, "leastAvailableGiB": 14.2}
+    note = closing([point, {"nodes": 5000, "failed": "x"}], 1234.5)
+    assert note == (
+        "wall time 1234 s; 100 nodes: 300.4 s, peak memory <= 1112 MiB (kube-apiserver 812, suite 300; machine's "
+        "least available 14.2 GiB); 5000 nodes: - s, peak memory <= - MiB (machine's least available - GiB) FAILED"
+    )
 
 
 def test_text_and_markdown_render_every_row() -> None:

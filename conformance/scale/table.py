@@ -141,3 +141,27 @@ def markdown(points: list[Point]) -> list[str]:
     table = rows(points)
     lines = ["| " + " | ".join(table[0]) + " |", "|" + "---|" * len(table[0])]
     return lines + ["| " + " | ".join(cell.strip() for cell in r) + " |" for r in table[1:]]
+
+
+def peak_memory_mib(point: Point) -> float | None:
+    """The point's peak memory, bounded from above: every process's own peak RSS (control plane, implementation,
+    the suite) added up (they need not peak at once)."""
+    processes = point.get("processes") or {}
+    peaks = [p.get("peakRssMiB") or 0 for p in processes.values()]
+    return sum(peaks) if peaks else None
+
+
+def closing(points: list[Point], seconds: float) -> str:
+    """`make scale`'s closing note: wall time, and per point its peak memory and the least the machine had left."""
+    parts = []
+    for p in points:
+        peak = peak_memory_mib(p)
+        largest = sorted((p.get("processes") or {}).items(), key=lambda kv: -(kv[1].get("peakRssMiB") or 0))[:3]
+        biggest = ", ".join(f"{name} {v.get('peakRssMiB')}" for name, v in largest)
+        least = p.get("leastAvailableGiB")
+        parts.append(
+            f"{p.get('nodes')} nodes: {_num(p.get('wallSeconds'))} s, peak memory <= {_num(peak, 0)} MiB "
+            f"({biggest}{'; ' if biggest else ''}machine's least available {_num(least)} GiB)"
+            + (" FAILED" if p.get("failed") else "")
+        )
+    return f"wall time {seconds:.0f} s; " + "; ".join(parts)

@@ -80,8 +80,10 @@ def test_a_release_without_figures_is_not_answered_and_the_figures_are_listed_pe
     row = next(r for r in review.answers() if r[0].question.id == "GA-3")
     assert {a.release: a.status for a in row} == {"1.36.3": NOT_ANSWERED, "1.37.2": ANSWERED}
     assert review.figures("1.37.2") == [line(points[0])]
-    assert "binding-conditions wait s p50 12.0, p99 30.0" in line(points[0])
-    assert "load 3.1→4.2" in line(points[0])
+    assert "binding-conditions wait s p50 12, p99 30 (held by the benchmark)" in line(points[0])
+    assert "one-minute load 3.1→4.2" in line(points[0]) and "scheduling attempt ms -" in line(points[0])
+    points[0]["waves"]["withConditions"]["scheduler"]["algorithmMs"] = {"p50": 312.4567, "mean": 1234.5}
+    assert "scheduling algorithm ms p50 312, mean 1234" in line(points[0])
 
 
 def test_the_command_takes_the_figures_of_make_scale(tmp_path: Path) -> None:

@@ -88,9 +88,16 @@ def answer(points: list[dict[str, Any]], release: str) -> tuple[str, dict[str, t
     return (PARTLY if done else NOT_ANSWERED), cells, why or "no point completed"
 
 
-def _q(doc: Any, *path: str) -> str:
-    p50, p99 = _get(doc, *path, "p50"), _get(doc, *path, "p99")
-    return "-" if p50 is None and p99 is None else f"p50 {p50}, p99 {p99}"
+def _n(v: Any) -> str:
+    """A figure as the review shows it: 3 significant digits at most, a string (">16384") as it is."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return f"{v:.3g}" if abs(v) < 1000 else f"{v:.0f}"
+    return "-" if v is None else str(v)
+
+
+def _q(doc: Any, *path: str, second: str = "p99") -> str:
+    p50, other = _get(doc, *path, "p50"), _get(doc, *path, second)
+    return "-" if p50 is None and other is None else f"p50 {_n(p50)}, {second} {_n(other)}"
 
 
 def _binding_wait(wave: Any) -> Any:
@@ -99,11 +106,19 @@ def _binding_wait(wave: Any) -> Any:
     return None
 
 
+def _scheduling(wave: Any) -> str:
+    """The scheduler's own latency per pod: its algorithm (no PreBind wait in it) where the point has it, else the
+    attempt (which includes the binding cycle)."""
+    if _get(wave, "scheduler", "algorithmMs"):
+        return f"scheduling algorithm ms {_q(wave, 'scheduler', 'algorithmMs', second='mean')}"
+    return f"scheduling attempt ms {_q(wave, 'scheduler', 'schedulingAttemptMs', 'scheduled')}"
+
+
 def line(point: dict[str, Any]) -> str:
     """One point's figures in a sentence: what it measured, on what, and under which load."""
     head = (
         f"make scale {point.get('nodes')} nodes, {point.get('pods')} pods per wave ({point.get('date')}, "
-        f"{point.get('machine')}, load {point.get('load1mAtStart')}→{point.get('load1mAtEnd')})"
+        f"{point.get('machine')}, one-minute load {point.get('load1mAtStart')}→{point.get('load1mAtEnd')})"
     )
     if point.get("failed"):
         return f"{head}: did not complete: {str(point['failed'])[:200]}"
@@ -111,15 +126,13 @@ def line(point: dict[str, Any]) -> str:
     c = point.get("correctness") or {}
     rss = {n: _get(point, "processes", n, "peakRssMiB") for n in ("kube-apiserver", "etcd", "kube-scheduler", "suite")}
     return (
-        f"{head}: bring-up {_get(point, 'bringUp', 'seconds')} s; without conditions "
-        f"{_get(wo, 'podsBoundPerSecond')} pods bound/s, scheduling attempt ms "
-        f"{_q(wo, 'scheduler', 'schedulingAttemptMs', 'scheduled')}; with conditions "
-        f"{_get(w, 'podsAllocatedPerSecond')} pods into PreBind/s, {_get(w, 'peakWaiting')} waiting at once, "
-        f"scheduling attempt ms {_q(w, 'scheduler', 'schedulingAttemptMs', 'scheduled')}, binding-conditions wait s "
-        f"{_q(_binding_wait(w))}, condition write to bound s {_q(w, 'conditionToBound')}, "
-        f"{_get(w, 'boundPerSecondAfterRelease')} pods bound/s after the release; violations {violations(point)}, "
-        f"kube-scheduler double allocations {c.get('schedulerDoubleAllocations', '-')}; peak RSS MiB "
-        + ", ".join(f"{n} {v}" for n, v in rss.items())
+        f"{head}: bring-up {_n(_get(point, 'bringUp', 'seconds'))} s; without conditions "
+        f"{_n(_get(wo, 'podsBoundPerSecond'))} pods bound/s, {_scheduling(wo)}; with conditions "
+        f"{_n(_get(w, 'podsAllocatedPerSecond'))} pods into PreBind/s, {_get(w, 'peakWaiting')} waiting at once, "
+        f"{_scheduling(w)}, binding-conditions wait s {_q(_binding_wait(w))} (held by the benchmark), condition "
+        f"write to bound s {_q(w, 'conditionToBound')}, {_n(_get(w, 'boundPerSecondAfterRelease'))} pods bound/s "
+        f"after the release; violations {violations(point)}, kube-scheduler double allocations "
+        f"{c.get('schedulerDoubleAllocations', '-')}; peak RSS MiB " + ", ".join(f"{n} {v}" for n, v in rss.items())
     )
 
 

@@ -76,10 +76,10 @@ def _quantiles(wave: str, *path: str, digits: int = 1) -> Callable[[Point], str]
     return lambda p: _pair(*(dig(p, "waves", wave, *path, q) for q in ("p50", "p99")), digits)
 
 
-def _p50_mean(wave: str, *path: str) -> Callable[[Point], str]:
+def _p50_mean(wave: str, *path: str, digits: int = 3) -> Callable[[Point], str]:
     """p50 / mean: kube-scheduler's extension-point histogram ends at 0.2048 s, so its p99 of a PreBind that waits
     is only ">0.2048"; the mean (its sum over its count) is exact."""
-    return lambda p: _pair(*(dig(p, "waves", wave, *path, q) for q in ("p50", "mean")), 3)
+    return lambda p: _pair(*(dig(p, "waves", wave, *path, q) for q in ("p50", "mean")), digits)
 
 
 def _wave(wave: str, *path: str, digits: int = 1) -> Callable[[Point], str]:
@@ -95,15 +95,15 @@ ROWS: list[tuple[str, Callable[[Point], str]]] = [
     ("slices: node-local / fabric", lambda p: _pair(dig(p, "slices", "nodeLocal"), dig(p, "slices", "fabricSlices"))),
     ("without conditions: pods bound per s", _wave(WO, "podsBoundPerSecond")),
     ("  scheduling attempt p50 / p99 (ms)", _quantiles(WO, "scheduler", "schedulingAttemptMs", "scheduled")),
-    ("  scheduling algorithm p50 / mean (ms)", _p50_mean(WO, "scheduler", "algorithmMs")),
-    ("  Filter p50 / mean (ms)", _p50_mean(WO, "scheduler", "extensionPointMs", "Filter")),
+    ("  scheduling algorithm p50 / mean (ms)", _p50_mean(WO, "scheduler", "algorithmMs", digits=1)),
+    ("  Filter p50 / mean (ms)", _p50_mean(WO, "scheduler", "extensionPointMs", "Filter", digits=1)),
     ("  PreBind p50 / mean (s)", _p50_mean(WO, "scheduler", "preBindSeconds", "Success")),
     ("  claims status writes p50 / p99 (ms)", lambda p: _status_writes(p, WO)),
     ("with conditions: pods into PreBind per s", _wave(W, "podsAllocatedPerSecond")),
     ("  most pods waiting in PreBind at once", _wave(W, "peakWaiting")),
     ("  scheduling attempt p50 / p99 (ms)", _quantiles(W, "scheduler", "schedulingAttemptMs", "scheduled")),
-    ("  scheduling algorithm p50 / mean (ms)", _p50_mean(W, "scheduler", "algorithmMs")),
-    ("  Filter p50 / mean (ms)", _p50_mean(W, "scheduler", "extensionPointMs", "Filter")),
+    ("  scheduling algorithm p50 / mean (ms)", _p50_mean(W, "scheduler", "algorithmMs", digits=1)),
+    ("  Filter p50 / mean (ms)", _p50_mean(W, "scheduler", "extensionPointMs", "Filter", digits=1)),
     ("  binding-conditions wait p50 / p99 (s)", lambda p: _pair(_family(p, W).get("p50"), _family(p, W).get("p99"))),
     ("  PreBind p50 / mean (s)", _p50_mean(W, "scheduler", "preBindSeconds", "Success")),
     ("  release to all bound (s)", _wave(W, "releaseToAllBound")),

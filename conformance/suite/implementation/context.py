@@ -191,8 +191,9 @@ class Context(ClusterContext):
             pass
         promise = self.profile.promises.publish_s
         now = f" (now {self.publish.rel(time.time())})" if self.publish else ""
+        since = self.publish.counted_from() if self.publish else "of its readiness"
         raise ImplementationOwes(
-            f"the implementation did not publish {what} within promises.publishSeconds={promise:g} of its readiness"
+            f"the implementation did not publish {what} within promises.publishSeconds={promise:g} {since}"
             f"{now}: {cause()}\n" + "\n".join(self._published_when())
         )
 

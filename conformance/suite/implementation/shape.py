@@ -12,6 +12,7 @@ is the scenario's), one class of the model for both requests.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
@@ -23,6 +24,7 @@ from conformance.observe.devices import Lease
 from conformance.observe.views import History
 from conformance.suite.implementation.context import Context
 from conformance.suite.implementation.outcome import Outcome, bind_timeout, follow
+from conformance.suite.phases import register_fixture
 from conformance.suite.record import REGISTRY, scenario
 from conformance.suite.runner import ScenarioFailed
 
@@ -151,6 +153,8 @@ def shaped_name(name: str, shape: Shape) -> str:
 def shaped_fixture(fixture: str, name: str) -> Any:
     """A module fixture `fixture`, parametrized over the claim shapes, handing each test the observation of
     `name` or `name-multi` (a skip of the scenario skips that test; a failure fails it: see result_fixture)."""
+    caller = sys._getframe(1).f_globals.get("__name__", "")
+    register_fixture(caller, fixture, tuple(shaped_name(name, shape) for shape in SHAPES))  # the phase of its tests
 
     @pytest.fixture(scope="module", name=fixture, params=SHAPES)
     def observed(request: pytest.FixtureRequest) -> Any:

@@ -20,6 +20,7 @@ from conformance.observe.reach import explain, label_changes, selector_keys
 from conformance.observe.recorder import Recorder
 from conformance.suite.context import NAMESPACE_READY_S, ClusterContext
 from conformance.suite.gaps import profile_gap
+from conformance.suite.ownpools import annotate, mentioned, suite_names, summary
 
 if TYPE_CHECKING:
     from conformance.suite.others import OtherDrivers
@@ -246,9 +247,21 @@ class Context(ClusterContext):
             "the implementation's log lines: what it said went wrong, and what it wrote while the scenario ran (whole "
             "logs: artefacts/implementation/ in the reports folder, linked from the HTML report):"
         ]
+        names = self.suite_names()
         for name, found in written.items():
-            lines += [f"  [{name}] {line}" for line in found]
+            lines += annotate([f"  [{name}] {line}" for line in found], names)
         return "\n".join(lines)
+
+    def suite_names(self) -> dict[str, str]:
+        """The suite's own drivers and pools of this run (ownpools.py), as the record's slices show them."""
+        return suite_names((r.obj for r in self.record.select(("slice",))), self.profile.driver)
+
+    def suite_names_logged(self) -> str:
+        """The suite's own pools and drivers the implementation's log lines of this scenario name, and whose each is
+        ("" if none): a cause a failure's second line can state."""
+        names = self.suite_names()
+        written = self.implementation.log_since(self.log_marks) if names else {}
+        return summary(names, mentioned((line for found in written.values() for line in found), names))
 
     def release(self) -> None:
         for lease in self.leases:

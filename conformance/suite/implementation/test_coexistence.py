@@ -78,9 +78,11 @@ def coexistence(ctx: Context) -> Coexistence:
     except (ImplementationOwes, AssertionError) as exc:
         seen.live = others.live_claims() or seen.live
         first, _, rest = str(exc).partition("\n")
+        logged = ctx.suite_names_logged()  # what it tripped over: the suite's own pools, not its own
+        said = f"its log lines name the suite's own pools or drivers: {logged}\n" if logged else ""
         raise AssertionError(
             f"IMP-17: while {seen.others()} were live, the implementation did not attach and report its own claim: "
-            f"{first}\n{rest}"
+            f"{first}\n{said}{rest}"
         ) from exc
     seen.live = others.live_claims() or seen.live
     seen.writes = others.foreign_writes(ctx.cluster)

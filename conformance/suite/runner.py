@@ -135,6 +135,15 @@ class ScenarioRunner:
             return None
         return future.result()
 
+    def failures(self) -> dict[str, str]:
+        """Scenario -> the first line of its error, for every scenario that ended failed (skips are not failures)."""
+        out = {}
+        for name, future in self._futures.items():
+            error = future.exception() if future.done() and not future.cancelled() else None
+            if error is not None and not isinstance(error, pytest.skip.Exception):
+                out[name] = (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
+        return out
+
     def _run(self, sc: Scenario) -> Any:
         if not sc.implementation:
             return self._run_now(sc)

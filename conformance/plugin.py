@@ -41,6 +41,7 @@ from conformance.session.interrupts import pytest_sessionfinish as pytest_sessio
 from conformance.session.metrics import scheduler_metrics as scheduler_metrics
 from conformance.session.requirements import RequirementReporter
 from conformance.session.scenarios import cluster_scenarios as cluster_scenarios
+from conformance.session.scenarios import foreign_free_phase as foreign_free_phase
 from conformance.session.scenarios import implementation as implementation
 from conformance.session.scenarios import other_driver as other_driver
 from conformance.session.scenarios import recorder as recorder

@@ -125,6 +125,7 @@ def test_each_test_is_judged_in_the_phase_of_the_scenarios_it_reads() -> None:
         assert phase_of_test("m", ["coexist", "recorder"], registry, False, False) == COEXISTENCE
         assert phase_of_test("m", ["flow"], registry, False, False) == FOREIGN_FREE
         assert phase_of_test("m", ["truth", "scenarios"], registry, False, False) == WHOLE_RUN, "reads the record"
+        assert phase_of_test("m", ["foreign_free_phase", "cluster"], registry, False, False) == FOREIGN_FREE, "IMP-1"
         assert phase_of_test("c", ["gate"], registry, False, True) == CLUSTER
         assert phase_of_test("c", ["namespace"], registry, False, True) == CLUSTER, "an API test"
         assert phase_of_test("c", ["recorder"], registry, True, True) == WHOLE_RUN, "SCH-9 over every claim"

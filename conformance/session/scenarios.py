@@ -174,7 +174,7 @@ def scenarios(
     runner = ScenarioRunner(guarded, context, watcher, say, prof.fabric_concurrency, foreign_free=gate)
     pytestconfig.stash[RUNNER_KEY] = runner
     runner.start()
-    _switch(pytestconfig, runner, others, cluster, recorder, publish, prof.driver, say).start(gate)
+    _switch(pytestconfig, gate, runner, others, cluster, recorder, publish, prof.driver, say).start(gate)
     try:
         yield runner
     finally:
@@ -191,6 +191,7 @@ def _stop_others(others: OtherDrivers, say: Callable[[str], None]) -> None:
 
 def _switch(
     config: pytest.Config,
+    gate: ForeignFree,
     runner: ScenarioRunner,
     others: OtherDrivers | None,
     cluster: Cluster,
@@ -227,6 +228,7 @@ def _switch(
 
     def promise() -> str:
         publish.rebase(time.time())
+        gate.publish_deadline = publish.deadline
         mark(config, "foreignFreePhase")
         return ""
 
@@ -237,6 +239,14 @@ def _switch(
         ("other driver", other_driver),
     ]
     return Switch([*steps, ("promise", promise)], lambda: foreign_claims(recorder.live("claim"), driver), say)
+
+
+@pytest.fixture(scope="session")
+def foreign_free_phase(scenarios: ScenarioRunner, pytestconfig: pytest.Config) -> ForeignFree:
+    """The foreign-free phase, once it has opened (suite/phases.py): a plain test judged in it waits for it."""
+    gate = pytestconfig.stash[FOREIGN_FREE_KEY]
+    gate.wait()
+    return gate
 
 
 @pytest.fixture(scope="session")

@@ -45,6 +45,7 @@ PHASES = {
 # (module, fixture) -> the scenarios whose observation a result fixture hands over (runner.result_fixture,
 # implementation/shape.shaped_fixture register here): the phase of a test is that of the scenarios it reads.
 FIXTURES: dict[tuple[str, str], tuple[str, ...]] = {}
+FOREIGN_FREE_FIXTURE = "foreign_free_phase"  # a plain test judged in the foreign-free phase waits on it
 CLUSTER_SUITE = "conformance.suite.cluster"  # the modules of the cluster's requirements (suite-owned drivers)
 FOREIGN_GONE_S = 120.0  # the longest the foreign-free phase waits for other drivers' claims to be deleted
 _TICK_S = 0.5
@@ -76,10 +77,13 @@ def phase_of_test(
 ) -> str:
     """The phase of one test: that of the scenarios its fixtures hand over; a test that reads none is judged over
     the whole record (run-wide judgements of an implementation module) or is a plain cluster test (API-*)."""
+    fixtures = list(fixtures)
     names = {n for f in fixtures for n in FIXTURES.get((module, f), ())}
     scenarios = [registry[n] for n in sorted(names) if n in registry]
     if not scenarios and cluster and not run_wide:
         return CLUSTER
+    if not scenarios and not run_wide and FOREIGN_FREE_FIXTURE in fixtures:
+        return FOREIGN_FREE
     return phase_of(scenarios, run_wide)
 
 
@@ -104,6 +108,7 @@ class ForeignFree:
     waited_s: float = 0.0  # from the end of the coexistence phase's work until no foreign claim was live
     left: list[str] = field(default_factory=list)  # foreign claims still live when it opened anyway (bound ran out)
     note: str = ""  # how it opened (what it waited for), for the report and the terminal
+    publish_deadline: float | None = None  # promises.publishSeconds counted from its opening (PublishLog.rebase)
     _opened: threading.Event = field(default_factory=threading.Event)
 
     def open(self, note: str = "", left: list[str] | None = None, waited_s: float = 0.0) -> None:

@@ -151,3 +151,23 @@ def test_a_gate_wait_stops_on_the_runs_cancellation() -> None:
             ForeignFree().wait()
     finally:
         CANCELLED.clear()
+
+
+def test_a_run_wide_rule_with_nothing_to_judge_names_the_scenarios_that_failed_before_they_could_show_it() -> None:
+    from conformance.suite.judged import nothing_judged
+
+    said: list[tuple[str, Any]] = []
+
+    def record(name: str, value: Any) -> None:
+        said.append((name, value))
+
+    failed = {"attach-before-bind": "the implementation did not publish a node ... reached by 1 fabric device(s)"}
+    with pytest.raises(pytest.skip.Exception) as caught:
+        nothing_judged("IMP-11: nothing could be judged: ['no binding condition ... was True']", failed, record)
+    assert str(caught.value.msg).startswith("not judged: IMP-11: nothing could be judged")
+    assert "1 implementation scenarios failed before they could show it (attach-before-bind: the implem" in str(
+        caught.value.msg
+    )
+    assert said == [("outcome", "not-judged")], "pytest's terminal counts it not judged"
+    with pytest.raises(pytest.skip.Exception, match=r"^IMP-12: nothing"):  # nothing failed: a plain skip
+        nothing_judged("IMP-12: nothing could be judged: []", {}, record)

@@ -204,7 +204,7 @@ class RequirementReporter(TerminalSummary):
                 reason += f"\n({judged_in(phase)})"
         elif report.when == "call":  # a passed check may say what it accepted (e.g. IMP-9's declared rights)
             reason = "; ".join(str(v) for k, v in report.user_properties if k == NOTE_PROPERTY)
-        phase = "" if outcome == NOT_APPLICABLE else phase
+        phase = phase if outcome in ("passed", "failed", NOT_JUDGED) else ""  # a skipped test was judged nowhere
         result = RunResult(report.nodeid, outcome, reason, report.duration, known_defect=known, phase=phase)
         self.outcomes.add(requirement, result)
 

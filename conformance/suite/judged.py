@@ -103,11 +103,13 @@ def nothing_judged(what: str, failed: dict[str, str], record_property: Callable[
     """A run-wide rule that found nothing to judge: not judged, with the cause, where implementation scenarios failed
     before they could show it (`failed`: scenario -> its first line, ScenarioRunner.failures); else a skip saying
     what was missing."""
+    __tracebackhide__ = True
     if not failed:
-        pytest.skip(what)
+        raise pytest.skip.Exception(what, _use_item_location=True)  # reported at the test, not here
     causes = "; ".join(f"{name}: {first}" for name, first in sorted(failed.items())[:5])
     record_property("outcome", NOT_JUDGED)
-    pytest.skip(
+    raise pytest.skip.Exception(
         f"{NOT_JUDGED_PREFIX}{what}; {len(failed)} implementation scenarios failed before they could show it "
-        f"({causes}{'; ...' if len(failed) > 5 else ''})"
+        f"({causes}{'; ...' if len(failed) > 5 else ''})",
+        _use_item_location=True,
     )

@@ -203,6 +203,7 @@ def write_certification_junit(
             elapsed_sec=entry.get("seconds"),
         )
         evidence = "".join(f"\nevidence: {e}" for e in entry.get("evidence", []))
+        evidence += f"\njudged in: {entry['judgedIn']}" if entry.get("judgedIn") else ""  # the phase (suite/phases.py)
         if entry["outcome"] == "failed":
             reason = entry["reason"] or "failed"
             known = entry.get("knownDefects") or []

@@ -43,4 +43,9 @@ def test_a_log_line_naming_a_suite_pool_is_followed_by_whose_it_is() -> None:
     assert out[6] == lines[3] and len(out) == 7
     found = mentioned(lines, names)
     assert found == ["a-fabric", OTHER, "other-driver-fabric"]
-    assert summary(names, found[:1]) == f"a-fabric is a pool of the suite's cluster scenarios (driver {SCH})"
+    assert summary(names, found) == (
+        "pool a-fabric: the suite's cluster scenarios; driver other-5e6f7a8b.conformance.example.com, pool "
+        "other-driver-fabric: the suite's coexistence check (IMP-17: another driver live beside the implementation)"
+    )
+    again = annotate([lines[0], lines[0]], names)
+    assert len(again) == 3, "a name repeated pass after pass is said once"

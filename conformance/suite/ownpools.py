@@ -67,14 +67,23 @@ def mentioned(lines: Iterable[str], names: dict[str, str]) -> list[str]:
 
 
 def annotate(lines: list[str], names: dict[str, str], indent: str = "    ") -> list[str]:
-    """The lines, each one that names a suite-owned pool or driver followed by a line saying whose it is."""
-    out = []
+    """The lines, the first one that names a suite-owned pool or driver followed by a line saying whose it is (once
+    per name: a stack repeats its complaint every pass)."""
+    out, said = [], set()
     for line in lines:
         out.append(line)
-        out += [f"{indent}^ {n}: {names[n]}, not the implementation's" for n in _mentions(line, names)]
+        for n in _mentions(line, names):
+            if n not in said:
+                said.add(n)
+                out.append(f"{indent}^ {n}: {names[n]}, not the implementation's")
     return out
 
 
 def summary(names: dict[str, str], found: list[str]) -> str:
-    """One line: the suite-owned names the implementation's log lines mention, and whose each is."""
-    return "; ".join(f"{n} is {names[n]}" for n in found)
+    """One line: the suite-owned names the implementation's log lines mention, grouped by whose they are."""
+    by_owner: dict[str, list[str]] = {}
+    for n in found:
+        owner = names[n].split(" (driver ")[0].removeprefix("a pool of ").removeprefix("a driver played by ")
+        kind = "driver" if names[n].startswith("a driver") else "pool"
+        by_owner.setdefault(owner, []).append(f"{kind} {n}")
+    return "; ".join(f"{', '.join(items)}: {owner}" for owner, items in by_owner.items())

@@ -60,7 +60,7 @@ from conformance.session.shared import (
 from conformance.session.terminal import TerminalSummary
 from conformance.suite.declared import settings_report
 from conformance.suite.implementation.restart_cells import matrix_report
-from conformance.suite.phases import CLUSTER_SUITE, PHASES, judged_in
+from conformance.suite.phases import CLUSTER_SUITE, FIXTURES, PHASES, judged_in
 from conformance.suite.scenario import REGISTRY, summarize
 
 REPOSITORY = Path(__file__).resolve().parents[2]  # known defects name their write-ups by repository path
@@ -114,12 +114,21 @@ class RequirementReporter(TerminalSummary):
         # cluster tests (API-*: claims of suite-owned drivers allocated by hand) first: the foreign-free phase waits
         # for pytest's thread to be past them (suite/phases.py), while that thread waits for implementation results.
         items.sort(key=lambda item: (item.get_closest_marker("run_wide") is not None, not _plain_cluster(item)))
-        modules = {item.module.__name__ for item in items if isinstance(item, pytest.Function)}
-        # A scenario all of whose requirements do not apply to the profile's binding model is not started.
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """Which scenarios start: those a test left after -k/-m deselection reads (its result fixture, by the module
+        that defines it: several modules name theirs `run`), and, in a module of such a test, those no fixture hands
+        over. A scenario all of whose requirements do not apply to the profile's binding model is not started."""
+        items = [item for item in session.items if isinstance(item, pytest.Function)]
+        modules = {item.module.__name__ for item in items}
+        used = {n for item in items for f in item.fixturenames for n in FIXTURES.get((item.module.__name__, f), ())}
+        handed = {n for names in FIXTURES.values() for n in names}
         self.config.stash[SELECTED_KEY] = [
             sc
             for sc in REGISTRY.values()
-            if sc.module in modules and not all(CATALOGUE[r].not_applicable(self.model) for r in sc.requirements)
+            if sc.module in modules
+            and (sc.name in used or sc.name not in handed)
+            and not all(CATALOGUE[r].not_applicable(self.model) for r in sc.requirements)
         ]
 
     @pytest.hookimpl(tryfirst=True)

@@ -43,7 +43,8 @@ PHASES = {
     "coexistence is judged)",
 }
 # (module, fixture) -> the scenarios whose observation a result fixture hands over (runner.result_fixture,
-# implementation/shape.shaped_fixture register here): the phase of a test is that of the scenarios it reads.
+# implementation/shape.shaped_fixture register here): the phase of a test is that of the scenarios it reads, and a
+# selection (-k/-m) starts the scenarios its tests read (session/requirements.py). By module: several name theirs `run`.
 FIXTURES: dict[tuple[str, str], tuple[str, ...]] = {}
 FOREIGN_FREE_FIXTURE = "foreign_free_phase"  # a plain test judged in the foreign-free phase waits on it
 CLUSTER_SUITE = "conformance.suite.cluster"  # the modules of the cluster's requirements (suite-owned drivers)

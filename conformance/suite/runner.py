@@ -53,7 +53,8 @@ class ScenarioFailed:
 def result_fixture(fixture: str, name: str) -> Any:
     """A module fixture `fixture` that hands the tests of a module the observation of scenario `name`.
     A skip of the scenario skips the tests; a failure is handed over as ScenarioFailed (judged per test)."""
-    register_fixture(sys._getframe(1).f_globals.get("__name__", ""), fixture, (name,))  # the phase of its tests
+    # which scenario its tests read: their phase, and which scenarios a -k/-m selection starts
+    register_fixture(sys._getframe(1).f_globals.get("__name__", ""), fixture, (name,))
 
     @pytest.fixture(scope="module", name=fixture)
     def observed(request: pytest.FixtureRequest) -> Any:

@@ -30,6 +30,23 @@ def test_b(fb):
     pass
 """
 
+OTHER = """
+import pytest
+from conformance.suite.scenario import result_fixture, scenario
+
+scenario("sel-c", "sel-c", ("SCH-4",), implementation=False)(lambda ctx: None)
+
+fa = result_fixture("fa", "sel-c")  # the same fixture name as test_sel's, another scenario
+# sel-a handed over here too, by a fixture only read on demand (as test_running_settings reads binding-timeout's): on
+# main, keyed by name, sel-a then counted as handed over but read by no test, and did not start
+again = result_fixture("again", "sel-a")
+
+
+@pytest.mark.requirement("SCH-4")
+def test_c(fa):
+    pass
+"""
+
 CONFTEST = """
 import pytest
 from conformance.session.shared import SELECTED_KEY
@@ -54,5 +71,18 @@ def test_deselection_narrows_the_scenarios_that_start(
 ) -> None:
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_sel=MODULE)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--collect-only", "-q", *args)
+    result.stdout.fnmatch_lines([f"SELECTED {selected}"])
+
+
+@pytest.mark.parametrize(
+    ("args", "selected"),
+    [((), "['sel-a', 'sel-b', 'sel-c', 'sel-loose']"), (("-k", "test_a"), "['sel-a', 'sel-loose']")],
+)
+def test_two_modules_with_a_fixture_of_the_same_name_start_each_its_own_scenario(
+    pytester: pytest.Pytester, args: tuple[str, ...], selected: str
+) -> None:
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_sel=MODULE, test_sel2=OTHER)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--collect-only", "-q", *args)
     result.stdout.fnmatch_lines([f"SELECTED {selected}"])

@@ -149,9 +149,10 @@ def _requirements(report: dict[str, Any], present: set[str]) -> str:
             if len(reason) < 400
             else (f"<details><summary>{_e(reason.splitlines()[0][:200])}</summary><pre>{_e(reason)}</pre></details>")
         )
+        phase = f"<br><small>judged in: {_e(e['judgedIn'])}</small>" if e.get("judgedIn") else ""  # suite/phases.py
         rows.append(
             f'<tr id="req-{_e(rid)}"><td><b>{_e(rid)}</b></td><td>{_e(e["level"])}</td><td>{_e(e.get("title"))}</td>'
-            f'<td class="{_e(e["outcome"])}">{_e(shown_outcome(e))}</td><td>{body}</td><td>{links}</td></tr>'
+            f'<td class="{_e(e["outcome"])}">{_e(shown_outcome(e))}{phase}</td><td>{body}</td><td>{links}</td></tr>'
         )
     head = "<tr><th>id</th><th>level</th><th>requirement</th><th>outcome</th><th>reason</th><th>evidence</th></tr>"
     return f'<h2 id="requirements">Requirements</h2><table>{head}{"".join(rows)}</table>'

@@ -38,6 +38,7 @@ NOT_APPLICABLE_PREFIX = "not applicable: "
 # The skip reason of a test whose scenario failed before its evidence existed (suite/judged.py): read back as
 # `not-judged`.
 NOT_JUDGED_PREFIX = "not judged: "
+PHASE_PROPERTY = "phase"  # the phase a test was judged in (suite/phases.py): in its requirement's `judgedIn`
 
 
 def not_applicable_reason(skip_reason: str) -> str | None:
@@ -63,6 +64,7 @@ class RunResult:
     seconds: float = 0.0
     evidence: list[str] = field(default_factory=list)  # reports-relative paths (timeline, objects) of this test
     known_defect: str | None = None  # a failure whose symptom is this known upstream defect's (the test says so)
+    phase: str = ""  # the phase it was judged in (PHASE_PROPERTY)
 
 
 @dataclass
@@ -85,6 +87,7 @@ class Outcomes:
                         seen.seconds + result.seconds,
                         evidence,
                         result.known_defect,
+                        result.phase or seen.phase,
                     )
                 else:
                     seen.seconds += result.seconds
@@ -129,6 +132,8 @@ class Outcomes:
                 evidence = [e for r in results for e in r.evidence]
                 if evidence:
                     entry["evidence"] = list(dict.fromkeys(evidence))
+                if phases := list(dict.fromkeys(r.phase for r in results if r.phase)):
+                    entry["judgedIn"] = ", ".join(phases)
                 failed = [r for r in results if r.outcome == "failed"]
                 if failed and all(r.known_defect for r in failed):  # one unexplained failure: a new failure
                     entry["knownDefects"] = sorted({r.known_defect for r in failed if r.known_defect})
@@ -198,6 +203,7 @@ def write_certification_junit(
             elapsed_sec=entry.get("seconds"),
         )
         evidence = "".join(f"\nevidence: {e}" for e in entry.get("evidence", []))
+        evidence += f"\njudged in: {entry['judgedIn']}" if entry.get("judgedIn") else ""  # the phase (suite/phases.py)
         if entry["outcome"] == "failed":
             reason = entry["reason"] or "failed"
             known = entry.get("knownDefects") or []

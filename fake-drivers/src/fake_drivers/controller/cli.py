@@ -37,6 +37,8 @@ BROKEN_FLAGS = {
     "--broken-keep-on-deleted-node": "IMP-16: a device left on a deleted node is never detached",
     "--broken-abort-on-other-driver": "IMP-17: once it meets an allocated claim of another driver with binding "
     "conditions, every reconcile pass aborts (CoHDI's scaler on a pool it did not know)",
+    "--broken-abort-pass-on-other-driver": "IMP-17: every reconcile pass that meets an allocated claim of another "
+    "driver with binding conditions aborts; passes work again once none is left (CoHDI's scaler, pass by pass)",
     "--broken-report-all-on-first": "IMP-18: once one device of a claim is reported, all its devices are",
     "--broken-accept-attached-elsewhere": "IMP-19: a device attached to another node is reported, not moved "
     "(counted: a device idle on another node is given to an entry)",

@@ -75,6 +75,7 @@ class Settings:
     broken_report_on_fabric_error: bool = False
     broken_keep_on_deleted_node: bool = False
     broken_abort_on_other_driver: bool = False
+    broken_abort_pass_on_other_driver: bool = False
     broken_report_all_on_first: bool = False
     broken_accept_attached_elsewhere: bool = False
     broken_detach_shared_early: bool = False

@@ -80,6 +80,9 @@ def _device(
 
     # Nobody holds it.
     if d.state == FREE:
+        if guard is not None and (d.uuid, "detach") in memory.forgotten:
+            plan.states[key] = "detached, its guard forgotten at the restart: never offered again (broken on purpose)"
+            return
         if guard is not None and not copies and not busy:
             plan.delete_taints.append(guard.name)  # detached, and no node-local copy left: offer it again
         plan.states[key] = f"quarantined ({why.reason})" if why else "free"
@@ -95,7 +98,7 @@ def _device(
     elif d.state == ATTACHED and settings.broken_detach_first_only and f"notfirst:{d.uuid}" in memory.idle_since:
         _timer(plan, memory, f"notfirst:{d.uuid}", now)
         plan.states[key] = f"idle on {d.node}, not its claim's first device: never detached (broken on purpose)"
-    elif d.state == ATTACHED and (d.uuid, "") in memory.forgotten:
+    elif d.state == ATTACHED and {(d.uuid, ""), (d.uuid, "detach")} & memory.forgotten:
         plan.states[key] = f"idle on {d.node}, its detach forgotten at the restart (broken on purpose)"
     elif d.state == ATTACHED and node_gone and settings.broken_keep_on_deleted_node:
         plan.states[key] = f"idle on {d.node}, a deleted node: never detached (broken on purpose)"

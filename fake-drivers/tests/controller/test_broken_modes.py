@@ -207,8 +207,9 @@ def test_forget_detach_on_restart_never_detaches_a_guarded_device_nor_offers_a_d
 def test_reoffer_failed_on_restart_deletes_the_quarantine_and_forgets_the_failure() -> None:
     broken = replace(KEEP, broken_reoffer_failed_on_restart=True)
     quarantined = _rule(Purpose.QUARANTINE, dev(0).uuid)
-    quarantined["metadata"]["annotations"]["reference-controller.fake-drivers.example.com/until"] = str(time.time() + 600)
-    r, kube, fabric = reconciler(broken, [dev(0)], [claim_obj()])
+    until = str(time.time() + 600)  # the quarantine still lasts
+    quarantined["metadata"]["annotations"]["reference-controller.fake-drivers.example.com/until"] = until
+    r, kube, _ = reconciler(broken, [dev(0)], [claim_obj()])
     r.caches.taints.objects.append(quarantined)  # type: ignore[union-attr]
     r.reconcile_once()
     assert ("delete_taint", quarantined["metadata"]["name"]) in kube.calls, "the quarantine found at start goes"

@@ -164,7 +164,7 @@ def run_batch(ctx: Context, role: Role, cells: list[Cell], n: int) -> list[Resta
                 if s.cell.owed == "bind" and not s.seen.walked:
                     _follow(ctx, s)
                 elif s.cell.owed == "report" and not s.seen.walked:
-                    judge_failure(ctx, s, killed)
+                    judge_failure(ctx, s, killed, back)
             for s in staged.values():
                 if s.cell.owed == "keep" and not s.seen.walked:
                     _keep(ctx, s, killed, back + ctx.profile.promises.attach_s)

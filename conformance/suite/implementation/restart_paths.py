@@ -197,27 +197,31 @@ def _first_failed(ctx: Context, s: Staged, armed: dict[str, str], timeout: float
 
 
 def hold_failures(ctx: Context, staged: list[Staged]) -> None:
-    """The failure path's cells up to their kill points: failed-seen's attach held, failed-hidden's report refused with
-    the device out of offer, then (last: the restart follows at once) failed-reported's report seen."""
+    """The failure path's cells up to their kill points, side by side (the bindingTimeout runs from each allocation):
+    the report guard in force first, then every pod; failed-seen's attach held, failed-hidden's report refused with the
+    device out of offer, then (last: the restart follows at once) failed-reported's report seen."""
     order = {name: i for i, name in enumerate(FAILURE_STEPS)}
-    for s in sorted(staged, key=lambda x: order[x.seen.cell]):
-        _hold_failure(ctx, s)
+    staged = sorted(staged, key=lambda x: order[x.seen.cell])
+    armed = {}
+    for s in staged:
+        if s.seen.cell == "failed-hidden":
+            reschedule = tuple(t for t, m in ctx.profile.failure_conditions.items() if m == "reschedule")
+            s.guard = ReportGuard(ctx.cluster, ctx.objects, s.ns, reschedule)
+            s.guard.hold()
+    for s in staged:
+        hang = s.seen.cell == "failed-seen"
+        how: dict[str, Any] = {"count": 1} if hang else {"count": FAIL_ATTEMPTS, "reason": REASON, "message": MESSAGE}
+        armed[s.seen.cell] = {d: s.faults.arm("hang" if hang else "fail", d, **how) for d in s.lease.identities}
+        ctx.objects.create(pinned_pod("app", "gpu", s.seen.node), s.ns)
+    for s in staged:
+        _hold_failure(ctx, s, armed[s.seen.cell])
 
 
-def _hold_failure(ctx: Context, s: Staged) -> None:
+def _hold_failure(ctx: Context, s: Staged, armed: dict[str, str]) -> None:
     cell, node = s.seen.cell, s.seen.node
-    if cell == "failed-hidden":
-        reschedule = tuple(t for t, m in ctx.profile.failure_conditions.items() if m == "reschedule")
-        s.guard = ReportGuard(ctx.cluster, ctx.objects, s.ns, reschedule)
-        s.guard.hold()
-    mode = "hang" if cell == "failed-seen" else "fail"
-    count = 1 if mode == "hang" else FAIL_ATTEMPTS
-    armed = {d: s.faults.arm(mode, d, count=count, reason=REASON, message=MESSAGE) for d in s.lease.identities}
-    ctx.objects.create(pinned_pod("app", "gpu", node), s.ns)
-    s.began = time.time()
     timeout = bind_timeout(ctx.profile)
-    failed = _first_failed(ctx, s, armed, timeout, "held" if mode == "hang" else "made to fail")
-    s.fault = armed[failed]
+    failed = _first_failed(ctx, s, armed, timeout, "held" if cell == "failed-seen" else "made to fail")
+    s.fault, s.began = armed[failed], time.time()
     if cell == "failed-seen":
         wait_probe(ctx, failed, lambda st: st is not None, timeout, f"the held attach of {failed} listed")
     elif cell == "failed-hidden":
@@ -250,7 +254,25 @@ def failed_while_down(ctx: Context, s: Staged) -> None:
     wait_probe(ctx, device, lambda st: st is None, ctx.profile.promises.attach_s, f"the failed attach of {device} over")
 
 
-def judge_failure(ctx: Context, s: Staged, killed: float) -> None:
+def _not_retried(ctx: Context, s: Staged, first: Allocation, back: float) -> str:
+    """failed-seen: the attach that failed while the role was down is the restarted stack's to find, by trying it again
+    or by reporting it, within attachSeconds of its start while the allocation stands ("": it did)."""
+    probe, failed = ctx.probe, s.seen.device
+    until = back + ctx.profile.promises.attach_s
+    if probe is None or (first.cleared_at is not None and first.cleared_at < until):
+        return ""
+    tried = next((x.sent for x in probe.samples(back) if x.sent <= until and failed in x.states), None)
+    reported = [f for f in _meaning_failure(ctx, first) if _at(s, int(f["revision"])) <= until]
+    if tried is not None or reported:
+        return ""
+    return (
+        f"the failed attach of {failed} was lost across the restart: from the restart's end ({stamp(back)}) to "
+        f"attachSeconds after it the stack neither tried it again (the probe never listed it) nor reported it, "
+        f"while its allocation r{first.revision} stood"
+    )
+
+
+def judge_failure(ctx: Context, s: Staged, killed: float, back: float) -> None:
     """What a failure cell owes after the restart (the module's docstring), into seen.problems; then every fault of
     the cell disarmed (the pod's device is let go as any cell's)."""
     seen, failed, node = s.seen, s.seen.device, s.seen.node
@@ -293,6 +315,8 @@ def judge_failure(ctx: Context, s: Staged, killed: float) -> None:
                     f"{failed} {st[1]} on {st[0]} again after the restart (the probe's answer sent {sent}, before the "
                     f"report at revision {f['revision']}): the failure it had acted on was lost"
                 )
+    if seen.cell == "failed-seen" and (lost := _not_retried(ctx, s, first, back)):
+        seen.problems.insert(0, lost)
     failed_at = first.revision
     seen.problems += seen.outcome.binding_problems(timeouts=seen.timeout_expected, failed=failed_at)
     if failed in {i for i in seen.outcome.final_identities() if i}:

@@ -238,6 +238,21 @@ def test_attachment_records_attach_again_at_restart_a_free_device_once_attached(
     assert fabric3.ops == []
 
 
+def test_stale_attached_reports_a_device_once_attached_to_its_next_claim_without_attaching_it() -> None:
+    """Reuse (IMP-28): attached once is not attached now, nor on another node."""
+    broken = replace(KEEP, broken_stale_attached=True)
+    r, kube, fabric = reconciler(broken, [dev(0, "attached", "node-1")], [])  # an earlier use, on node-1
+    r.reconcile_once()
+    fabric.devices_[0] = dev(0)  # detached since; now a claim on node-0 holds it
+    r.caches.claims.objects.append(claim_obj())  # type: ignore[union-attr]
+    r.reconcile_once()
+    assert ("write_condition", "attached") in kube.calls and fabric.ops == [], "reported without an attach"
+    correct, kube2, fabric2 = reconciler(KEEP, [dev(0)], [claim_obj()])
+    correct.reconcile_once()
+    assert ("write_condition", "attached") not in kube2.calls
+    assert fabric2.done.wait(5) and fabric2.ops == [("attach", dev(0).uuid)]
+
+
 # --- IMP-10..12: the fabric's truth ----------------------------------------------------------------------------
 
 

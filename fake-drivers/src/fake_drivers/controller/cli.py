@@ -58,6 +58,8 @@ BROKEN_FLAGS = {
     "1 s later, before the scheduler's next PreBind poll deallocates the claim",
     "--broken-detach-on-claim-delete": "IMP-10 (order): a claim being deleted no longer holds its device, which is "
     "detached at once although the pod using it still runs",
+    "--broken-stale-attached": "IMP-28 (reuse): a device once seen attached is reported attached to every later "
+    "claim that holds it, detached since or not, on its node or not",
     "--broken-forget-detach-on-restart": "IMP-8 (detach path): a detach found begun at start (the device's detach "
     "guard made: attached, detaching or free) is forgotten: never sent, or its guard never lifted",
     "--broken-reoffer-failed-on-restart": "IMP-8 (failure path): the quarantine rules found at start are taken for "

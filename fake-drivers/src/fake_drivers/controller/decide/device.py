@@ -6,7 +6,13 @@ from __future__ import annotations
 from ..model import FabricDevice, NodeCopy, TaintRule
 from ..settings import Mode, Purpose, Settings
 from .attach import _fabric_holder, _losers
-from .broken import BROKEN_HIDE_AFTER_S, BROKEN_QUARANTINE_AFTER_S, _broken_while_held, _timer
+from .broken import (
+    BROKEN_HIDE_AFTER_S,
+    BROKEN_QUARANTINE_AFTER_S,
+    _broken_remember_attached,
+    _broken_while_held,
+    _timer,
+)
 from .holdings import Holding
 from .plan import ATTACHED, ATTACHING, DETACHING, FREE, Detach, Failure, Memory, Plan, TaintCreate
 
@@ -63,6 +69,8 @@ def _device(
     elif not want_hold and hold is not None:
         plan.delete_taints.append(hold.name)
 
+    if not holders:
+        _broken_remember_attached(settings, plan, d, memory, now)  # kept while nobody holds it, too
     if holders:
         _broken_while_held(settings, plan, d, holders, busy, memory, now)
         if guard is not None and d.state != DETACHING and not busy:

@@ -301,7 +301,7 @@ def judge_failure(ctx: Context, s: Staged, killed: float, back: float) -> None:
     else:
         f = reported[0][1]
         records = ctx.record.select()
-        at = next(r.at for r in records if r.kind == "claim" and r.namespace == s.ns and r.revision == f["revision"])
+        at = min(_at(s, int(f["revision"])), cleared)
         q = quarantine.Quarantine(failed, node, int(f["revision"]), at, cleared)
         identities, attribute = ctx.record.identities(), ctx.profile.identity_attribute
         back = quarantine.judge(records, ctx.record.samples(), q, ctx.profile.driver, attribute, identities)

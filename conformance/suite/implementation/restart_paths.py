@@ -304,9 +304,9 @@ def judge_failure(ctx: Context, s: Staged, killed: float, back: float) -> None:
         at = min(_at(s, int(f["revision"])), cleared)
         q = quarantine.Quarantine(failed, node, int(f["revision"]), at, cleared)
         identities, attribute = ctx.record.identities(), ctx.profile.identity_attribute
-        back = quarantine.judge(records, ctx.record.samples(), q, ctx.profile.driver, attribute, identities)
-        if back:
-            seen.problems.append(f"{q}; the failed device came back after the restart:\n  " + "\n  ".join(back))
+        returned = quarantine.judge(records, ctx.record.samples(), q, ctx.profile.driver, attribute, identities)
+        if returned:
+            seen.problems.append(f"{q}; the failed device came back after the restart:\n  " + "\n  ".join(returned))
         if seen.cell != "failed-seen" and ctx.probe is not None:  # the stack had acted on the failure before the kill
             again = [x for x in ctx.probe.samples(killed) if x.sent < at and (x.states.get(failed) or ("", ""))[0]]
             if again:

@@ -236,12 +236,13 @@ def _let_go(ctx: Context, s: Staged, back: float, restart: tuple[float, float]) 
     if s.cell.failure:
         return failure_let_go(ctx, s)
     if s.seen.cell in DETACH_STEPS:
-        if s.seen.cell == "released-offered":
-            offered_after(ctx, s, *restart)
         since, held = let_go_window(s, back)
         if held:
             s.seen.held_s = round(held, 3)
-        return let_go(ctx, [s.seen.device], s.lease, since, ctx.profile.promises.detach_s, held)
+        went = let_go(ctx, [s.seen.device], s.lease, since, ctx.profile.promises.detach_s, held)
+        if s.seen.cell == "released-offered":  # and it stays so while a restarted stack acts
+            offered_after(ctx, s, *restart)
+        return went
     seen = s.seen.outcome
     used = {i for i in (seen.final_identities() if seen else []) if i} | ({s.seen.device} - {""})
     used = used or set(s.lease.identities)  # unbound, no attach seen: the leased device must still be let go

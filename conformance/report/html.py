@@ -264,7 +264,8 @@ def _restart_matrix(report: dict[str, Any]) -> str:
     css = {"passed": "passed", "failed": "failed", "not walked": "failed", "not staged": "skipped"}
     rows = "".join(
         f'<tr class="{css.get(c["outcome"], "")}"><td>{_e(c["role"])}</td><td>{_e(c["cell"])}</td>'
-        f"<td>{_e(c['claim'])}</td><td>{_e(c['fabric'])}</td><td><b>{_e(c['outcome'])}</b></td>"
+        f"<td>{_e(c.get('path', ''))}: {_e(c.get('step', ''))}</td><td>{_e(c['claim'])}</td>"
+        f"<td>{_e(c['fabric'])}</td><td><b>{_e(c['outcome'])}</b></td>"
         f"<td>{_e(c['expected'])}</td><td><pre>{_e(chr(10).join(c.get('lastSeen') or [c.get('why', '')]))}</pre></td>"
         "</tr>"
         for c in cells
@@ -274,8 +275,8 @@ def _restart_matrix(report: dict[str, Any]) -> str:
         for u in matrix.get("unreachable") or []
     )
     return (
-        f"{head}<table><tr><th>role</th><th>cell</th><th>claim</th><th>fabric</th><th>outcome</th><th>expected</th>"
-        f"<th>last seen / why</th></tr>{rows}</table>"
+        f"{head}<table><tr><th>role</th><th>cell</th><th>path: restarted after</th><th>claim</th><th>fabric</th>"
+        f"<th>outcome</th><th>expected</th><th>last seen / why</th></tr>{rows}</table>"
         f"<h3>Combinations no cell stages</h3><table><tr><th>claim</th><th>fabric</th><th>why</th></tr>{unreachable}"
         "</table>"
     )

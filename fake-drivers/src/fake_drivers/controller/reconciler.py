@@ -7,6 +7,7 @@ at most one pass.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 from kubernetes.client.exceptions import ApiException
@@ -56,6 +58,21 @@ def foreign_claim(allocated: list[dict[str, Any]], driver: str, sticky: bool = T
                     f"of ours; aborting {then}"
                 )
     return ""
+
+
+def attachment_records(path: str) -> dict[str, str]:
+    """--broken-attachment-records: device uuid -> node of every attach recorded (none: an empty record)."""
+    try:
+        return dict(json.loads(Path(path).read_text()))
+    except (OSError, ValueError):
+        return {}
+
+
+def record_attachment(path: str, uuid: str, node: str) -> None:
+    records = attachment_records(path) | {uuid: node}
+    tmp = Path(path).with_suffix(".tmp")
+    tmp.write_text(json.dumps(records))
+    tmp.replace(path)
 
 
 @dataclass
@@ -225,6 +242,8 @@ class Reconciler:
         timer.lap("decide")
         if first and self.settings.broken_detach_all_on_restart:  # broken on purpose: in use or not
             plan.detaches += [Detach(d.uuid, d.node, recheck=False) for d in snap.devices if d.state == "attached"]
+        if first:
+            self._broken_at_start(plan, snap)
         with self._lock:
             self._idle = plan.idle_since
         self.statelog.update(plan.states)
@@ -261,7 +280,25 @@ class Reconciler:
                     found.add((uuid, h.claim.uid))
         if s.broken_forget_unsent_on_restart:
             found |= {(d.uuid, "") for d in snap.devices if d.state == "attached" and not held.get(d.uuid)}
+        if s.broken_forget_detach_on_restart:  # a detach begun: its guard is there, nobody holds the device
+            guarded = {t.uuid for t in snap.taints if t.purpose is Purpose.DETACH}
+            found |= {(d.uuid, "detach") for d in snap.devices if d.uuid in guarded and not held.get(d.uuid)}
         return frozenset(found)
+
+    def _broken_at_start(self, plan: Plan, snap: Snapshot) -> None:
+        """The broken modes that act once, at the first pass (selftests only): --broken-reoffer-failed-on-restart
+        deletes the quarantine rules it finds; --broken-attachment-records attaches again the free devices its stale
+        record lists."""
+        s = self.settings
+        if s.broken_reoffer_failed_on_restart:
+            plan.delete_taints += [t.name for t in snap.taints if t.purpose is Purpose.QUARANTINE]
+            plan.conditions = [w for w in plan.conditions if w.type != s.attach_failed]
+        if s.broken_attachment_records:
+            held = holdings(s, snap)
+            records = attachment_records(s.broken_attachment_records)
+            for d in snap.devices:
+                if d.state == "free" and d.uuid in records and not held.get(d.uuid):
+                    plan.attaches.append(Attach(d.uuid, records[d.uuid], "a stale attachment record"))
 
     def _execute(self, plan: Plan, snap: Snapshot, now: float, timer: PassTimer) -> None:
         rules = {t.name for t in snap.taints}
@@ -389,6 +426,9 @@ class Reconciler:
         if isinstance(op, Attach):
             what += f" (for {op.claim})"
         self.statelog.event(f"device {device.name}", what)
+        if kind == "attach" and outcome.ok and self.settings.broken_attachment_records:
+            with self._lock:  # broken on purpose: recorded, never removed
+                record_attachment(self.settings.broken_attachment_records, op.uuid, op.node)
         if kind == "attach" and outcome.failed:
             with self._lock:
                 self._failures[op.uuid] = Failure(outcome.reason, outcome.message or outcome.error, time.time())

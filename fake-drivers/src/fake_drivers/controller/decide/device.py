@@ -6,7 +6,13 @@ from __future__ import annotations
 from ..model import FabricDevice, NodeCopy, TaintRule
 from ..settings import Mode, Purpose, Settings
 from .attach import _fabric_holder, _losers
-from .broken import BROKEN_HIDE_AFTER_S, BROKEN_QUARANTINE_AFTER_S, _broken_while_held, _timer
+from .broken import (
+    BROKEN_HIDE_AFTER_S,
+    BROKEN_QUARANTINE_AFTER_S,
+    _broken_remember_attached,
+    _broken_while_held,
+    _timer,
+)
 from .holdings import Holding
 from .plan import ATTACHED, ATTACHING, DETACHING, FREE, Detach, Failure, Memory, Plan, TaintCreate
 
@@ -63,6 +69,8 @@ def _device(
     elif not want_hold and hold is not None:
         plan.delete_taints.append(hold.name)
 
+    if not holders:
+        _broken_remember_attached(settings, plan, d, memory, now)  # kept while nobody holds it, too
     if holders:
         _broken_while_held(settings, plan, d, holders, busy, memory, now)
         if guard is not None and d.state != DETACHING and not busy:
@@ -80,6 +88,9 @@ def _device(
 
     # Nobody holds it.
     if d.state == FREE:
+        if guard is not None and (d.uuid, "detach") in memory.forgotten:
+            plan.states[key] = "detached, its guard forgotten at the restart: never offered again (broken on purpose)"
+            return
         if guard is not None and not copies and not busy:
             plan.delete_taints.append(guard.name)  # detached, and no node-local copy left: offer it again
         plan.states[key] = f"quarantined ({why.reason})" if why else "free"
@@ -95,7 +106,7 @@ def _device(
     elif d.state == ATTACHED and settings.broken_detach_first_only and f"notfirst:{d.uuid}" in memory.idle_since:
         _timer(plan, memory, f"notfirst:{d.uuid}", now)
         plan.states[key] = f"idle on {d.node}, not its claim's first device: never detached (broken on purpose)"
-    elif d.state == ATTACHED and (d.uuid, "") in memory.forgotten:
+    elif d.state == ATTACHED and {(d.uuid, ""), (d.uuid, "detach")} & memory.forgotten:
         plan.states[key] = f"idle on {d.node}, its detach forgotten at the restart (broken on purpose)"
     elif d.state == ATTACHED and node_gone and settings.broken_keep_on_deleted_node:
         plan.states[key] = f"idle on {d.node}, a deleted node: never detached (broken on purpose)"

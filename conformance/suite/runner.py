@@ -19,6 +19,7 @@ import pytest
 
 from conformance.cluster.client import USER_AGENT
 from conformance.observe.invariants import SCHEDULER_FAULT, InvariantWatcher
+from conformance.suite.cause import explain
 from conformance.suite.context import ClusterContext
 from conformance.suite.exclusive import ExclusiveGate
 from conformance.suite.known import for_holders
@@ -154,9 +155,8 @@ class ScenarioRunner:
                 pytest.skip(reason)
             try:
                 result = sc.run(ctx)
-            except AssertionError as exc:  # a wait ran out: what the watcher saw meanwhile is the evidence
-                if notes := _notes(ctx):
-                    exc.args = (f"{exc}\n{notes}",)  # the first line stays the cause
+            except AssertionError as exc:  # the cause first (suite/cause.py), the wait's symptom after it
+                exc.args = (explain(ctx, str(exc), timing.start),)
                 self._check_invariants(sc, ctx, timing.start, failure=exc)
                 raise
             self._check_invariants(sc, ctx, timing.start)
@@ -232,14 +232,6 @@ def _progress(ctx: ClusterContext) -> Progress:
         return Progress(tuple(ctx.reached), ctx.observed())
     except Exception as exc:
         return Progress(tuple(ctx.reached), unread=f"what it had observed could not be read: {exc!r}")
-
-
-def _notes(ctx: ClusterContext) -> str:
-    """The context's failure notes; never a reason for a second failure."""
-    try:
-        return ctx.failure_notes()
-    except Exception as exc:  # a log that cannot be read must not hide the failure
-        return f"(the implementation's log lines could not be read: {exc!r})"
 
 
 def summarize(values: list[float]) -> dict[str, float]:

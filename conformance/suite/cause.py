@@ -85,11 +85,11 @@ def gather(ctx: ClusterContext, since: float, until: float | None = None) -> Evi
     found.story, found.stories = lead(told), [s.text() for s in told]
     log = audit_log(ctx.cluster.info.audit_log)
     accounts = ctx.stack_accounts()
-    if accounts is not None:  # an implementation scenario: its stack's refusals
+    if accounts is not None:  # an implementation scenario: its stack's refusals (any account's, if it names none)
         if log is None:
             found.audit = NOT_AVAILABLE
         else:
-            found.refusals = log.refusals(since, until + 1, namespaces=ctx.namespaces, accounts=accounts)
+            found.refusals = log.refusals(since, until + 1, namespaces=ctx.namespaces, accounts=accounts or None)
     try:
         found.rights = ctx.rights_missing()
     except Exception as exc:  # evidence that cannot be read must not hide the failure

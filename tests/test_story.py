@@ -64,3 +64,17 @@ def test_a_claim_bound_with_every_condition_true_is_no_lead() -> None:
     events = [(T0 + 0.1, claim(1, T0)), (T0 + 3, claim(2, T0, conditions=ready))]
     told = stories(record_of(events), [NS], 20)
     assert lead(told) == "" and not told[0].troubled
+
+
+def test_the_last_allocation_still_standing_is_said_apart() -> None:
+    events = []
+    for i in range(4):
+        start = T0 + 30 * i
+        events.append((start + 0.1, claim(10 * i + 1, start)))
+        if i < 3:
+            events.append((start + 22.0, claim(10 * i + 2, None)))
+    told = lead(stories(record_of(events), [NS], 20))
+    assert told.startswith(
+        f"claim {NS}/app-gpu-1 allocated 4 times on n1, the first 3 cleared by the binding timeout after 22.0 s, "
+        "the last still allocated; "
+    )

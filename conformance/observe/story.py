@@ -65,9 +65,14 @@ class ClaimStory:
         return "; ".join(parts)
 
     def _ends(self) -> str:
-        if self.timeouts and len(self.timeouts) == len(self.allocations):
-            each = "each " if len(self.timeouts) > 1 else ""
-            return f", {each}cleared by the binding timeout after {_span(self.timeouts)}"
+        cleared = [a for a in self.allocations if a.cleared_at is not None]
+        if self.timeouts and len(self.timeouts) == len(cleared):
+            after = f"cleared by the binding timeout after {_span(self.timeouts)}"
+            if len(cleared) == len(self.allocations):
+                return f", {'each ' if len(cleared) > 1 else ''}{after}"
+            if len(cleared) == len(self.allocations) - 1:
+                which = "the first" if len(cleared) == 1 else f"the first {len(cleared)}"
+                return f", {which} {after}, the last still allocated"
         shown = [e for e in self.ends if e]
         return f" ({'; '.join(shown)})" if shown else ""
 

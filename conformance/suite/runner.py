@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from conformance.cluster.client import USER_AGENT
+from conformance.cluster.waits import WaitTimeout
 from conformance.observe.invariants import SCHEDULER_FAULT, InvariantWatcher
 from conformance.suite.cause import explain
 from conformance.suite.context import ClusterContext
@@ -156,9 +157,11 @@ class ScenarioRunner:
             try:
                 result = sc.run(ctx)
             except AssertionError as exc:  # the cause first (suite/cause.py), the wait's symptom after it
-                exc.args = (explain(ctx, str(exc), timing.start),)
-                self._check_invariants(sc, ctx, timing.start, failure=exc)
-                raise
+                failure = explained(exc, explain(ctx, str(exc), timing.start))
+                self._check_invariants(sc, ctx, timing.start, failure=failure)
+                if failure is exc:
+                    raise
+                raise failure from exc
             self._check_invariants(sc, ctx, timing.start)
             timing.outcome = "passed"
             return result
@@ -232,6 +235,15 @@ def _progress(ctx: ClusterContext) -> Progress:
         return Progress(tuple(ctx.reached), ctx.observed())
     except Exception as exc:
         return Progress(tuple(ctx.reached), unread=f"what it had observed could not be read: {exc!r}")
+
+
+def explained(exc: AssertionError, message: str) -> AssertionError:
+    """The scenario's failure with `message` (its cause first). A wait that ran out whose first line gave way to the
+    cause is no longer reported as a WaitTimeout (the reports name the exception's type before its first line)."""
+    if isinstance(exc, WaitTimeout) and message.partition("\n")[0] != str(exc).partition("\n")[0]:
+        return AssertionError(message)
+    exc.args = (message,)
+    return exc
 
 
 def summarize(values: list[float]) -> dict[str, float]:

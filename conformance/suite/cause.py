@@ -88,6 +88,8 @@ def gather(ctx: ClusterContext, since: float, until: float | None = None) -> Evi
     if accounts is not None:  # an implementation scenario: its stack's refusals (any account's, if it names none)
         if log is None:
             found.audit = NOT_AVAILABLE
+        elif not log.path.exists():
+            found.audit = f"{NOT_AVAILABLE}: kube-apiserver wrote none at {log.path} (a cluster started elsewhere?)"
         else:
             found.refusals = log.refusals(since, until + 1, namespaces=ctx.namespaces, accounts=accounts or None)
     try:

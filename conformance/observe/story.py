@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from conformance.observe.recorder import Recorder
+from conformance.observe.recorder import Record, Recorder
 from conformance.observe.views import Allocation, History, device_conditions
 
 SCHEDULER = "kube-scheduler"
@@ -95,11 +95,30 @@ def stories(record: Recorder, namespaces: Iterable[str], binding_timeout_s: floa
     """Every claim of the namespaces, troubled ones first (never allocated, cleared, a condition never True)."""
     out = []
     for ns in sorted(namespaces):
-        history = History(record, ns)
+        history = History(_Snapshot(record.select(("claim", "pod", "event"), namespace=ns)), ns)  # type: ignore[arg-type]
         names = list(dict.fromkeys(e.name for e in history.events("claim")))
         for name in names:
             out.append(story(history, name, binding_timeout_s))
     return sorted(out, key=lambda s: not s.troubled)
+
+
+@dataclass
+class _Snapshot:
+    """One namespace's records, read from the record once (a History reads them again for every claim)."""
+
+    records: list[Record]
+
+    def select(
+        self, kinds: tuple[str, ...] = (), since: float = 0.0, until: float | None = None, namespace: str | None = None
+    ) -> list[Record]:
+        return [
+            r
+            for r in self.records
+            if (not kinds or r.kind in kinds)
+            and r.at >= since
+            and (until is None or r.at <= until)
+            and (namespace is None or r.namespace == namespace)
+        ]
 
 
 def story(history: History, name: str, binding_timeout_s: float) -> ClaimStory:

@@ -21,7 +21,7 @@ from conformance.implementation.profile import API_VERSION, KIND, Profile
 from conformance.observe.devices import DevicePool
 from conformance.observe.recorder import Recorder
 from conformance.observe.views import History
-from conformance.suite.cause import SYMPTOM_LABEL, Evidence, is_wait_symptom, lead_with
+from conformance.suite.cause import SYMPTOM_LABEL, Evidence, in_one_line, is_wait_symptom, lead_with
 from conformance.suite.scenario import Context, Scenario, ScenarioRunner
 
 ACCOUNT = "dra-fabric-system/reference-controller"
@@ -106,14 +106,46 @@ class _Implementation:
         return {"controller": [f"E1207 update {NS}/app-gpu-1: forbidden: arbitrary-node:update"]}
 
 
-def test_the_runner_leads_a_scenarios_timed_out_wait_with_the_record_and_the_refusals(tmp_path: Path) -> None:
-    now = float(int(time.time()))  # allocationTimestamp has whole seconds
+PROFILE = Profile.model_validate(
+    {"apiVersion": API_VERSION, "kind": KIND, "name": "p", "version": "1", "driver": "d.example.com"}
+)
+
+
+def _context(sc: Scenario, record: Recorder, audit: Path) -> Context:
+    return Context(
+        scenario=sc,
+        cluster=_Cluster(audit),  # type: ignore[arg-type]
+        implementation=_Implementation(),  # type: ignore[arg-type]
+        profile=PROFILE,
+        pool=DevicePool("d.example.com", "uuid", {}),
+        objects=_Objects(),  # type: ignore[arg-type]
+        say=lambda _m: None,
+        record=record,
+    )
+
+
+def _three_timeouts(now: float) -> Recorder:
     events: list[tuple[float, dict[str, Any]]] = []
     for i in range(3):
         start = now + 30 * i
         events += [(start + 0.1, claim(10 * i + 1, start)), (start + 20.4, claim(10 * i + 2, None))]
     record = record_of(events)
     record.feed("pod", "ADDED", {"metadata": {"name": "p", "namespace": "other-ns", "resourceVersion": "99"}})
+    return record
+
+
+def test_a_wait_a_scenario_keeps_as_an_observation_says_its_cause_in_one_line(tmp_path: Path) -> None:
+    """A restart cell's pod that did not bind: the cell's problem quotes the cause, the symptom in brackets."""
+    now = float(int(time.time()))
+    ctx = _context(Scenario("s", "d", ("IMP-8",), lambda ctx: None, "m"), _three_timeouts(now), tmp_path / "none")
+    found = in_one_line(ctx, f"{SYMPTOM}\nlast seen: x", now, {NS})
+    assert found.startswith(f"{STORY}; binding condition {READY} never written; status.devices written by nobody")
+    assert found.endswith(f" ({SYMPTOM_LABEL}{SYMPTOM})")
+    assert in_one_line(ctx, "the cell was not staged\nx", now, {NS}) == "the cell was not staged"
+
+
+def test_the_runner_leads_a_scenarios_timed_out_wait_with_the_record_and_the_refusals(tmp_path: Path) -> None:
+    record = _three_timeouts(float(int(time.time())))  # allocationTimestamp has whole seconds
     audit = tmp_path / "audit.log"
 
     def run(ctx: Any) -> None:
@@ -122,24 +154,8 @@ def test_the_runner_leads_a_scenarios_timed_out_wait_with_the_record_and_the_ref
         audit.write_text("\n".join(refused) + "\n")
         raise WaitTimeout(f"{SYMPTOM}\nlast seen: pod not bound")
 
-    profile = Profile.model_validate(
-        {"apiVersion": API_VERSION, "kind": KIND, "name": "p", "version": "1", "driver": "d.example.com"}
-    )
-
-    def context(sc: Scenario) -> Context:
-        return Context(
-            scenario=sc,
-            cluster=_Cluster(audit),  # type: ignore[arg-type]
-            implementation=_Implementation(),  # type: ignore[arg-type]
-            profile=profile,
-            pool=DevicePool("d.example.com", "uuid", {}),
-            objects=_Objects(),  # type: ignore[arg-type]
-            say=lambda _m: None,
-            record=record,
-        )
-
     sc = Scenario("s", "d", ("IMP-2",), run, "m", implementation=True)
-    runner = ScenarioRunner([sc], context, None, lambda _m: None)  # type: ignore[arg-type]
+    runner = ScenarioRunner([sc], lambda sc: _context(sc, record, audit), None, lambda _m: None)
     runner.start()
     with pytest.raises(AssertionError) as caught:
         runner.result("s")

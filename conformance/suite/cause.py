@@ -76,12 +76,16 @@ class Evidence:
         return lines
 
 
-def gather(ctx: ClusterContext, since: float, until: float | None = None) -> Evidence:
-    """The evidence of scenario `ctx` in its window (since its start): never a reason for a second failure."""
+def gather(
+    ctx: ClusterContext, since: float, until: float | None = None, namespaces: set[str] | None = None
+) -> Evidence:
+    """The evidence of scenario `ctx` in its window (since its start), of its namespaces or those given (a part of
+    it): never a reason for a second failure."""
     until = until or time.time()
     found = Evidence()
     timeout = ctx.cluster.info.binding_timeout_s
-    told = stories(ctx.record, ctx.namespaces, timeout)
+    namespaces = set(ctx.namespaces) if namespaces is None else namespaces
+    told = stories(ctx.record, namespaces, timeout)
     found.story, found.stories = lead(told), [s.text() for s in told]
     log = audit_log(ctx.cluster.info.audit_log)
     accounts = ctx.stack_accounts()
@@ -91,7 +95,7 @@ def gather(ctx: ClusterContext, since: float, until: float | None = None) -> Evi
         elif not log.path.exists():
             found.audit = f"{NOT_AVAILABLE}: kube-apiserver wrote none at {log.path} (a cluster started elsewhere?)"
         else:
-            found.refusals = log.refusals(since, until + 1, namespaces=ctx.namespaces, accounts=accounts or None)
+            found.refusals = log.refusals(since, until + 1, namespaces=namespaces, accounts=accounts or None)
     try:
         found.rights = ctx.rights_missing()
     except Exception as exc:  # evidence that cannot be read must not hide the failure
@@ -126,3 +130,14 @@ def explain(ctx: ClusterContext, message: str, since: float) -> str:
     except Exception as exc:  # a record or log that cannot be read must not hide the failure
         return f"{message}\n(the failure's evidence could not be read: {exc!r})"
     return lead_with(message, evidence)
+
+
+def in_one_line(ctx: ClusterContext, message: str, since: float, namespaces: set[str]) -> str:
+    """A wait a scenario caught and keeps as part of what it observed (a cell of a matrix, a round): its cause and
+    its symptom in one line, for a message that quotes it among others ("the pod on node-1 did not bind: <this>")."""
+    try:
+        cause = gather(ctx, since, namespaces=namespaces).cause()
+    except Exception as exc:  # evidence that cannot be read must not hide the failure
+        cause = f"(its evidence could not be read: {exc!r})"
+    first = message.partition("\n")[0]
+    return f"{cause} ({SYMPTOM_LABEL}{first})" if cause and is_wait_symptom(first) else first

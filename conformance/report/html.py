@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from conformance.report.figures import scheduler_metrics_lines
+from conformance.report.reasons import headline
 from conformance.report.timeline import scenario_words, svg
 from conformance.report.verdict import shown_outcome
 
@@ -144,10 +145,11 @@ def _requirements(report: dict[str, Any], present: set[str]) -> str:
     for rid, e in (report.get("requirements") or {}).items():
         links = " ".join(_link(p, Path(p).name) for p in e.get("evidence", []) if p in present)
         reason = e.get("reason") or ""
+        first = headline(reason)  # the same first line as the terminal and both JUnit files
         body = (
-            f"<pre>{_e(reason)}</pre>"
-            if len(reason) < 400
-            else (f"<details><summary>{_e(reason.splitlines()[0][:200])}</summary><pre>{_e(reason)}</pre></details>")
+            f'<pre class="first">{_e(first)}</pre>'
+            if reason.strip() == first
+            else f'<details><summary class="first">{_e(first)}</summary><pre>{_e(reason)}</pre></details>'
         )
         phase = f"<br><small>judged in: {_e(e['judgedIn'])}</small>" if e.get("judgedIn") else ""  # suite/phases.py
         rows.append(

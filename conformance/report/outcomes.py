@@ -211,11 +211,9 @@ def write_certification_junit(
             if known:
                 taken = [k for k in known if k in (accepted or set())]
                 label = f"[{shown_outcome(entry)}" + (f"; accepted: {', '.join(taken)}" if taken else "") + "] "
-            case.add_failure_info(message=label + headline(reason, 1000), output=f"{label}{reason}{evidence}")
+            case.add_failure_info(message=label + headline(reason), output=f"{label}{reason}{evidence}")
         elif entry["outcome"] in ("skipped", NOT_JUDGED, "not-covered", "partial", NOT_APPLICABLE):
-            case.add_skipped_info(
-                message=f"{entry['outcome']}: {headline(entry['reason'], 1000)}", output=entry["reason"]
-            )
+            case.add_skipped_info(message=f"{entry['outcome']}: {headline(entry['reason'])}", output=entry["reason"])
             if entry["outcome"] == NOT_APPLICABLE:  # JUnit has no such outcome: a skip that says so, and a status
                 case.status = NOT_APPLICABLE
         if evidence and entry["outcome"] != "failed":
@@ -241,9 +239,9 @@ def not_shown(summary: dict[str, dict[str, Any]]) -> list[str]:
     shared: dict[tuple[str, str, str], list[str]] = {}
     for rid, e in rows:  # not-covered requirements with the same reason share one line
         if e["outcome"] == "not-covered":
-            shared.setdefault((e["level"], e["outcome"], headline(e["reason"], 400)), []).append(rid)
+            shared.setdefault((e["level"], e["outcome"], headline(e["reason"])), []).append(rid)
         else:
-            lines.append(f"{rid:8} {e['level']:6} {shown_outcome(e):11} {headline(e['reason'], 400)}")
+            lines.append(f"{rid:8} {e['level']:6} {shown_outcome(e):11} {headline(e['reason'])}")
     for (level, outcome, why), rids in shared.items():
         lines.append(f"{', '.join(rids)} {level} {outcome}: {why}")
     return lines
@@ -253,7 +251,7 @@ def not_applicable(summary: dict[str, dict[str, Any]]) -> list[str]:
     """The requirements not applicable to the profile's binding model, each with why (what the terminal lists apart
     from what was not shown to pass)."""
     return [
-        f"{rid:8} {e['level']:6} {headline(e['reason'], 400)}"
+        f"{rid:8} {e['level']:6} {headline(e['reason'])}"
         for rid, e in summary.items()
         if e["outcome"] == NOT_APPLICABLE
     ]

@@ -32,7 +32,7 @@ from conformance.report.outcomes import (
     write_certification_junit,
     write_conformance_report,
 )
-from conformance.report.reasons import report_reason
+from conformance.report.reasons import headline, report_reason
 from conformance.report.verdict import (
     IMPLEMENTATION_AREAS,
     NOT_APPLICABLE,
@@ -188,8 +188,12 @@ class RequirementReporter(TerminalSummary):
             return
         if report.failed and item.nodeid in self.requirement_of:
             reason = report_reason(report, call.excinfo)
+            reason = reason if report.when == "call" else f"{report.when}: {reason}"
             self.reasons[(item.nodeid, report.when)] = reason
             item.user_properties.append(("failure_reason", reason))  # pytest's JUnit carries it too
+            crash = getattr(report.longrepr, "reprcrash", None)
+            if crash is not None:  # pytest's JUnit message and short summary: the same first line as every report
+                crash.message = headline(reason)
             namespace = getattr(item, "funcargs", {}).get("namespace")
             if isinstance(namespace, str):  # an API test: its objects, before its namespace is deleted
                 self.config.stash[EVIDENCE_KEY].failed(item.nodeid, {namespace})
@@ -204,9 +208,11 @@ class RequirementReporter(TerminalSummary):
         reason, outcome = "", report.outcome
         phase = str(dict(report.user_properties).get(PHASE_PROPERTY) or "")
         if report.failed or report.skipped:
-            reason = self.reasons.get((report.nodeid, report.when)) or report_reason(report)
-            if report.failed and report.when != "call":
-                reason = f"{report.when}: {reason}"
+            reason = self.reasons.get((report.nodeid, report.when), "")  # failures: with their phase already
+            if not reason:
+                reason = report_reason(report)
+                if report.failed and report.when != "call":
+                    reason = f"{report.when}: {reason}"
             if report.skipped:  # not applicable, not judged (suite/judged.py) or skipped
                 outcome, reason = skip_outcome(reason)
             if phase and outcome in ("failed", NOT_JUDGED):  # the first line stays the cause; where it was judged, last

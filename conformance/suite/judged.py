@@ -58,7 +58,7 @@ def owners(sc: Scenario, failed: ScenarioFailed, gapped: set[str]) -> tuple[str,
 
 def cause(failed: ScenarioFailed) -> str:
     """The first line of the scenario's error, as every not-judged reason quotes it."""
-    return headline(exception_reason(failed.error), 300)
+    return headline(exception_reason(failed.error))
 
 
 def decide(sc: Scenario, failed: ScenarioFailed, requirement: str, profile: Profile | None) -> Decision:

@@ -19,7 +19,9 @@ from typing import Any
 import pytest
 
 from conformance.cluster.client import USER_AGENT
+from conformance.cluster.waits import WaitTimeout
 from conformance.observe.invariants import SCHEDULER_FAULT, InvariantWatcher
+from conformance.suite.cause import explain
 from conformance.suite.context import ClusterContext
 from conformance.suite.exclusive import ExclusiveGate
 from conformance.suite.known import for_holders
@@ -183,11 +185,12 @@ class ScenarioRunner:
                 pytest.skip(reason)
             try:
                 result = sc.run(ctx)
-            except AssertionError as exc:  # a wait ran out: what the watcher saw meanwhile is the evidence
-                if notes := _notes(ctx):
-                    exc.args = (f"{exc}\n{notes}",)  # the first line stays the cause
-                self._check_invariants(sc, ctx, timing.start, failure=exc)
-                raise
+            except AssertionError as exc:  # the cause first (suite/cause.py), the wait's symptom after it
+                failure = explained(exc, explain(ctx, str(exc), timing.start))
+                self._check_invariants(sc, ctx, timing.start, failure=failure)
+                if failure is exc:
+                    raise
+                raise failure from exc
             self._check_invariants(sc, ctx, timing.start)
             timing.outcome = "passed"
             return result
@@ -263,12 +266,13 @@ def _progress(ctx: ClusterContext) -> Progress:
         return Progress(tuple(ctx.reached), unread=f"what it had observed could not be read: {exc!r}")
 
 
-def _notes(ctx: ClusterContext) -> str:
-    """The context's failure notes; never a reason for a second failure."""
-    try:
-        return ctx.failure_notes()
-    except Exception as exc:  # a log that cannot be read must not hide the failure
-        return f"(the implementation's log lines could not be read: {exc!r})"
+def explained(exc: AssertionError, message: str) -> AssertionError:
+    """The scenario's failure with `message` (its cause first). A wait that ran out whose first line gave way to the
+    cause is no longer reported as a WaitTimeout (the reports name the exception's type before its first line)."""
+    if isinstance(exc, WaitTimeout) and message.partition("\n")[0] != str(exc).partition("\n")[0]:
+        return AssertionError(message)
+    exc.args = (message,)
+    return exc
 
 
 def summarize(values: list[float]) -> dict[str, float]:

@@ -14,6 +14,7 @@ from conformance.cluster.manifests import RESOURCE_API, claim_template
 from conformance.cluster.providers.base import NodeSpec
 from conformance.cluster.waits import WaitTimeout, wait_for
 from conformance.implementation.harness import Implementation
+from conformance.implementation.harness.process import LOUD
 from conformance.implementation.profile import Profile
 from conformance.observe.devices import DevicePool, Kind, Lease, fabric_only_nodes
 from conformance.observe.invariants import InvariantWatcher
@@ -22,6 +23,7 @@ from conformance.observe.reach import explain, label_changes, selector_keys, sho
 from conformance.observe.recorder import Recorder
 from conformance.suite.context import NAMESPACE_READY_S, ClusterContext
 from conformance.suite.gaps import profile_gap
+from conformance.suite.implementation.needs import central_rights_missing
 from conformance.suite.ownpools import annotate, mentioned, suite_names, summary
 
 if TYPE_CHECKING:
@@ -284,20 +286,33 @@ class Context(ClusterContext):
     def requirements_missing(self) -> str | None:
         return profile_gap(self.scenario, self.profile)
 
-    def failure_notes(self) -> str:
-        """The implementation's own log lines written while the scenario ran (where the suite started it), and where
-        its whole logs are in the reports."""
-        written = self.implementation.log_since(self.log_marks)
+    def stack_accounts(self) -> set[str] | None:
+        return set(self.profile.accounts())
+
+    def rights_missing(self) -> list[str]:
+        """IMP-9's rule for a central writer (accountroles.central_missing), on the rights the API server's authorizer
+        gives each account now (SubjectAccessReviews)."""
+        return central_rights_missing(self.cluster, self.profile)
+
+    def scenario_logs(self, since: float) -> tuple[str, str]:
+        """The implementation's log lines written while the scenario ran that name its namespaces, claims or devices,
+        or say something went wrong naming no other scenario's namespace (harness log_since), by process."""
+        mine = set(self.namespaces)
+        claims = {r.name for r in self.record.select(("claim",), since=since - 1) if r.namespace in mine}
+        others = {r.namespace for r in self.record.select(("claim", "pod"), since=since - 1)} - mine - {""}
+        written = self.implementation.log_since(self.log_marks, [*mine, *claims, *self.identities], others)
         if not written:
-            return ""
+            return "", ""
         lines = [
-            "the implementation's log lines: what it said went wrong, and what it wrote while the scenario ran (whole "
-            "logs: artefacts/implementation/ in the reports folder, linked from the HTML report):"
+            "the implementation's log lines about this scenario, by process, while it ran (whole logs: "
+            "artefacts/implementation/ in the reports folder, linked from the HTML report):"
         ]
-        names = self.suite_names()
+        names = self.suite_names()  # the suite's own pools and drivers, said as such wherever a line names them
+        loud = ""
         for name, found in written.items():
             lines += annotate([f"  [{name}] {line}" for line in found], names)
-        return "\n".join(lines)
+            loud = loud or next((f"[{name}] {line.strip()[:300]}" for line in found if LOUD.search(line)), "")
+        return loud, "\n".join(lines)
 
     def suite_names(self) -> dict[str, str]:
         """The suite's own drivers and pools of this run (ownpools.py), as the record's slices show them."""

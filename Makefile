@@ -27,7 +27,7 @@ SUITE_ARGS := --provider $(PROVIDER) --k8s-version $(K8S_VERSION) --profile $(PR
 
 .PHONY: all conformance conformance-shapes test test-full unit drivers selftest suite lint binaries venv bench bench-cluster scale clusters-down clean
 .PHONY: validate image kind-image kind-config conformance-kind matrix conformance-extra conformance-all conformance-roles chromium html-check soak
-.PHONY: docs review docs-match
+.PHONY: docs review docs-match lifecycle
 
 all: test
 
@@ -154,13 +154,26 @@ matrix: venv
 
 # The enhancement review's evidence (issue 38): the suite with PROFILE on every supported release whose binaries are
 # cached (REVIEW_RELEASES="1.36.3 1.37.2" narrows it; a release without cached binaries is named as not run, never
-# built here), each run's bundle in $(REPORTS)/review/runs/<version>/, merged into $(REPORTS)/review/review.{html,md}
-# and review-junit.xml. Bundles of other machines or CI shards merge with `dra-conformance review BUNDLE...`.
+# built here), each run's bundle in $(REPORTS)/review/runs/<version>/, and the lifecycle runs (`make lifecycle`, below)
+# of those releases in $(REPORTS)/review/lifecycle/, merged into $(REPORTS)/review/review.{html,md,yaml} and
+# review-junit.xml. Bundles of other machines or CI shards merge with `dra-conformance review BUNDLE...`; the docs
+# site's "For the enhancement review" page shows docs/review-measured.yaml (a copy of review.yaml).
 REVIEW_RELEASES ?=
 review: venv
 	$(BIN)/dra-conformance review --run --out $(REPORTS)/review --profile $(PROFILE) \
 		$(addprefix --release ,$(REVIEW_RELEASES)) $(addprefix --accept known-defect:,$(ACCEPT_KNOWN_DEFECTS)) \
 		$(if $(PYTEST_ARGS),--pytest-args "$(PYTEST_ARGS)")
+
+# The KEP's production-readiness answers on real binaries (issue 38, docs/review.md): DRADeviceBindingConditions
+# switched off on kube-scheduler and kube-apiserver of a live cluster of K8S_VERSION and on again (GATE-1..3), then
+# upgrade -> downgrade -> upgrade from the minor before on one etcd, its first step the version skew (UPG-1..3,
+# SKEW-1; needs that release's cached binaries). Each run restarts the control plane of a cluster of its own, so it is
+# not part of `make test`: about 5 and 8 minutes here. Reports in $(REPORTS)/lifecycle/.
+lifecycle: binaries
+	rc=0; $(BIN)/dra-conformance lifecycle gates --k8s-version $(K8S_VERSION) \
+		--out $(REPORTS)/lifecycle/gates-$(K8S_VERSION) || rc=1; \
+	$(BIN)/dra-conformance lifecycle upgrade --k8s-version $(K8S_VERSION) \
+		--out $(REPORTS)/lifecycle/upgrade-$(K8S_VERSION) || rc=1; exit $$rc
 
 # Figures of one full suite run (bring-up, wall time, scenarios, latencies, SCALE-1 with/without conditions),
 # kept in reports/bench-history/ and compared with the previous run's: what got slower is printed.

@@ -18,7 +18,7 @@ from conformance.cluster.providers.base import ClusterInfo
 from conformance.cluster.toolchain.source import with_patches
 from conformance.observe.allocations import judge, past_binding_timeout
 from conformance.observe.recorder import Record
-from conformance.report.catalogue import REQUIREMENTS
+from conformance.report.catalogue import SUITE_REQUIREMENTS
 from conformance.report.verdict import EXIT_FAILURE, EXIT_KNOWN_DEFECT, EXIT_PARTIAL
 from conformance.suite.known import describe, explain
 
@@ -124,7 +124,7 @@ def _suite(pytester: pytest.Pytester, ids: list[str], known: dict[str, str], fai
     pytester.makepyfile(test_reqs=_SUITE.format(tests="\n".join(tests)))
 
 
-ALL = [r.id for r in REQUIREMENTS]
+ALL = [r.id for r in SUITE_REQUIREMENTS]
 
 
 def test_a_run_failed_only_by_a_known_defect_stays_a_failure_and_exits_distinctly(
@@ -180,7 +180,7 @@ def test_accepting_the_known_defect_exits_as_the_rest_of_the_run_and_every_repor
 
 
 def test_accepted_known_defects_leave_the_rest_partial_when_it_is(pytester: pytest.Pytester) -> None:
-    cluster = [r.id for r in REQUIREMENTS if r.area in ("baseline", "api", "scheduler")]
+    cluster = [r.id for r in SUITE_REQUIREMENTS if r.area in ("baseline", "api", "scheduler")]
     _suite(pytester, cluster, {"SCH-9": DEFECT})
     accept = f"--accept=known-defect:{DEFECT}"
     assert pytester.runpytest("-p", "no:cacheprovider", accept).ret == EXIT_PARTIAL

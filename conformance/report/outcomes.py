@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
-from conformance.report.catalogue import CATALOGUE, KEP_URL, REQUIREMENTS
+from conformance.report.catalogue import CATALOGUE, KEP_URL, SUITE_REQUIREMENTS
 from conformance.report.reasons import headline
 from conformance.report.verdict import (
     IMPLEMENTATION_AREAS,
@@ -100,7 +100,7 @@ class Outcomes:
         everything it names was shown), not-covered, or not-applicable (it does not apply to the profile's binding
         model `model`: its tests were not run)."""
         out: dict[str, dict[str, Any]] = {}
-        for req in REQUIREMENTS:
+        for req in SUITE_REQUIREMENTS:
             results = self.by_requirement.get(req.id, [])
             if not_certified is None and (why := req.not_applicable(model)):
                 entry: dict[str, Any] = {"outcome": NOT_APPLICABLE, "reason": why}

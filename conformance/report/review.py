@@ -56,9 +56,19 @@ class Run:
 
     @property
     def label(self) -> str:
-        provider = (self.report.get("cluster") or {}).get("provider", "?")
+        cluster = self.report.get("cluster") or {}
         where = Path(self.source)
-        return f"{self.profile} on {provider} ({where.parent.name}/{where.name})"
+        if lifecycle := self.report.get("lifecycle"):
+            since = f" from {cluster['upgradedFrom']}" if cluster.get("upgradedFrom") else ""
+            variant = f", variant {lifecycle['variant']}" if lifecycle.get("variant") else ""
+            what = f"lifecycle {lifecycle.get('kind')}{since}{variant}"
+        else:
+            what = self.profile
+        return f"{what} on {cluster.get('provider', '?')} ({where.parent.name}/{where.name})"
+
+    def findings(self) -> list[dict[str, Any]]:
+        """The KEP's sentences beside what a lifecycle run measured (conformance/lifecycle/ledger.py Finding)."""
+        return [{**f, "run": self.label} for f in (self.report.get("lifecycle") or {}).get("findings") or []]
 
     def entry(self, requirement: str) -> dict[str, Any] | None:
         return (self.report.get("requirements") or {}).get(requirement)
@@ -122,6 +132,11 @@ class Answer:
     release: str
     status: str
     cells: dict[str, Cell] = field(default_factory=dict)
+    findings: list[dict[str, Any]] = field(default_factory=list)  # the KEP's sentence beside what was measured
+
+    @property
+    def differs(self) -> list[dict[str, Any]]:
+        return [f for f in self.findings if not f.get("agrees")]
 
     note: str = ""  # why, where the answer is not the requirements' (GA-3 from `make scale`)
 
@@ -165,6 +180,7 @@ class Review:
     missing: dict[str, str] = field(default_factory=dict)  # release -> why it has no run
     scale: list[dict[str, Any]] = field(default_factory=list)  # points of `make scale` (scale_evidence.py)
     scale_sources: list[str] = field(default_factory=list)  # the files they were read from
+    notes: list[str] = field(default_factory=list)  # lifecycle runs not run, and why
     date: str = field(default_factory=lambda: dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
 
     @property
@@ -176,14 +192,24 @@ class Review:
         return [r for r in self.runs if r.release == release]
 
     def answers(self) -> list[list[Answer]]:
-        """Per question (catalogue order), its answer on every release."""
-        return [
-            [
-                scale_answer(q, v, self.scale) if q.scale else answer(q, v, self.runs_of(v), self.missing.get(v))
-                for v in self.releases
-            ]
-            for q in QUESTIONS
-        ]
+        """Per question (catalogue order), its answer on every release, with the findings that bear on it (GA-3:
+        from the `make scale` figures)."""
+        rows = []
+        for q in QUESTIONS:
+            row = []
+            for v in self.releases:
+                if q.scale:
+                    row.append(scale_answer(q, v, self.scale))
+                    continue
+                a = answer(q, v, self.runs_of(v), self.missing.get(v) if not self.runs_of(v) else None)
+                a.findings = [f for f in self.findings(v) if f.get("question") == q.id]
+                row.append(a)
+            rows.append(row)
+        return rows
+
+    def findings(self, release: str) -> list[dict[str, Any]]:
+        """Every KEP sentence a lifecycle run of the release measured, with what it measured."""
+        return [f for run in self.runs_of(release) for f in run.findings()]
 
     def unanswered(self) -> list[Question]:
         return [q for q in QUESTIONS if (q.open or not q.answers) and not q.scale]
@@ -227,6 +253,7 @@ class Review:
             "runs": [
                 {
                     "source": r.source,
+                    "label": r.label,
                     "kubernetes": r.release,
                     "profile": r.profile,
                     "provider": (r.report.get("cluster") or {}).get("provider"),
@@ -237,6 +264,7 @@ class Review:
             ],
             "notRun": self.missing,
             "scaleFigures": self.scale_sources,
+            **({"lifecycleNotRun": self.notes} if self.notes else {}),
             "questions": [
                 {
                     "id": row[0].question.id,
@@ -251,12 +279,14 @@ class Review:
                             "answer": a.status,
                             **({"why": a.why} if a.why else {}),
                             "requirements": {rid: c.shown for rid, c in a.cells.items()},
+                            **({"kepTextDiffers": [f["measured"] for f in a.differs]} if a.differs else {}),
                         }
                         for a in row
                     },
                 }
                 for row in self.answers()
             ],
+            "findings": {v: self.findings(v) for v in self.releases},
             "figures": {v: self.figures(v) for v in self.releases},
             "knownDefects": {v: self.defects(v) for v in self.releases},
         }

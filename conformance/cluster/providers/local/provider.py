@@ -30,6 +30,7 @@ from conformance.cluster.providers.local.processes import (
     clusters_root,
     delete_cluster,
 )
+from conformance.cluster.providers.local.restart import CommandLine, Restarter, wait_component_ready
 from conformance.cluster.providers.local.scheduler import (
     _selftest_scheduler_gates,
     _selftest_scheduler_timeout,
@@ -87,6 +88,7 @@ class LocalProvider:
         self._kwokctl_lock = threading.Lock()
         self._revived: list[str] = []
         self._children: list[subprocess.Popen[bytes]] = []
+        self._restarter: Restarter | None = None
 
     # -- start ---------------------------------------------------------------------------------------------
     def start(self, spec: ClusterSpec) -> ClusterInfo:
@@ -396,6 +398,32 @@ class LocalProvider:
             self._children.append(proc)
             self.progress(f"{pidfile.stem} gave up waiting for the apiserver (busy machine); started it again")
             return True
+
+    # -- restart in place (dra-conformance lifecycle) -------------------------------------------------------
+    def restart_component(
+        self, info: ClusterInfo, name: str, edit: Callable[[CommandLine], CommandLine], why: str
+    ) -> CommandLine:
+        """Restart kube-apiserver, kube-scheduler or kube-controller-manager with `edit(its current command line)`
+        (other gates, binary or configuration: restart.py) and wait until it is ready again."""
+        if self._restarter is None:
+            self._restarter = Restarter.of(self._state(), self._children)
+
+        def apiserver_ready() -> str:
+            cluster = Cluster(info)
+            try:
+                return cluster.raw_get("/readyz")
+            finally:
+                cluster.close()
+
+        return self._restarter.restart(
+            name, edit, lambda: wait_component_ready(name, apiserver_ready, self._ports), why
+        )
+
+    def command_line(self, name: str) -> CommandLine:
+        """What `name` runs now (as kwokctl started it, or as its last restart_component edited it)."""
+        if self._restarter is None:
+            self._restarter = Restarter.of(self._state(), self._children)
+        return self._restarter.lines[name]
 
     # -- stop ----------------------------------------------------------------------------------------------
     def stop(self) -> None:

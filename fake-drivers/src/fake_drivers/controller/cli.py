@@ -58,6 +58,8 @@ BROKEN_FLAGS = {
     "1 s later, before the scheduler's next PreBind poll deallocates the claim",
     "--broken-detach-on-claim-delete": "IMP-10 (order): a claim being deleted no longer holds its device, which is "
     "detached at once although the pod using it still runs",
+    "--broken-detach-on-release": "NODE-4: a released device is detached (or moved) at once, while its node may "
+    "still use it (a force-deleted pod whose container runs)",
 }
 
 

@@ -88,6 +88,7 @@ class Settings:
     broken_no_hold: bool = False
     broken_report_before_hiding: bool = False
     broken_detach_on_claim_delete: bool = False
+    broken_detach_on_release: bool = False
 
     def __post_init__(self) -> None:
         if self.counted and self.mode is not Mode.RESCHEDULE_TO_LOCAL:

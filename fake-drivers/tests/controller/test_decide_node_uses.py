@@ -54,8 +54,8 @@ def test_a_deleted_node_uses_nothing() -> None:
 
 def test_broken_detach_on_release_ignores_the_node_and_the_idle_grace() -> None:
     device = used(dev(0, "attached", "node-0"))
-    hide = plan_for(BROKEN, [device])
-    assert [(t.purpose, t.uuid) for t in hide.create_taints] == [(Purpose.DETACH, device.uuid)]
+    gone = plan_for(BROKEN, [device])
+    assert [(d.uuid, d.node) for d in gone.detaches] == [(device.uuid, "node-0")] and not gone.create_taints
     moved = plan_for(BROKEN, [used(dev(0, "attached", "node-1"), node="node-1")], (claim(node="node-0"),))
     assert [(d.uuid, d.node) for d in moved.detaches] == [(device.uuid, "node-1")]
     assert "--broken-detach-on-release" in Settings(broken_detach_on_release=True).broken_modes()

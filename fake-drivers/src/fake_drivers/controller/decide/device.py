@@ -107,8 +107,11 @@ def _device(
     elif d.state == ATTACHED and used:
         # The idle grace starts once the node let it go (no idle timer kept meanwhile).
         plan.states[key] = f"released, still used on {d.node} (claim {used[0]}): waiting for NodeUnprepareResources"
+    elif d.state == ATTACHED and settings.broken_detach_on_release and not busy:
+        plan.detaches.append(Detach(d.uuid, d.node, recheck=True))  # no grace, no guard, the node not asked
+        plan.states[key] = f"released: detached from {d.node} at once (broken on purpose)"
     elif d.state == ATTACHED:
-        grace = 0.0 if settings.broken_detach_on_release else settings.idle_grace_s  # broken: detached at once
+        grace = settings.idle_grace_s
         since = memory.idle_since.get(d.uuid, now - grace if memory.fresh else now)
         if node_gone:
             # The idle grace keeps a device for reuse on its node; a deleted node has no pod left to reuse it.

@@ -37,6 +37,7 @@ from conformance.observe.recorder import Sample
 from conformance.observe.views import SCHEDULE_S, History
 from conformance.report.outcomes import NOTE_PROPERTY
 from conformance.suite.implementation.outcome import bind_timeout, follow
+from conformance.suite.implementation.start import started
 from conformance.suite.scenario import Context, result_fixture, scenario
 
 START_TIMEOUT_S = 120.0
@@ -121,7 +122,7 @@ def force_delete(ctx: Context) -> ForceDeleted:
         bound = follow(ctx, history, node)
         if bound.binding is None:
             raise AssertionError(f"the pod never bound, nothing for a kubelet to start:\n  {bound.describe()}")
-        pod = _started(ctx, first, node)
+        pod = started(ctx, first, node, START_TIMEOUT_S)
     identity = next((i for i in bound.final_identities() if i), None) or next(iter(lease.identities), None)
     seen = ForceDeleted(node, reach[0] if reach else None, identity, version=ctx.cluster.info.version)
     container = pod.status.container_statuses[0].container_id
@@ -153,17 +154,6 @@ def _lingering(pod: dict[str, Any]) -> dict[str, Any]:
     pod["spec"]["terminationGracePeriodSeconds"] = GRACE_S
     pod["spec"]["containers"][0]["lifecycle"] = {"preStop": {"sleep": {"seconds": PRESTOP_S}}}
     return pod
-
-
-def _started(ctx: Context, ns: str, node: str) -> Any:
-    return wait_for(
-        lambda: ctx.cluster.core.read_namespaced_pod("app", ns),
-        lambda p: bool(p.status.container_statuses and p.status.container_statuses[0].started),
-        timeout=START_TIMEOUT_S,
-        expected=f"the container of {ns}/app to start on {node}",
-        describe=lambda p: f"phase={p.status.phase} statuses={p.status.container_statuses}" if p else "-",
-        transient=(Exception,),
-    )
 
 
 def _unschedulable(ctx: Context, ns: str) -> None:

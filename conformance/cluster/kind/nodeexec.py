@@ -101,7 +101,7 @@ def container_state(node: str, container_id: str) -> ContainerState:
     try:
         out = node_exec(node, "crictl", "inspect", "-o", "json", container_id.split("://")[-1])
     except NodeExecError as exc:
-        if "not found" in str(exc).lower():
+        if any(word in str(exc).lower() for word in ("not found", "notfound")):
             return ContainerState("gone", None)
         raise
     status = json.loads(out).get("status") or {}

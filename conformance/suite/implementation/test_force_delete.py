@@ -134,7 +134,6 @@ def force_delete(ctx: Context) -> ForceDeleted:
     ctx.cluster.core.delete_namespaced_pod("app", first, body=V1DeleteOptions(grace_period_seconds=0))
     ctx.say(f"force-deleted {first}/app on {node} (device {identity}); reading {node}'s CDI specs")
     _follow_node(seen, container)
-    _from_record(ctx, seen, History(ctx.record, first), History(ctx.record, second))
     if seen.other is not None and seen.gone_at is not None:  # what the implementation did next, for the report
         try:
             History(ctx.record, second).wait(
@@ -144,6 +143,7 @@ def force_delete(ctx: Context) -> ForceDeleted:
             seen.notes.append(str(exc).splitlines()[0])
         binding = History(ctx.record, second).binding()
         seen.second_bound_at = binding.at if binding else None
+    _from_record(ctx, seen, History(ctx.record, first), History(ctx.record, second))
     _judge(ctx, seen)
     ctx.say(seen.parts())
     return seen

@@ -110,7 +110,9 @@ def force_delete(ctx: Context) -> ForceDeleted:
     node = lease.node or nodes[0]
     if KWOK_NODE_ANNOTATION in (ctx.cluster.core.read_node(node).metadata.annotations or {}):
         pytest.skip(f"{node} is a kwok node: no kubelet prepares claims there")
-    reach = [n for n in nodes if n != node and not ctx.counted and all(n in d.nodes for d in lease.devices)]
+    # The second pod's node: any other live node the leased device reaches (its class matches that device alone).
+    live = [n.name for n in ctx.nodes()]
+    reach = [n for n in live if n != node and not ctx.counted and all(n in d.nodes for d in lease.devices)]
     device_class = ctx.device_class(lease)
     first, second = ctx.namespace("force-delete-first"), ctx.namespace("force-delete-second")
     for ns in (first, second):

@@ -115,6 +115,10 @@ def _known_defects(report: dict[str, Any], present: set[str]) -> list[str]:
         f'<tr class="failed"><td><b>{_e(d["id"])}</b></td><td>{_e(", ".join(d["requirements"]))} failed</td>'
         f"<td>{'accepted (--accept known-defect:' + _e(d['id']) + ')' if d['accepted'] else 'not accepted'}</td>"
         f"<td>{_e(d['summary'])}</td><td>{_e(', '.join(d['releases']))}</td><td>{_writeup(d, present)}</td></tr>"
+        if not d.get("observedBy")
+        else f"<tr><td><b>{_e(d['id'])}</b></td><td>observed by {_e(', '.join(d['observedBy']))}</td>"
+        f"<td>fails no requirement</td><td>{_e(d['summary'])}</td><td>{_e(', '.join(d['releases']))}</td>"
+        f"<td>{_writeup(d, present)}</td></tr>"
         for d in report.get("knownDefects") or []
     ]
     if not rows:

@@ -137,6 +137,8 @@ class Outcomes:
                 failed = [r for r in results if r.outcome == "failed"]
                 if failed and all(r.known_defect for r in failed):  # one unexplained failure: a new failure
                     entry["knownDefects"] = sorted({r.known_defect for r in failed if r.known_defect})
+                if seen := sorted({r.known_defect for r in results if r.outcome != "failed" and r.known_defect}):
+                    entry["observedDefects"] = seen  # upstream behaviour the test saw, failing nothing
             out[req.id] = {"level": req.level, "area": req.area, "title": req.title, **entry}
         return out
 

@@ -243,7 +243,8 @@ class Review:
                 continue
             shown = "shown by a run here" if d.id in seen else "not shown by the runs here"
             measured = f"; measured on {', '.join(d.measured)}" if d.measured else ""
-            out.append(f"{d.id} ({d.requirement}): {shown}{measured}; {d.summary} [{d.writeup}]")
+            what = d.requirement if d.fails else f"observed by {d.requirement}, fails no requirement"
+            out.append(f"{d.id} ({what}): {shown}{measured}; {d.summary} [{d.writeup}]")
         return out
 
     def document(self) -> dict[str, Any]:

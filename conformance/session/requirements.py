@@ -14,7 +14,7 @@ import allure
 import pytest
 
 from conformance.cluster import interrupts
-from conformance.cluster.defects import PROPERTY, accepted, catalogue
+from conformance.cluster.defects import OBSERVED_PROPERTY, PROPERTY, accepted, catalogue
 from conformance.implementation.profile import LoadedProfile
 from conformance.report.bundle import make_bundle
 from conformance.report.catalogue import CATALOGUE
@@ -199,7 +199,8 @@ class RequirementReporter(TerminalSummary):
                 self.config.stash[EVIDENCE_KEY].failed(item.nodeid, {namespace})
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        known = dict(report.user_properties).get(PROPERTY) if report.failed else None
+        properties = dict(report.user_properties)
+        known = properties.get(PROPERTY) if report.failed else properties.get(OBSERVED_PROPERTY)
         if report.failed and not known:
             self.other_failures.add(report.nodeid)
         requirement = self.requirement_of.get(report.nodeid)
@@ -350,6 +351,26 @@ class RequirementReporter(TerminalSummary):
                     "unaffected": d.unaffected,
                     "writeup": d.writeup,
                     "writeupCopy": f"{WRITEUPS}/{Path(d.writeup).name}",  # in the reports folder (_copy_writeups)
+                }
+            )
+        observed: dict[str, list[str]] = {}
+        for rid, entry in self.summary.items():
+            for kid in entry.get("observedDefects") or []:
+                observed.setdefault(kid, []).append(rid)
+        for kid, rids in sorted(observed.items()):
+            d = catalogue()[kid]
+            out.append(
+                {
+                    "id": kid,
+                    "requirements": [],
+                    "observedBy": rids,
+                    "accepted": False,
+                    "summary": d.summary,
+                    "releases": d.releases,
+                    "measured": d.measured,
+                    "unaffected": d.unaffected,
+                    "writeup": d.writeup,
+                    "writeupCopy": f"{WRITEUPS}/{Path(d.writeup).name}",
                 }
             )
         return out

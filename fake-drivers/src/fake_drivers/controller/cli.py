@@ -66,6 +66,8 @@ BROKEN_FLAGS = {
     "guard made: attached, detaching or free) is forgotten: never sent, or its guard never lifted",
     "--broken-reoffer-failed-on-restart": "IMP-8 (failure path): the quarantine rules found at start are taken for "
     "stale and deleted: the failed device is offered again and the failure forgotten",
+    "--broken-detach-on-release": "NODE-4: a released device is detached (or moved) at once, while its node may "
+    "still use it (a force-deleted pod whose container runs)",
 }
 # Broken modes that take a value (a FILE), hidden as the flags above.
 BROKEN_VALUES = {

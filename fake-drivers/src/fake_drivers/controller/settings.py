@@ -95,6 +95,7 @@ class Settings:
     # --broken-attachment-records FILE: every attach done is recorded in FILE and never removed; a restarted controller
     # attaches again every free device the file lists (a stale desired-state record, as a stack's CRD left behind).
     broken_attachment_records: str = ""
+    broken_detach_on_release: bool = False
 
     def __post_init__(self) -> None:
         if self.counted and self.mode is not Mode.RESCHEDULE_TO_LOCAL:

@@ -211,7 +211,7 @@ soak: binaries $(if $(filter-out 0,$(KIND_N)),kind-image)
 # SCALE_PODS pods without binding conditions, then SCALE_PODS pods all waiting in PreBind at once until their attaches
 # are released. Prints the table and a closing note (wall time, each point's peak memory; also closing.txt);
 # $(REPORTS)/scale/ has scale.json, scale.md and one JSON per point. Each point's cluster is torn down, also on Ctrl-C.
-# Measured 2026-12-07 on 2 shared cores: 2535 s, at most 7.0 GiB (the 5000-node point). `dra-conformance review
+# Measured 2026-12-07 on 2 shared, loaded cores: 2309-2535 s, at most 7.0 GiB (the 5000-node point). `dra-conformance review
 # --scale $(REPORTS)/scale/scale.json` cites a fresh run for GA-3 (default: docs/figures/scale.json).
 SCALE_NODES ?= 100 1000 5000
 SCALE_PODS ?= 1000

@@ -99,7 +99,7 @@ def test_each_question_is_answered_per_release_from_the_merged_outcomes(tmp_path
     assert answers["TP-5"]["1.36.3"].status == PARTLY  # SCALE-1 passed, SCH-10 skipped
     assert answers["PRR-2"]["1.37.2"].status == NOT_ANSWERED  # no lifecycle run of 1.37.2 here
     assert "GATE-1 not-covered" in answers["PRR-2"]["1.37.2"].why
-    assert "not answered by any run yet" in answers["GA-3"]["1.37.2"].why
+    assert "no `make scale` figures of 1.37.2" in answers["GA-3"]["1.37.2"].why  # GA-3: make scale, not a run
     assert answers["TP-1"]["1.38.0-beta.0"].status == NOT_RUN
     assert any("PreBind wait SLI (success) p50 4.1 s" in f for f in review.figures("1.37.2"))
     assert any("SCH-4 condition write to bind median 2.1" in f for f in review.figures("1.37.2"))

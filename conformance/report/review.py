@@ -132,13 +132,12 @@ class Answer:
     release: str
     status: str
     cells: dict[str, Cell] = field(default_factory=dict)
+    note: str = ""  # why, where the answer is not the requirements' (GA-3 from `make scale`)
     findings: list[dict[str, Any]] = field(default_factory=list)  # the KEP's sentence beside what was measured
 
     @property
     def differs(self) -> list[dict[str, Any]]:
         return [f for f in self.findings if not f.get("agrees")]
-
-    note: str = ""  # why, where the answer is not the requirements' (GA-3 from `make scale`)
 
     @property
     def why(self) -> str:

@@ -140,10 +140,23 @@ def test_a_changed_probe_answer_keeps_the_unchanged_entries_of_the_one_before() 
 
 
 def test_claims_and_pods_are_recorded_with_their_managers_but_not_the_fields_they_own() -> None:
+    """Only the names of the status fields a manager owns stay (who wrote status.devices: observe/story.py)."""
     rec = _recorder()
-    managed = [{"manager": "kube-scheduler", "operation": "Update", "fieldsV1": {"f:status": {}}}]
+    devices = {"f:devices": {"k:{}": {"f:conditions": {}}}, "f:allocation": {"f:devices": {}}}
+    managed = [
+        {"manager": "kube-scheduler", "operation": "Update", "fieldsV1": {"f:metadata": {"f:labels": {}}}},
+        {"manager": "controller", "operation": "Update", "subresource": "status", "fieldsV1": {"f:status": devices}},
+    ]
     claim = _obj("c", 5)
     claim["metadata"]["managedFields"] = managed
     rec.feed("claim", "ADDED", claim)
     (record,) = rec.select(("claim",))
-    assert record.obj["metadata"]["managedFields"] == [{"manager": "kube-scheduler", "operation": "Update"}]
+    assert record.obj["metadata"]["managedFields"] == [
+        {"manager": "kube-scheduler", "operation": "Update"},
+        {
+            "manager": "controller",
+            "operation": "Update",
+            "subresource": "status",
+            "fieldsV1": {"f:status": {"f:devices": {}, "f:allocation": {}}},
+        },
+    ]

@@ -51,10 +51,13 @@ def _shared(states: States, before: States) -> States:
 
 
 def _without_field_sets(obj: dict[str, Any]) -> None:
-    """Drop managedFields' fieldsV1 (the fields each manager owns, often a third of a pod): the suite reads only who
-    the managers were (suite/others.py), and every recorded change of every claim and pod kept its copy."""
+    """Cut managedFields' fieldsV1 (the fields each manager owns, often a third of a pod) down to the names of the
+    status fields it owns: the suite reads who the managers were (suite/others.py) and who wrote status.devices
+    (observe/story.py), and every recorded change of every claim and pod kept its copy."""
     for entry in (obj.get("metadata") or {}).get("managedFields") or []:
-        entry.pop("fieldsV1", None)
+        owned = (entry.pop("fieldsV1", None) or {}).get("f:status")
+        if isinstance(owned, dict):
+            entry["fieldsV1"] = {"f:status": dict.fromkeys(owned, {})}
 
 
 @dataclass(frozen=True)

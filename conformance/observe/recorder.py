@@ -57,7 +57,7 @@ def _without_field_sets(obj: dict[str, Any]) -> None:
     for entry in (obj.get("metadata") or {}).get("managedFields") or []:
         owned = (entry.pop("fieldsV1", None) or {}).get("f:status")
         if isinstance(owned, dict):
-            entry["fieldsV1"] = {"f:status": dict.fromkeys(owned, {})}
+            entry["fieldsV1"] = {"f:status": {key: {} for key in owned}}
 
 
 @dataclass(frozen=True)

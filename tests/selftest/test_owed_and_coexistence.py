@@ -153,7 +153,7 @@ def test_a_stack_that_aborts_on_other_drivers_claims_still_gets_its_other_gaps_r
     assert imp4["outcome"] == "failed" and imp4["judgedIn"] == "foreign-free", imp4
     assert "not one of ours" not in imp4["reason"], "IMP-4 failed with IMP-17's cause"
     assert "no allocation showed a failure condition True" in imp4["reason"], imp4["reason"]
-    assert imp4["reason"].splitlines()[-1] == FOREIGN_FREE_PHASE, imp4["reason"]
+    assert FOREIGN_FREE_PHASE in imp4["reason"].splitlines(), imp4["reason"]  # before the timeline the report adds
     for rid in ("SCH-2", "SCH-3", "SCH-4"):
         assert _requirement(report, rid)["outcome"] == "passed", _requirement(report, rid)
     gate = report["implementationPhases"]["foreignFree"]

@@ -29,12 +29,13 @@ LET_GO = "test_nothing_stays_attached_after_the_restart"
         (
             "--broken-forget-unsent-on-restart",
             [f"{BINDS}[allocated-free]", f"{LET_GO}[released-attached]", f"{BINDS}[failed-seen]"],
-            "cell released-attached (claim released x fabric attached",
+            "cell released-attached (detach path, restarted after step 'decided': claim released x fabric attached",
         ),
         (
             "--broken-forget-move-on-restart",
             [f"{BINDS}[move-attached-a]", f"{BINDS}[move-detaching-a]"],
-            "cell move-attached-a (claim allocated or pending (the model's) x fabric attached to A",
+            "cell move-attached-a (move path, restarted after step 'detach from A decided': claim allocated or pending "
+            "(the model's) x fabric attached to A",
         ),
     ],
 )

@@ -11,9 +11,9 @@ answer came back, so an answer is the fabric's state at some moment inside [sent
   every probe answer wholly inside that stretch (less one probe period at its end, for the watch's delivery lag)
   says the device is attached to the allocation's node;
 - IMP-12 no attachment outlives its claim: every probe answer that lists a device (attaching, attached,
-  detaching) falls while an allocation holds it, or within detachSeconds (plus one probe period) of the last
-  release (of the end of the attach, if one was still in flight then); a device with identified fabric entries is
-  offered again by then (or held again).
+  detaching) falls while an allocation holds it, or within detachSeconds (plus one probe period, plus what the suite
+  itself held back: IMP-8's refused or hung detach across a restart) of the last release (of the end of the attach,
+  if one was still in flight then); a device with identified fabric entries is offered again by then (or held again).
 
 Devices are identified by their published copies (the identity attribute), else by status.devices[].data (a
 counted fabric entry names the device it became there); an allocation of a counted entry that never named one is a

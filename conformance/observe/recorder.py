@@ -115,6 +115,9 @@ class Recorder:
     _changed: dict[str, float] = field(default_factory=dict)  # device -> send time of the answer of its last change
     _models: dict[str, str] = field(default_factory=dict)  # device -> model, where the probe says it
     _reach: dict[tuple[str, ...], tuple[str, ...]] = field(default_factory=dict)  # free[].nodes, one copy each
+    # Fabric steps the suite itself held back (IMP-8 holds a detach across a restart): device -> [(from, to)]
+    # (time.time()); the run-wide deadlines of that device count without them.
+    held_back: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     _streams: list[WatchCache] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _cond: threading.Condition = field(default_factory=threading.Condition)  # a new probe answer
@@ -141,6 +144,18 @@ class Recorder:
             )
         self._streams = [s.start() for s in streams]
         return self
+
+    def hold_back(self, device: str, start: float, end: float) -> None:
+        """The suite held `device`'s fabric step (a detach refused or hung, the role restarted meanwhile) from `start`
+        to `end` (time.time())."""
+        with self._lock:
+            self.held_back.setdefault(device, []).append((start, end))
+
+    def held_between(self, device: str, start: float, end: float) -> float:
+        """Seconds of [start, end] during which the suite held `device`'s fabric step back."""
+        with self._lock:
+            spans = list(self.held_back.get(device, ()))
+        return sum(max(0.0, min(b, end) - max(a, start)) for a, b in spans)
 
     def probe(self, url: str) -> None:
         """Sample the fabric probe every PROBE_PERIOD_S from now on; the first answer is in before this returns."""

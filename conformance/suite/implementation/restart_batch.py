@@ -33,6 +33,7 @@ from conformance.suite.implementation.restart_paths import (
     hold_failures,
     judge_failure,
     let_go_window,
+    note_held_back,
     offered_after,
 )
 from conformance.suite.implementation.restart_staging import (
@@ -154,6 +155,8 @@ def run_batch(ctx: Context, role: Role, cells: list[Cell], n: int) -> list[Resta
                 s.faults.release_fault(s.fault)
                 s.ended, s.let_on = time.time(), time.monotonic()
         back_mono = time.monotonic() - max(0.0, time.time() - back)
+        for s in staged.values():
+            note_held_back(ctx, s, back_mono)
         came_back(ctx, staged, killed, came[0] if came else killed, back, process)
         # Each let-go is watched from its pod's release on, side by side (it reads only the record and the probe).
         with ThreadPoolExecutor(len(staged), thread_name_prefix="let-go") as watching:

@@ -120,6 +120,17 @@ def offered_after(ctx: Context, s: Staged, killed: float, back: float) -> None:
             return
 
 
+def note_held_back(ctx: Context, s: Staged, back_mono: float) -> None:
+    """Tell the run-wide record how long the suite held a released device's detach back (refused or hung, then the
+    role down or restarting): IMP-12's deadline there is the stack's, without it."""
+    if s.seen.cell not in ("released-detaching", "released-guarded", "released-detached") or not s.held_from:
+        return
+    until = back_mono if s.seen.cell == "released-detached" else (s.let_on or back_mono)
+    offset = time.time() - time.monotonic()
+    for device in {s.seen.device} - {""}:
+        ctx.record.hold_back(device, s.held_from + offset, until + offset)
+
+
 def let_go_window(s: Staged, back_mono: float) -> tuple[float, float]:
     """(counted from, held back) of a detach-path cell's let-go: the suite held its detach refused or in flight, and
     the role down after a detach it let complete, then the role offers the device again."""

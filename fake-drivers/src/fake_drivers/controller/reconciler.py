@@ -435,4 +435,5 @@ class Reconciler:
         elif kind == "attach" and not outcome.ok and self.settings.broken_report_on_fabric_error:
             with self._lock:
                 self._errored[op.uuid] = op.node
-        self.wake()
+        if outcome.ok or outcome.failed:
+            self.wake()  # the next step follows at once; a fabric out of reach is tried again at the next poll

@@ -9,6 +9,7 @@ Needs the kind node image and the reference image (`make kind-image`); skipped w
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import yaml
@@ -35,6 +36,12 @@ def _broken_controller(tmp_path: Path) -> Path:
     )
 
 
+def _errors(junit: Path) -> list[str]:
+    """The errors (setup, teardown) the suite's JUnit names, with their messages: what made a test an error."""
+    found = [(case.get("name"), e) for case in ET.parse(junit).iter("testcase") for e in case.findall("error")]
+    return [f"{name}: {(e.get('message') or '')[:2000]}" for name, e in found]
+
+
 def test_a_controller_that_detaches_on_release_fails_node4_naming_the_detach(
     k8s_version: KubeVersion, tmp_path: Path
 ) -> None:
@@ -50,7 +57,7 @@ def test_a_controller_that_detaches_on_release_fails_node4_naming_the_detach(
         target="conformance/suite/implementation/test_force_delete.py",
     )
     assert code == 1, f"expected NODE-4 to fail (exit 1), got exit {code}:\n{out[-4000:]}"
-    assert outcomes.get(TEST) == "failure", f"{outcomes}\n{out[-4000:]}"
+    assert outcomes.get(TEST) == "failure", f"{outcomes}: {_errors(tmp_path / 'junit.xml')}\n{out[-4000:]}"
     entry = yaml.safe_load((reports / "conformance-report.yaml").read_text())["requirements"]["NODE-4"]
     first = entry["reason"].splitlines()[0].removeprefix("Failed: ")
     assert first.startswith("the implementation ") and "force-deleted" in first, first

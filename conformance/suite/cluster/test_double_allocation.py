@@ -106,8 +106,12 @@ def timed_out(history: History, timeout_s: float) -> tuple[int, int, int]:
 def double_allocation(ctx: ClusterContext) -> Overlaps:
     driver, nodes, timeout_s = start_timed(ctx)
     rounds = int(ctx.options.get("double_allocation_rounds", DEFAULT_ROUNDS))
-    known = known_defect("SCH-9", HOLDER_PAST_TIMEOUT, ctx.cluster.info.version)
-    run = Overlaps(nodes[0], timeout_s, max(rounds, PROVOKE_ROUNDS) if known else rounds, known=known)
+    listed = known_defect("SCH-9", HOLDER_PAST_TIMEOUT, ctx.cluster.info.version)
+    # A patched control plane (K8S_PATCHES/K8S_SOURCE) is not the release the defect was measured on: a fix is put
+    # through as many rounds as would provoke the defect, and passes when none shows ("not provoked" is for the
+    # release as shipped, where a quiet run says nothing).
+    known = None if ctx.cluster.info.patched else listed
+    run = Overlaps(nodes[0], timeout_s, max(rounds, PROVOKE_ROUNDS) if listed else rounds, known=known)
     driver.fabric_pool([run.node], count=DEVICES)
     template = driver.claim_template()
     for i in range(PODS):

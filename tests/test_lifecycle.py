@@ -44,11 +44,11 @@ def test_kwokctl_lines_are_read_from_its_state(tmp_path: Path) -> None:
     assert kwokctl_lines(tmp_path)["kube-scheduler"] == CommandLine("kube-scheduler", "/s", ("--config=/c.yaml",), "/w")
 
 
-def test_runtime_config_follows_the_release() -> None:
-    on_136 = _runtime_config("api/all=true,resource.k8s.io/v1alpha3=true", parse_version("1.36.3"))
+def test_runtime_config_keeps_what_was_set_and_adds_what_the_release_needs() -> None:
+    on_136 = _runtime_config("api/all=true", parse_version("1.36.3"))
     assert on_136 == "api/all=true,resource.k8s.io/v1beta2/devicetaintrules=true"
-    assert _runtime_config(on_136, parse_version("1.37.2")) == "api/all=true"
-    assert _runtime_config("resource.k8s.io/v1beta2/devicetaintrules=true", parse_version("1.37.2")) is None
+    assert _runtime_config(on_136, parse_version("1.37.2")) == on_136  # the 1.36 scheduler lists v1beta2 rules
+    assert _runtime_config(None, parse_version("1.37.2")) is None
 
 
 def test_scheduler_gate_off_config_drops_the_binding_timeout_and_gate_on_reads_the_original(tmp_path: Path) -> None:

@@ -220,3 +220,17 @@ def test_make_review_runs_gates_per_switchable_release_and_upgrade_per_adjacent_
     assert any(n.startswith("gates on 1.38.0-beta.0: DRADeviceBindingConditions is GA and locked on") for n in notes)
     assert "gates on 1.35.4: no binaries of 1.35.4 in the cache" in notes
     assert "upgrade 1.35.4 <-> 1.36.3 (and its skew): no binaries of both in the cache" in notes
+
+
+def test_the_docs_page_lists_every_question_and_renders_the_measured_review(tmp_path: Path) -> None:
+    from conformance.docs import review_page
+
+    missing = review_page.render(tmp_path / "none.yaml")
+    assert all(f"| **{q.id}** |" in missing for q in QUESTIONS)
+    assert "[GATE-1](reference/requirements.md#gate-1) (lifecycle)" in missing and "No measured review yet" in missing
+    review = Review(load_runs([*_bundles(tmp_path), _lifecycle(tmp_path, "1.37.2", {"GATE-1": "passed"})]))
+    measured = tmp_path / "measured.yaml"
+    measured.write_text(yaml.safe_dump(review.document(), allow_unicode=True))
+    page = review_page.render(measured)
+    assert "## Last measured on this project's machine" in page and "### Questions and their answers" in page
+    assert 'PRR-6 DIFFERS: KEP: "will proceed to binding"' in page

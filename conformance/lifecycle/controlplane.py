@@ -113,11 +113,12 @@ class ControlPlane:
 
 
 def _runtime_config(current: str | None, version: KubeVersion) -> str | None:
-    """kube-apiserver's --runtime-config for `version`: the resource.k8s.io entries of the release's own (the
-    DeviceTaintRule version it serves), everything else kept as it was."""
-    kept = [e for e in (current or "").split(",") if e and not e.startswith("resource.k8s.io/")]
-    wanted = [e for e in version.release.runtime_config.split(",") if e]
-    return ",".join(kept + wanted) or None
+    """kube-apiserver's --runtime-config on `version`: what it was (an administrator's setting survives an upgrade or a
+    downgrade: e.g. resource.k8s.io/v1beta2/devicetaintrules, which a 1.36 kube-scheduler with DRADeviceTaintRules
+    lists, and a 1.37 kube-apiserver serves only when asked) plus what `version` needs of its own."""
+    entries = [e for e in (current or "").split(",") if e]
+    entries += [e for e in version.release.runtime_config.split(",") if e and e not in entries]
+    return ",".join(entries) or None
 
 
 def _scheduler_config(line: CommandLine, on: bool) -> CommandLine:

@@ -143,12 +143,11 @@ class Restarter:
         try:
             ready()
         except BaseException as exc:
-            if proc.poll() is not None:
-                tail = "\n".join(log.read_text(errors="replace").splitlines()[-20:])
-                raise ProviderNotReady(
-                    f"{name} exited after its restart ({why}); last lines of {log}:\n{tail}"
-                ) from exc
-            raise
+            tail = "\n".join(log.read_text(errors="replace").splitlines()[-12:])
+            state = "exited" if proc.poll() is not None else "is not ready"
+            raise ProviderNotReady(
+                f"{name} {state} after its restart ({why}): {str(exc).splitlines()[0]}; last lines of {log}:\n{tail}"
+            ) from exc
         return line
 
 

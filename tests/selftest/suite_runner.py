@@ -70,6 +70,16 @@ def bare_wait_timeouts(junit: Path) -> list[str]:
     ]
 
 
+def failure_first_line(junit: Path, test: str) -> str:
+    """The first line of test `test`'s failure in pytest's JUnit (its exception type left out), or ""."""
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        failure = case.find("failure")
+        if case.get("name") == test and failure is not None:
+            message = failure.get("message") or ""
+            return message.removeprefix("Failed: ").removeprefix("AssertionError: ").splitlines()[0]
+    return ""
+
+
 def known_defect_cases(junit: Path) -> set[str]:
     """Names of the test cases whose failure the suite explained as a known upstream defect's symptom (their JUnit
     property `known_defect`): a whole-suite run on 1.37 always has SCH-9's."""

@@ -52,18 +52,23 @@ def run_gates(
         raise ValueError(f"Kubernetes {version}: {reason}; the gate cannot be switched off there")
     ledger = Ledger("gates")
     plane = ControlPlane(version, say)
+    components = _drive(plane, ledger, say, lambda world: GatesRun(plane, world, ledger, variant).run())
+    cluster = {"kubernetes": str(version), "provider": "local", "components": components}
+    return _written(out, ledger, cluster, variant, say)
+
+
+def _drive(plane: ControlPlane, ledger: Ledger, say: Callable[[str], None], run: Callable[[World], Any]) -> dict:
+    """Start the cluster, run the procedure on it, note where it stopped; the components it ran, once stopped."""
     try:
         info = plane.start()
-        world = World(Cluster(info), unique_driver("life"), [n.name for n in info.nodes])
-        GatesRun(plane, world, ledger, variant).run()
+        run(World(Cluster(info), unique_driver("life"), [n.name for n in info.nodes]))
     except STOPS as exc:
         ledger.stopped = stopped(exc)
         say(f"stopped: {ledger.stopped}")
     finally:
         components = plane.describe() if plane.release else {}
         plane.stop()
-    cluster = {"kubernetes": str(version), "provider": "local", "components": components}
-    return _written(out, ledger, cluster, variant, say)
+    return components
 
 
 def run_upgrade(
@@ -75,16 +80,7 @@ def run_upgrade(
     binaries_of(new)  # before anything starts: a release without cached binaries is said at once (NotCached)
     ledger = Ledger("upgrade")
     plane = ControlPlane(old, say)
-    try:
-        info = plane.start()
-        world = World(Cluster(info), unique_driver("life"), [n.name for n in info.nodes])
-        UpgradeRun(plane, world, ledger, old, new, variant).run()
-    except STOPS as exc:
-        ledger.stopped = stopped(exc)
-        say(f"stopped: {ledger.stopped}")
-    finally:
-        components = plane.describe() if plane.release else {}
-        plane.stop()
+    components = _drive(plane, ledger, say, lambda world: UpgradeRun(plane, world, ledger, old, new, variant).run())
     cluster = {"kubernetes": str(new), "provider": "local", "upgradedFrom": str(old), "components": components}
     return _written(out, ledger, cluster, variant, say)
 

@@ -155,6 +155,18 @@ def test_an_attachment_kept_past_detach_seconds_breaks_imp12() -> None:
     assert "last holder was released" in found["IMP-12"][0]
 
 
+def test_a_detach_the_suite_held_back_counts_out_of_detach_seconds() -> None:
+    """IMP-8 holds a released device's detach across a restart: the stack's deadline runs without that hold."""
+    held = _life(detached_at=T0 + 19)  # released at +11, detached at +19: 3 s late for detachSeconds 5
+    held.hold_back("U0", T0 + 12, T0 + 16)  # the suite refused its detach for 4 of those
+    assert _judge(held, detach_s=5.0) == {}
+    short = _life(detached_at=T0 + 19)
+    short.hold_back("U0", T0 + 12, T0 + 13)  # 1 s held: still 2 s late
+    found = _judge(short, detach_s=5.0)
+    assert set(found) == {"IMP-12"} and "1.0s of it held back by the suite" in found["IMP-12"][0], found
+    assert held.held_between("U0", T0, T0 + 14) == 2.0 and held.held_between("U1", T0, T0 + 20) == 0.0
+
+
 def test_a_claim_released_before_ready_must_let_go_too() -> None:
     events = [
         (T0 + 1, "claim", "ADDED", _claim(10, "n1", False)),

@@ -218,3 +218,17 @@ def test_free_entries_of_a_device_on_one_node() -> None:
     )
     assert w.free_entries("U0", "node-6") == [f"{there['metadata']['name']}:hot-0"]
     assert w.free_entries("U0", "node-3") == []
+
+
+def test_in_offer_ignores_the_claim_holding_the_device_but_not_a_taint_nor_the_reach() -> None:
+    """IMP-8's failure path: a failed device still held by its own claim is out of offer only once it is hidden (a
+    taint, or removed, or its selector narrowed away from the node); its allocation does not hide it."""
+    fabric = _slice(("fabric-0", "U0"), ("fabric-1", "U1"))
+    fabric["spec"]["allNodes"] = True
+    fabric["spec"]["devices"][1]["taints"] = [{"key": "quarantine", "effect": "NoSchedule"}]
+    elsewhere = _slice(("hot-0", "U0"))
+    elsewhere["spec"]["nodeName"] = "node-6"
+    w = _watcher([fabric, elsewhere], [_claim("c1", 1, "fabric-0")])
+    assert w.in_offer("U0", "node-2") == [f"{fabric['metadata']['name']}:fabric-0"], "held, not hidden: in offer"
+    assert w.free_entries("U0") == [f"{elsewhere['metadata']['name']}:hot-0"], "its held entry is not free"
+    assert w.in_offer("U1", "node-2") == [], "tainted: out of offer"

@@ -221,3 +221,18 @@ def test_an_unknown_accepted_defect_is_a_usage_error(pytester: pytest.Pytester) 
     result = pytester.runpytest("-p", "no:cacheprovider", "--accept=known-defect:nope")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert pytester.runpytest("-p", "no:cacheprovider", "--accept=everything").ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_an_observed_upstream_behaviour_is_listed_and_fails_nothing() -> None:
+    from conformance.cluster.defects import RELEASED_BEFORE_UNPREPARE
+    from conformance.report.outcomes import Outcomes, RunResult
+    from conformance.report.verdict import known_defects
+
+    behaviour = catalogue()["force-delete-frees-device-before-unprepare"]
+    assert not behaviour.fails and behaviour.requirement == "NODE-4"
+    assert known_defect("NODE-4", RELEASED_BEFORE_UNPREPARE, "v1.37.2") == behaviour
+    outcomes = Outcomes()
+    outcomes.add("NODE-4", RunResult("t::node4", "passed", "seen", known_defect=behaviour.id))
+    entry = outcomes.summary()["NODE-4"]
+    assert entry["outcome"] == "passed" and entry["observedDefects"] == [behaviour.id]
+    assert "knownDefects" not in entry and known_defects({"NODE-4": entry}) == {}  # no failure, no exit 7

@@ -14,6 +14,7 @@ from conformance.suite.implementation.restart_cells import (
     AT_KILL,
     BY_NAME,
     CELLS,
+    PATHS,
     UNREACHABLE,
     Restart,
     batches,
@@ -23,11 +24,12 @@ from conformance.suite.implementation.restart_cells import (
 )
 
 CLAIMS = ("pending", "allocated", "ready", "released")
+FAILING = {c.name: 2 for c in CELLS if c.failure}
 FABRIC = ("free", "attaching", "attached", "detaching")
 
 
 def test_every_combination_is_a_cell_or_said_unreachable() -> None:
-    staged = {(c.claim, c.fabric) for c in CELLS if not (c.move or c.multi)}
+    staged = {(c.claim, c.fabric) for c in CELLS if c.grid and not (c.move or c.multi)}
     said = {(c, f) for c, f, _ in UNREACHABLE}
     assert not staged & said, "a combination is both staged and said unreachable"
     assert staged | said == set(itertools.product(CLAIMS, FABRIC)), "every claim x fabric combination is accounted for"
@@ -46,11 +48,12 @@ def _sizes(room: int, concurrency: int | None, devices: dict[str, int] | None = 
 @pytest.mark.parametrize(
     ("room", "concurrency", "devices", "sizes", "why"),
     [
-        (512, None, {}, [12], "identified, many devices reach the node: one restart for every cell"),
-        (6, None, {}, [6, 6], "count-based, 6 fabric-only nodes: a node each"),
-        (512, 1, {}, [1] * 12, "fabricConcurrency 1: one held operation at a time"),
-        (512, 4, {}, [4, 3, 3, 2], "fabricConcurrency 4: the multi-device cell counts two operations"),
-        (8, None, {"multi-one-attaching": 4}, [7, 5], "the multi-device cell takes its claim's devices"),
+        (512, None, {}, [18], "identified, many devices reach the node: one restart for every cell"),
+        (6, None, {}, [6, 6, 6], "count-based, 6 fabric-only nodes: a node each"),
+        (512, 1, {}, [1] * 18, "fabricConcurrency 1: one held operation at a time"),
+        (512, 4, {}, [4, 3, 3, 4, 4], "fabricConcurrency 4: the multi-device cell counts two operations"),
+        (8, None, {"multi-one-attaching": 4}, [7, 5, 6], "the multi-device cell takes its claim's devices"),
+        (8, None, {"multi-one-attaching": 4} | FAILING, [7, 5, 5, 1], "a failure cell takes two devices"),
     ],
 )
 def test_cells_go_in_batches_that_fit(
@@ -63,9 +66,13 @@ def test_what_a_profile_or_role_cannot_stage_says_why() -> None:
     kw = {"command": False, "counted": False, "multi": True, "concurrency": None, "second_node": True}
     assert not any(not_staged(c, **kw) for c in CELLS)
     command = {c.name for c in CELLS if not_staged(c, **(kw | {"command": True}))}
-    assert command == {"released-attached", "move-attached-a", "allocated-free", "allocated-attached"}
+    down = {"released-attached", "move-attached-a", "allocated-free", "allocated-attached"}
+    assert command == down | {"released-detached", "failed-seen"}
     counted = {c.name for c in CELLS if not_staged(c, **(kw | {"counted": True}))}
-    assert counted == {"move-attached-a", "move-detaching-a", "move-attaching-b"}
+    assert counted == {"move-attached-a", "move-detaching-a", "move-attaching-b", *FAILING}
+    no_failures = {c.name for c in CELLS if not_staged(c, **kw, failures=False)}
+    assert no_failures == set(FAILING)
+    assert "attachFailureReporting" in not_staged(BY_NAME["failed-hidden"], **kw, failures=False)
     assert "multiDeviceClaims" in not_staged(BY_NAME["multi-one-attaching"], **(kw | {"multi": False}))
 
 
@@ -94,10 +101,20 @@ def test_the_tests_are_the_cells_the_design_can_stage() -> None:
 
     every = {c.name for c in CELLS}
     assert cells("reference") == every and by_design(None) == [c.name for c in CELLS]
-    assert every - cells("reference-counted") == {"move-attached-a", "move-detaching-a", "move-attaching-b"}
-    assert every - cells("reference-kind") == {
-        "released-attached",
-        "move-attached-a",
-        "allocated-free",
-        "allocated-attached",
-    }
+    moves = {"move-attached-a", "move-detaching-a", "move-attaching-b"}
+    assert every - cells("reference-counted") == moves | set(FAILING)
+    down = {"released-attached", "move-attached-a", "allocated-free", "allocated-attached"}
+    assert every - cells("reference-kind") == down | {"released-detached", "failed-seen"}
+
+
+def test_every_path_is_walked_step_by_step() -> None:
+    """Issue 41 item 2: the restart matrix holds a cell after every step of every path, each cell on one path."""
+    on_paths = [name for names in PATHS.values() for name in names]
+    assert sorted(on_paths) == sorted(BY_NAME), "every cell is on exactly one path"
+    steps = {path: [BY_NAME[n].step for n in names] for path, names in PATHS.items()}
+    assert steps["detach"] == ["decided", "guard made", "detach sent", "detach done", "offered again"]
+    assert steps["failure"] == ["failure seen", "device out of offer", "failure reported"]
+    assert all(BY_NAME[n].path == path for path, names in PATHS.items() for n in names)
+    assert all(c.failure == (c.path == "failure") for c in CELLS)
+    report = matrix_report([])
+    assert report["paths"]["detach"][1] == {"step": "guard made", "cell": "released-guarded"}

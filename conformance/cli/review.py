@@ -92,6 +92,14 @@ def _run_lifecycle(versions: list[KubeVersion], out: Path) -> tuple[list[Path], 
 @click.option("--accept", multiple=True, help="with --run: passed to every release's run (e.g. known-defect:ID)")
 @click.option("--pytest-args", default="", help='with --run: more pytest arguments, one string (e.g. "-k gate")')
 @click.option(
+    "--scale",
+    "scale_files",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="figures of `make scale` (reports/scale/scale.json; repeatable) that answer GA-3 (5000+ nodes); default: "
+    "the curve committed as docs/figures/scale.json, the one docs/performance.md quotes",
+)
+@click.option(
     "--lifecycle/--no-lifecycle",
     default=True,
     show_default=True,
@@ -106,16 +114,19 @@ def review_command(
     profile: str,
     accept: tuple[str, ...],
     pytest_args: str,
+    scale_files: tuple[Path, ...],
     lifecycle: bool,
 ) -> None:
     """Merge result bundles (results.tar.gz of runs of several releases, profiles, machines or CI shards) into one
     review page (review.html, review.md) and one JUnit (review-junit.xml): each KEP-5007 test-plan line, graduation
     criterion and PRR question with the requirements that answer it, their outcomes per release, the figures and
-    the known upstream defects per release; questions no run answers yet are listed as such."""
+    the known upstream defects per release; questions no run answers yet are listed as such. GA-3 (5000+ nodes) is
+    answered from the figures of `make scale` (--scale), not from a suite run."""
     from conformance.matrix import supported_versions
     from conformance.report.bundle import BundleError
     from conformance.report.review import Review, load_runs
     from conformance.report.review_write import write_review
+    from conformance.report.scale_evidence import FIGURES_FILE, load_points
 
     sources, missing, notes = list(bundles), {}, []
     if run_suite:
@@ -129,9 +140,10 @@ def review_command(
         raise click.ClickException(
             "no results bundle to review" + (f": {'; '.join(missing.values())}" if missing else "")
         )
+    figures = list(scale_files) or ([FIGURES_FILE] if FIGURES_FILE.exists() else [])
     try:
-        review = Review(load_runs(sources), missing, notes)
-    except BundleError as exc:
+        review = Review(load_runs(sources), missing, *load_points(figures), notes=notes)
+    except (BundleError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     paths = write_review(review, out)
     counts: dict[str, int] = {}
@@ -146,4 +158,5 @@ def review_command(
         click.echo(f"  {release}: {why}")
     for note in notes:
         click.echo(f"  lifecycle run not run: {note}")
+    click.echo(f"GA-3 (5000+ nodes) from: {', '.join(review.scale_sources) or 'no make scale figures'}")
     click.echo("wrote " + ", ".join(str(p) for p in paths.values()))

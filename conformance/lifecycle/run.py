@@ -51,9 +51,24 @@ def run_gates(
     if reason:
         raise ValueError(f"Kubernetes {version}: {reason}; the gate cannot be switched off there")
     ledger = Ledger("gates")
-    components = _procedure(version, ledger, lambda p, w: GatesRun(p, w, ledger, variant).run(), say)
+    plane = ControlPlane(version, say)
+    components = _drive(plane, ledger, say, lambda world: GatesRun(plane, world, ledger, variant).run())
     cluster = {"kubernetes": str(version), "provider": "local", "components": components}
     return _written(out, ledger, cluster, variant, say)
+
+
+def _drive(plane: ControlPlane, ledger: Ledger, say: Callable[[str], None], run: Callable[[World], Any]) -> dict:
+    """Start the cluster, run the procedure on it, note where it stopped; the components it ran, once stopped."""
+    try:
+        info = plane.start()
+        run(World(Cluster(info), unique_driver("life"), [n.name for n in info.nodes]))
+    except STOPS as exc:
+        ledger.stopped = stopped(exc)
+        say(f"stopped: {ledger.stopped}")
+    finally:
+        components = plane.describe() if plane.release else {}
+        plane.stop()
+    return components
 
 
 def run_upgrade(
@@ -64,30 +79,10 @@ def run_upgrade(
         raise ValueError(f"{old} -> {new}: upgrade and skew are judged between adjacent minors only")
     binaries_of(new)  # before anything starts: a release without cached binaries is said at once (NotCached)
     ledger = Ledger("upgrade")
-    components = _procedure(old, ledger, lambda p, w: UpgradeRun(p, w, ledger, old, new, variant).run(), say)
+    plane = ControlPlane(old, say)
+    components = _drive(plane, ledger, say, lambda world: UpgradeRun(plane, world, ledger, old, new, variant).run())
     cluster = {"kubernetes": str(new), "provider": "local", "upgradedFrom": str(old), "components": components}
     return _written(out, ledger, cluster, variant, say)
-
-
-def _procedure(
-    version: KubeVersion,
-    ledger: Ledger,
-    body: Callable[[ControlPlane, World], None],
-    say: Callable[[str], None],
-) -> dict[str, str]:
-    """Bring up a cluster of `version`, run `body` on it, always tear it down; a stop is kept in the ledger. Returns
-    what each component ran at the end."""
-    plane = ControlPlane(version, say)
-    try:
-        info = plane.start()
-        body(plane, World(Cluster(info), unique_driver("life"), [n.name for n in info.nodes]))
-    except STOPS as exc:
-        ledger.stopped = stopped(exc)
-        say(f"stopped: {ledger.stopped}")
-    finally:
-        components = plane.describe() if plane.release else {}
-        plane.stop()
-    return components
 
 
 def stopped(exc: BaseException) -> str:

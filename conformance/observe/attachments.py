@@ -11,9 +11,9 @@ answer came back, so an answer is the fabric's state at some moment inside [sent
   every probe answer wholly inside that stretch (less one probe period at its end, for the watch's delivery lag)
   says the device is attached to the allocation's node;
 - IMP-12 no attachment outlives its claim: every probe answer that lists a device (attaching, attached,
-  detaching) falls while an allocation holds it, or within detachSeconds (plus one probe period) of the last
-  release (of the end of the attach, if one was still in flight then); a device with identified fabric entries is
-  offered again by then (or held again).
+  detaching) falls while an allocation holds it, or within detachSeconds (plus one probe period, plus what the suite
+  itself held back: IMP-8's refused or hung detach across a restart) of the last release (of the end of the attach,
+  if one was still in flight then); a device with identified fabric entries is offered again by then (or held again).
 
 Devices are identified by their published copies (the identity attribute), else by status.devices[].data (a
 counted fabric entry names the device it became there); an allocation of a counted entry that never named one is a
@@ -246,7 +246,7 @@ class Judge:
         fabric = self._fabric_identities(records, samples)
         self._attached_while_used(verdicts, held, usages(records), samples, fabric)
         self._conditions_follow_the_fabric(verdicts, held, samples)
-        self._no_attachment_outlives_its_claim(verdicts, held, samples, records, end)
+        self._no_attachment_outlives_its_claim(verdicts, held, samples, records, end, record)
         return verdicts
 
     def _fabric_identities(self, records: list[Record], samples: list[Sample]) -> set[str]:
@@ -323,7 +323,7 @@ class Judge:
                     )
 
     def _no_attachment_outlives_its_claim(
-        self, v: Verdicts, held: list[Held], samples: list[Sample], records: list[Record], end: float
+        self, v: Verdicts, held: list[Held], samples: list[Sample], records: list[Record], end: float, record: Recorder
     ) -> None:
         rule = "IMP-12"
         before = set(samples[0].states)  # attached before the run looked: not the run's
@@ -344,18 +344,28 @@ class Judge:
                     continue
                 last = max((h.end for h in holders if h.end is not None and h.end <= s.sent), default=None)
                 due = _attach_end(samples, identity, last) if last is not None else None
-                if due is not None and s.sent - due <= grace:
+                # What the suite itself held back (IMP-8's held detach across a restart) is not the stack's delay.
+                if due is not None and s.sent - due <= grace + record.held_between(identity, due, s.sent):
                     continue
                 why = "no allocation of the run ever held it"
                 if last is not None:
                     why = f"its last holder was released at {stamp(last)}, {s.sent - last:.1f}s before"
                     why += f" (its attach in flight then ended at {stamp(due)})" if due != last else ""
+                held_back = record.held_between(identity, due, s.sent) if due is not None else 0.0
+                why += f", {held_back:.1f}s of it held back by the suite" if held_back else ""
                 v.fail(rule, f"{identity} on {node}: {_said(s, identity)}; {why} (detachSeconds {self.detach_s:g})")
                 break
-            self._offered_again(v, identity, own, samples, records, end)
+            self._offered_again(v, identity, own, samples, records, end, record)
 
     def _offered_again(
-        self, v: Verdicts, identity: str, own: list[Held], samples: list[Sample], records: list[Record], end: float
+        self,
+        v: Verdicts,
+        identity: str,
+        own: list[Held],
+        samples: list[Sample],
+        records: list[Record],
+        end: float,
+        record: Recorder,
     ) -> None:
         """After its last release, a device with identified fabric entries is offered by one again (or held)."""
         rule = "IMP-12"
@@ -363,7 +373,9 @@ class Judge:
         if not own or len(ends) < len(own):
             return  # never identified by a fabric entry, or held until the end
         last = max(ends)
-        due = _attach_end(samples, identity, last) + self.detach_s + self.period
+        start = _attach_end(samples, identity, last)
+        due = start + self.detach_s + self.period
+        due += record.held_between(identity, start, end)  # the suite's holds from the release on
         if due > end:
             return
         entries = [r for r in records if r.kind == "slice" and r.obj.get("driver") == self.driver]

@@ -390,6 +390,21 @@ class InvariantWatcher:
         slices = [s for s in self.driver_slices() if s["spec"].get("nodeName") == node]
         return [e for entries in self._offered(slices, set()).values() for e in entries]
 
+    def in_offer(self, identity: str, node: str) -> list[str]:
+        """The entries of this physical device reaching `node` that the scheduler could allocate were no claim holding
+        them (newest generation, untainted): a failed device still held by its own claim is out of offer once none is
+        left (IMP-8's failure path; removed, tainted, or its selector narrowed away from the node)."""
+        labels = next(
+            (
+                dict(n["metadata"].get("labels") or {})
+                for n in self.record.live("node")
+                if n["metadata"]["name"] == node
+            ),
+            {},
+        )
+        slices = [s for s in self.driver_slices() if reaches(s, node, labels)]
+        return self._offered(slices, set()).get(identity, [])
+
     def free_entries(self, identity: str, node: str | None = None) -> list[str]:
         """The entries that offer this physical device free right now, as the watcher sees the cluster (`node`: only
         the node-local slices of that node)."""

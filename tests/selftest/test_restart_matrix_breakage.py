@@ -3,7 +3,8 @@ not reach (hidden --broken-* flags of fake-drivers/src/fake_drivers/controller/c
 
 - --broken-forget-unsent-on-restart: work decided but not yet sent to the fabric when the controller restarts is lost
   (an allocated claim whose device is still free is never attached; an idle device due a detach stays attached):
-  cells allocated-free and released-attached fail;
+  cells allocated-free, released-attached (the detach path's step 'decided') and failed-seen (the failure path's
+  'failure seen': the attach that failed while the controller was down is neither tried again nor reported) fail;
 - --broken-forget-move-on-restart: a device found at start attached to (or detaching from) another node than its
   claim's allocation is never moved: cells move-attached-a and move-detaching-a fail.
 
@@ -27,13 +28,14 @@ LET_GO = "test_nothing_stays_attached_after_the_restart"
     [
         (
             "--broken-forget-unsent-on-restart",
-            [f"{BINDS}[allocated-free]", f"{LET_GO}[released-attached]"],
-            "cell released-attached (claim released x fabric attached",
+            [f"{BINDS}[allocated-free]", f"{LET_GO}[released-attached]", f"{BINDS}[failed-seen]"],
+            "cell released-attached (detach path, restarted after step 'decided': claim released x fabric attached",
         ),
         (
             "--broken-forget-move-on-restart",
             [f"{BINDS}[move-attached-a]", f"{BINDS}[move-detaching-a]"],
-            "cell move-attached-a (claim allocated or pending (the model's) x fabric attached to A",
+            "cell move-attached-a (move path, restarted after step 'detach from A decided': claim allocated or pending "
+            "(the model's) x fabric attached to A",
         ),
     ],
 )

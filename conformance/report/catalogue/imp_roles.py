@@ -35,24 +35,35 @@ DOCS: dict[str, Doc] = {
         "(decided, not yet sent), allocated/attaching, allocated/attached (no condition written), ready/attached, "
         "released/attaching, released/attached (no detach sent yet), released/detaching; a device moving from node A "
         "to B (attached to A or detaching from A with B's claim waiting, attaching to B); a claim of "
-        "`devicesPerClaim` devices with one attach in flight. A cell counts only when the record and the probe show "
+        "`devicesPerClaim` devices with one attach in flight. Between every two steps of the detach path (decided: "
+        "released/attached; guard made: every detach refused by the fault injector's `unreachable` until the role is "
+        "back; detach sent: released/detaching; detach done: the held detach let complete while the role is down; "
+        "offered again) and of the failure path (failure seen: the held attach let fail while the role is down; "
+        "device out of offer: the failure report refused by an admission policy of the suite's until the role is "
+        "back; failure reported), each step read from the probe, the slices, taint rules and the claim's conditions. "
+        "A cell counts only when the record and the probe show "
         "its state at the kill. Each pod binds where its devices are attached, no condition True before its attach, "
         "a bound pod's device stays attached, and afterwards every device is detached and offered again within "
-        "`detachSeconds`. The matrix, the combinations no cell stages and why, and each cell's outcome are in "
+        "`detachSeconds` (once offered again, never attached again after the restart); a failure cell's failure is "
+        "reported, the failed device out of offer from the report on and not attached again once the stack acted on "
+        "it, and the pod binds on the claim's other device. The matrix, its paths' steps, the combinations no cell "
+        "stages and why, and each cell's outcome are in "
         "conformance-report.yaml (`restartMatrix`) and the HTML report. Runs alone (it restarts the shared stack)",
         models={
             "keep-in-pool": "one allocation, bound with it, device attached; a move: B's claim allocated the device "
             "still on A",
             "reschedule-to-local": "fabric allocation cleared only by `reschedule`, bound with the node-local copy; a "
             "move: B's claim pending until the device is free",
-            "counted": "the same; held operations selected by node (each cell its own node); the move cells are not "
-            "staged (entries name no device)",
+            "counted": "the same; held operations selected by node (each cell its own node); the move and failure "
+            "cells are not staged (entries name no device)",
         },
         skips="a restart command (not a process) cannot stage the cells changed while the role is down "
         "(allocated/free, released/attached, the move attached to A, allocated/attached: its attach must complete "
-        "while the role is down); a miss of the pending/free cell's timing around the command is skipped with why; "
-        "the multi-device cell needs "
-        "`multiDeviceClaims` and `fabricConcurrency` of 2 or more: each such cell is skipped with why",
+        "while the role is down; detach done, failure seen); a miss of the pending/free cell's timing around the "
+        "command is skipped with why; the multi-device cell needs "
+        "`multiDeviceClaims` and `fabricConcurrency` of 2 or more; the failure path needs `attachFailureReporting` "
+        "and identified entries (on count-based pools the failed device's offer cannot be read per device): each "
+        "such cell is skipped with why",
     ),
     "IMP-9": Doc(
         "least-privilege: for every ServiceAccount of the stack (`serviceAccounts`, `controller.serviceAccount`, "
@@ -77,13 +88,16 @@ DOCS: dict[str, Doc] = {
         "with that reason (the requirement is then partial)",
     ),
     "IMP-17": Doc(
-        "coexistence: from the implementation's readiness until every implementation scenario has ended, a "
-        "suite-owned other driver keeps a DeviceClass, a ResourceSlice and claims with binding conditions that are "
-        "pending, allocated and waiting (timing out and allocated again), and failed; while all these states have "
-        "been seen, an attach-before-bind of the implementation's own device must bind; and none of the other "
-        "driver's objects may be written by anyone but the suite and the control plane (the slice and class keep "
-        "their resourceVersion, the claims' status.devices hold only what the suite wrote, no other field manager), "
-        "checked again once every implementation scenario has ended",
+        "coexistence, judged in its own phase (the coexistence phase: the suite's cluster scenarios keep claims of "
+        "their own drivers live meanwhile): from the implementation's readiness, a suite-owned other driver keeps a "
+        "DeviceClass, a ResourceSlice and claims with binding conditions that are pending, allocated and waiting "
+        "(timing out and allocated again), and failed; while all these states have been seen, an attach-before-bind "
+        "of the implementation's own device must bind; and none of the other driver's objects may be written by "
+        "anyone but the suite and the control plane (the slice and class keep their resourceVersion, the claims' "
+        "status.devices hold only what the suite wrote, no other field manager), checked again when the phase ends. "
+        "Every other implementation requirement is judged afterwards, with no other driver's binding-condition claim "
+        "live (the foreign-free phase), so a stack that breaks on other drivers fails IMP-17 with that cause and its "
+        "other gaps are still reported; the implementation's log lines that name the suite's own pools say so",
         models={
             "keep-in-pool": "its own pod binds on the fabric allocation while the other claims live",
             "reschedule-to-local": "its own pod binds on the node-local copy while the other claims live",

@@ -18,9 +18,24 @@ from conformance.observe.attachments import stamp
 from conformance.observe.moves import judge_move
 from conformance.observe.recorder import PROBE_PERIOD_S
 from conformance.observe.views import SCHEDULE_S, History
+from conformance.suite.cause import in_one_line
 from conformance.suite.implementation.context import Context
 from conformance.suite.implementation.outcome import bind_timeout, follow, outcome
 from conformance.suite.implementation.restart_cells import Cell, Restart
+from conformance.suite.implementation.restart_paths import (
+    DETACH_STEPS,
+    FAILURE_STEPS,
+    after_restart,
+    detached_while_down,
+    failed_while_down,
+    failure_let_go,
+    hold_detach,
+    hold_failures,
+    judge_failure,
+    let_go_window,
+    note_held_back,
+    offered_after,
+)
 from conformance.suite.implementation.restart_staging import (
     ATTACHES,
     BOUND_FIRST,
@@ -78,6 +93,10 @@ def _while_down(ctx: Context, staged: dict[str, Staged], came: list[float]) -> C
                 ctx.profile.promises.attach_s + 10,
                 f"the released attach of {device} to complete on {node} (the probe to say so)",
             )
+        if (s := staged.get("released-detached")) and not s.seen.walked:
+            detached_while_down(ctx, s)
+        if (s := staged.get("failed-seen")) and not s.seen.walked:
+            failed_while_down(ctx, s)
         if s := staged.get("allocated-free"):
             s.history.wait(lambda h: h.allocations(), timeout=SCHEDULE_S, expected="its claim allocated (role down)")
         if (s := staged.get("released-attached")) and not s.seen.walked:
@@ -115,9 +134,11 @@ def run_batch(ctx: Context, role: Role, cells: list[Cell], n: int) -> list[Resta
         first = [s for name, s in staged.items() if name in BOUND_FIRST]
         if first:
             with ThreadPoolExecutor(len(first), thread_name_prefix="restart-stage") as staging:
-                list(staging.map(lambda s: bound_first(ctx, s), first))
+                list(staging.map(lambda s: _bound(ctx, s), first))
         holding = sum(1 for s in first if s.fault)
         hold_attaches(ctx, [s for name, s in staged.items() if name in ATTACHES], holding)
+        # Last: failed-reported's restart must follow its report at once.
+        hold_failures(ctx, [s for name, s in staged.items() if name in FAILURE_STEPS])
         came: list[float] = []
         gated = None if process else staged.get("pending-free")
         if gated is not None:  # a restart command kills and starts in one: the pod waits at a gate until it returned
@@ -128,20 +149,26 @@ def run_batch(ctx: Context, role: Role, cells: list[Cell], n: int) -> list[Resta
             _lift_gate(ctx, gated.ns, "app")
         for s in staged.values():  # what the suite held across the restart goes on now
             s.ended = back
-            if s.fault and s.seen.cell != "allocated-attached":
+            if s.cell.path in ("detach", "failure") and not s.cell.grid:
+                after_restart(s)
+            elif s.fault and s.seen.cell != "allocated-attached":
                 s.faults.release_fault(s.fault)
                 s.ended, s.let_on = time.time(), time.monotonic()
         back_mono = time.monotonic() - max(0.0, time.time() - back)
+        for s in staged.values():
+            note_held_back(ctx, s, back_mono)
         came_back(ctx, staged, killed, came[0] if came else killed, back, process)
         # Each let-go is watched from its pod's release on, side by side (it reads only the record and the probe).
         with ThreadPoolExecutor(len(staged), thread_name_prefix="let-go") as watching:
             going: dict[str, Future[LetGo]] = {}
             for name, s in staged.items():
                 if s.cell.owed == "let-go" and s.released:
-                    going[name] = watching.submit(_let_go, ctx, s, back_mono)
+                    going[name] = watching.submit(_let_go, ctx, s, back_mono, (killed, back))
             for s in staged.values():
                 if s.cell.owed == "bind" and not s.seen.walked:
                     _follow(ctx, s)
+                elif s.cell.owed == "report" and not s.seen.walked:
+                    judge_failure(ctx, s, killed, back)
             for s in staged.values():
                 if s.cell.owed == "keep" and not s.seen.walked:
                     _keep(ctx, s, killed, back + ctx.profile.promises.attach_s)
@@ -151,7 +178,7 @@ def run_batch(ctx: Context, role: Role, cells: list[Cell], n: int) -> list[Resta
                         if history is not None and history.latest("pod"):  # a move's pod on A went before
                             delete_pod(ctx, ns, history)
                     s.released = time.monotonic()
-                    going[name] = watching.submit(_let_go, ctx, s, back_mono)
+                    going[name] = watching.submit(_let_go, ctx, s, back_mono, (killed, back))
             for name, future in going.items():
                 staged[name].seen.let_go = future.result()
         for s in staged.values():  # the next batch may need the same nodes
@@ -170,7 +197,8 @@ def _follow(ctx: Context, s: Staged) -> None:
     try:
         s.seen.outcome = follow(ctx, s.history, s.pod_node, timeout + s.seen.held_s + s.seen.binding_timeout_s)
     except WaitTimeout as exc:
-        s.seen.outcome, s.seen.unbound = outcome(ctx, s.history, s.pod_node), str(exc)
+        s.seen.outcome = outcome(ctx, s.history, s.pod_node)
+        s.seen.unbound = in_one_line(ctx, str(exc), s.began, {s.history.namespace})
     if s.cell.move and ctx.probe is not None and s.seen.outcome.final is not None:
         moved = next((i for i in s.seen.outcome.final_identities() if i), s.seen.device)
         s.seen.move_path, s.seen.move_problems = judge_move(ctx.probe.samples(s.bound_a), moved, s.seen.node_b)
@@ -198,10 +226,28 @@ def _keep(ctx: Context, s: Staged, killed: float, until: float) -> None:
     s.seen.kept = [f"the probe answer sent {stamp(x.sent)} says {device}: {x.states.get(device)}" for x in bad[:3]]
 
 
-def _let_go(ctx: Context, s: Staged, back: float) -> LetGo:
+def _bound(ctx: Context, s: Staged) -> None:
+    """A cell that begins with a bound pod, up to its kill point (the detach path's own steps: restart_paths.py)."""
+    bound_first(ctx, s)
+    if s.seen.cell in DETACH_STEPS and not s.seen.walked:
+        hold_detach(ctx, s)
+
+
+def _let_go(ctx: Context, s: Staged, back: float, restart: tuple[float, float]) -> LetGo:
     """The cell's devices detached and offered again within detachSeconds of its pod's release, plus what the suite
     held: a held detach (released-detaching), the role down after the release (released-attached); a released attach
-    the suite let go (released-attaching) first has to end (attachSeconds)."""
+    the suite let go (released-attaching) first has to end (attachSeconds); the detach path's own steps and the
+    failure path's pods: restart_paths.py. `restart`: the restart's start and end (time.time())."""
+    if s.cell.failure:
+        return failure_let_go(ctx, s)
+    if s.seen.cell in DETACH_STEPS:
+        since, held = let_go_window(s, back)
+        if held:
+            s.seen.held_s = round(held, 3)
+        went = let_go(ctx, [s.seen.device], s.lease, since, ctx.profile.promises.detach_s, held)
+        if s.seen.cell == "released-offered":  # and it stays so while a restarted stack acts
+            offered_after(ctx, s, *restart)
+        return went
     seen = s.seen.outcome
     used = {i for i in (seen.final_identities() if seen else []) if i} | ({s.seen.device} - {""})
     used = used or set(s.lease.identities)  # unbound, no attach seen: the leased device must still be let go

@@ -7,195 +7,29 @@ a restart command: at its start), the claim in the cell's state and the fabric p
 the device. What each cell owes after the restart is the KEP's outcome: `bind` the pod binds on its node with every
 device attached there, by an allowed path, and no condition True before THAT device was attached to the allocation's
 node (a move: and the device leaves A before it is listed on B); `keep` the device stays attached while its pod uses
-it; every cell: once the pod and claim are gone, the devices are detached and offered again within detachSeconds.
+it; `report` (the failure path) the failure reported, the failed device out of offer from then on and never attached
+again for that claim, the pod bound on the other device; every cell: once the pod and claim are gone, the devices are
+detached and offered again within detachSeconds (the detach path's last step: and never attached again after it).
+The cells themselves, the paths' steps and the grid's unreachable combinations: restart_grid.py.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from conformance.implementation.profile import Profile
 from conformance.suite.implementation.outcome import Outcome
+from conformance.suite.implementation.restart_grid import (  # noqa: F401 (re-exported: the matrix's one entry point)
+    AT_KILL,
+    BY_NAME,
+    CELLS,
+    PATHS,
+    UNREACHABLE,
+    Cell,
+    Owed,
+)
 from conformance.suite.implementation.settle import LetGo
-
-Owed = Literal["bind", "keep", "let-go"]
-
-
-@dataclass(frozen=True)
-class Cell:
-    name: str  # the pytest id and the report's key
-    claim: str  # the claim's state the role comes back to
-    fabric: str  # the fabric's state of the device the role comes back to
-    staged: str  # how the suite puts the device there
-    owed: Owed
-    holds: int = 0  # fabric operations the suite holds in flight across the restart
-    down: bool = False  # staged while the role is down: a process role only
-    move: bool = False  # a device released on node A and leased to a pod pinned to node B
-    multi: bool = False  # a claim of devicesPerClaim devices
-
-    @property
-    def operations(self) -> int:
-        """Fabric operations the cell has in flight at once at its kill point (fabricConcurrency)."""
-        return 2 if self.multi else 1
-
-
-CELLS: tuple[Cell, ...] = (
-    Cell(
-        "released-detaching",
-        "released",
-        "detaching",
-        "the pod bound, deleted with its claim; the detach held in flight (a hang fault) across the restart",
-        "let-go",
-        holds=1,
-    ),
-    Cell(
-        "released-attached",
-        "released",
-        "attached",
-        "the pod bound; pod and claim deleted while the role is down, before any detach was sent",
-        "let-go",
-        down=True,
-    ),
-    Cell("ready-attached", "ready", "attached", "the pod bound and using the device across the restart", "keep"),
-    Cell(
-        "move-attached-a",
-        "allocated or pending (the model's)",
-        "attached to A",
-        "the device used on A; while the role is down A's pod and claim deleted and a pod pinned to B created and "
-        "tried by the scheduler (keep-in-pool: B's claim allocated the device still on A; reschedule-to-local: "
-        "pending until it is free): the detach from A decided, not sent",
-        "bind",
-        down=True,
-        move=True,
-    ),
-    Cell(
-        "move-detaching-a",
-        "allocated or pending (the model's)",
-        "detaching from A",
-        "the device used on A, released, a pod pinned to B created; the detach from A held in flight",
-        "bind",
-        holds=1,
-        move=True,
-    ),
-    Cell(
-        "move-attaching-b",
-        "allocated",
-        "attaching to B",
-        "the device used on A, released, a pod pinned to B created; the attach to B held in flight",
-        "bind",
-        holds=1,
-        move=True,
-    ),
-    Cell(
-        "released-attaching",
-        "released",
-        "attaching",
-        "an attach held in flight, then the pod and claim deleted: the restart comes to an attach nobody wants",
-        "let-go",
-        holds=1,
-    ),
-    Cell(
-        "multi-one-attaching",
-        "allocated (reschedule-to-local: or pending, rescheduled for the attached ones)",
-        "one attaching, the others attached",
-        "a claim of devicesPerClaim devices: one attach held in flight, the others attached",
-        "bind",
-        holds=1,
-        multi=True,
-    ),
-    Cell(
-        "allocated-attaching",
-        "allocated",
-        "attaching",
-        "the attach held in flight (a hang fault) across the restart",
-        "bind",
-        holds=1,
-    ),
-    Cell(
-        "allocated-attached",
-        "allocated",
-        "attached",
-        "the attach completes while the role is down, no condition written yet (a held attach let go between kill "
-        "and start: a process role only)",
-        "bind",
-        holds=1,
-    ),
-    Cell(
-        "allocated-free",
-        "allocated",
-        "free",
-        "the pod created and its claim allocated while the role is down: the attach decided (by the allocation) "
-        "but not yet sent to the fabric",
-        "bind",
-        down=True,
-    ),
-    Cell(
-        "pending-free",
-        "pending",
-        "free",
-        "the role killed, the pod created while it is down, the role started (restart command: the pod created "
-        "before it, held at a scheduling gate until it returned)",
-        "bind",
-    ),
-)
-BY_NAME = {c.name: c for c in CELLS}
-# (claim, fabric) the record must show at the kill for the cell to be walked ("*": either, the model's); a process
-# role's cells staged while it is down (pods created or deleted, a claim allocated, a held attach let complete) are
-# checked for that too (restart_walked.py came_back).
-AT_KILL: dict[str, tuple[str, str]] = {
-    "released-detaching": ("released", "detaching"),
-    "released-attached": ("ready", "attached"),
-    "ready-attached": ("ready", "attached"),
-    "move-attached-a": ("*", "attached to A"),
-    "move-detaching-a": ("*", "detaching from A"),
-    "move-attaching-b": ("allocated", "attaching to B"),
-    "released-attaching": ("released", "attaching"),
-    "multi-one-attaching": ("*", "one attaching, the others attached"),
-    "allocated-attaching": ("allocated", "attaching"),
-    "allocated-attached": ("allocated", "attaching"),
-    "allocated-free": ("pending", "free"),
-    "pending-free": ("pending", "free"),
-}
-
-# The combinations no cell stages, and why.
-UNREACHABLE: tuple[tuple[str, str, str], ...] = (
-    (
-        "pending",
-        "attaching",
-        "a device is attached for an allocation: before its claim is allocated no attach of it is owed (an attach "
-        "of a device no claim holds is judged by the run-wide fabric truth, IMP-12)",
-    ),
-    (
-        "pending",
-        "attached",
-        "keep-in-pool: the allocation is never cleared on the happy path; reschedule-to-local: only between the "
-        "scheduler's deallocation after the reschedule condition and its reallocation to the node-local copy (one "
-        "backoff, the scheduler's to close: the suite cannot hold it there without changing what it may allocate); "
-        "a pending claim whose device is still attached to ANOTHER node is cell move-attached-a",
-    ),
-    (
-        "pending",
-        "detaching",
-        "only as a move (reschedule-to-local: B's claim waits while the device leaves A): cell move-detaching-a",
-    ),
-    (
-        "allocated",
-        "detaching",
-        "on its own node, a detach of a device a live allocation holds is a loss (IMP-10); as a move (B's claim "
-        "allocated while the device leaves A): cell move-detaching-a",
-    ),
-    ("ready", "free", "conditions True with the device not attached: IMP-3 forbids it, no correct stack gets there"),
-    ("ready", "attaching", "conditions True before the attach completed: IMP-3 forbids it"),
-    ("ready", "detaching", "a device detached while its bound pod uses it: IMP-10 forbids it"),
-    (
-        "released",
-        "free",
-        "nothing is left for the stack to do; a device attached afterwards with no claim is judged by the run-wide "
-        "fabric truth (IMP-12)",
-    ),
-)
-
 
 # Cells whose fabric step a process role's restart lets happen while the role is down (a held attach let go between
 # kill and start); no cell of a role restarted by a command.
@@ -203,9 +37,25 @@ COMPLETED_WHILE_DOWN = ("allocated-attached",)
 
 
 def not_staged(
-    cell: Cell, *, command: bool, counted: bool, multi: bool, concurrency: int | None, second_node: bool
+    cell: Cell,
+    *,
+    command: bool,
+    counted: bool,
+    multi: bool,
+    concurrency: int | None,
+    second_node: bool,
+    failures: bool = True,
 ) -> str:
-    """Why the cell cannot be staged for this profile and role ("" : it can)."""
+    """Why the cell cannot be staged for this profile and role ("" : it can). `failures`: the profile claims
+    attachFailureReporting (and does not declare it never reports one)."""
+    if cell.failure and not failures:
+        return "the profile does not claim attachFailureReporting: no failure path to restart on"
+    if cell.failure and counted:
+        return (
+            "count-based entries name no device: whether THE failed device is out of offer (the step this path turns "
+            "on) cannot be read from the slices (attach-failure judges a counted failure by the fabric and the claim's "
+            "status data, IMP-4)"
+        )
     if cell.down and command:
         return "the role restarts by a command, which kills and starts in one: nothing can happen while it is down"
     if cell.name in COMPLETED_WHILE_DOWN and command:
@@ -230,15 +80,17 @@ def not_staged(
 def by_design(profile: Profile | None) -> list[str]:
     """The cells some restartable role of the profile can stage by the stack's design (the test ids of the matrix):
     no move where count entries name no device, no cell staged while a role is down where every role restarts by a
-    command, no multi-device claim the profile does not claim. What a run then lacks (a second node, devices) skips
+    command, no multi-device claim the profile does not claim, no failure path where it claims no failure reporting
+    (nor on count-based entries). What a run then lacks (a second node, devices) skips
     the cell with why; what the design excludes is no cell of that profile (the report still lists it, not staged)."""
     if profile is None:
         return [c.name for c in CELLS]
     command = all(role.process is None for role in profile.restartable())
     multi = bool(profile.capabilities.get("multiDeviceClaims"))
     counted = profile.fabric_entries == "counted"
+    failures = bool(profile.capabilities.get("attachFailureReporting")) and profile.promises.reports_failures
     kw = {"command": command, "counted": counted, "multi": multi, "concurrency": None, "second_node": True}
-    return [c.name for c in CELLS if not not_staged(c, **kw)]
+    return [c.name for c in CELLS if not not_staged(c, failures=failures, **kw)]
 
 
 def batches(cells: list[Cell], room: int, concurrency: int | None, devices: dict[str, int]) -> list[list[Cell]]:
@@ -285,6 +137,10 @@ class Restart:
     move_path: list[str] = field(default_factory=list)
     move_problems: list[str] = field(default_factory=list)
     let_go: LetGo | None = None  # after the pod was deleted
+    # What the path cells' own judgement found (restart_paths.py): the failure path's report and quarantine, the
+    # detach path's offer after the restart.
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what was seen on the way (a guard made, the failed device)
 
     @property
     def spec(self) -> Cell:
@@ -295,9 +151,11 @@ class Restart:
         seen = f"; at the kill claim {self.at_kill_seen[0]}, fabric {self.at_kill_seen[1]}" if self.at_kill_seen else ""
         if self.came_back_to:
             seen += f"; started again with claim {self.came_back_to[0]}, fabric {self.came_back_to[1]}"
+        notes = "".join(f"; {n}" for n in self.notes)
         return (
-            f"role {self.role}, cell {c.name} (claim {c.claim} x fabric {c.fabric}; {self.done or 'not restarted'}; "
-            f"one restart for {', '.join(self.together) or c.name}){seen}"
+            f"role {self.role}, cell {c.name} ({c.path} path, restarted after step '{c.step}': claim {c.claim} x "
+            f"fabric {c.fabric}; {self.done or 'not restarted'}; one restart for {', '.join(self.together) or c.name})"
+            f"{seen}{notes}"
         )
 
     def binding(self) -> list[str]:
@@ -309,6 +167,8 @@ class Restart:
         c = self.spec
         if c.owed == "let-go":
             return []
+        if c.owed == "report":
+            return ([self.unbound] if self.unbound else []) + self.problems
         if self.outcome is None:
             return ["nothing was observed"]
         if c.owed == "keep":
@@ -323,7 +183,9 @@ class Restart:
         """The let-go's problem ("" : the devices were detached and offered again in time, or not staged)."""
         if self.skipped or (self.walked and self.let_go is None):
             return ""
-        return self.let_go.problem() if self.let_go else "no release observed"
+        found = [self.let_go.problem() if self.let_go else "no release observed"]
+        found += self.problems if self.spec.owed == "let-go" else []
+        return "\n".join(p for p in found if p)
 
     def expected(self) -> str:
         c = self.spec
@@ -331,7 +193,11 @@ class Restart:
             "bind": f"the pod bound on {self.node_b or self.node} with every device attached there, no condition True "
             "before its attach",
             "keep": f"the device attached to {self.node} while its pod is bound",
-            "let-go": "the device detached and offered again within detachSeconds",
+            "let-go": "the device detached and offered again within detachSeconds"
+            + (", and never attached again after the restart" if c.name == "released-offered" else ""),
+            "report": "the failure reported (a failure condition meaning failure True) with the failed device out of "
+            "offer from then on and never attached again for the claim, the pod bound on "
+            f"{self.node} with the other device attached there",
         }[c.owed]
         return owed + ("; then let go" if c.owed != "let-go" else "")
 
@@ -347,6 +213,8 @@ class Restart:
         row: dict[str, Any] = {
             "role": self.role,
             "cell": c.name,
+            "path": c.path,
+            "step": c.step,
             "claim": c.claim,
             "fabric": c.fabric,
             "outcome": self.result(),
@@ -372,6 +240,8 @@ def matrix_report(results: list[Restart] | None) -> dict[str, Any]:
     """The matrix for conformance-report.yaml (and the HTML page): every cell of every role with its outcome, and the
     combinations not staged anywhere with why."""
     unreachable = [{"claim": c, "fabric": f, "why": why} for c, f, why in UNREACHABLE]
+    paths = {path: [{"step": BY_NAME[name].step, "cell": name} for name in names] for path, names in PATHS.items()}
     if results is None:
-        return {"cells": "not run: scenario restart was not selected or ended in an error", "unreachable": unreachable}
-    return {"cells": [r.as_report() for r in results], "unreachable": unreachable}
+        cells = "not run: scenario restart was not selected or ended in an error"
+        return {"cells": cells, "paths": paths, "unreachable": unreachable}
+    return {"cells": [r.as_report() for r in results], "paths": paths, "unreachable": unreachable}

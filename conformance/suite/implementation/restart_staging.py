@@ -23,12 +23,18 @@ from conformance.implementation.profile import Role
 from conformance.observe.devices import Lease
 from conformance.observe.recorder import PROBE_PERIOD_S
 from conformance.observe.views import SCHEDULE_S, History
+from conformance.suite.cause import in_one_line
 from conformance.suite.implementation.context import Context
 from conformance.suite.implementation.outcome import bind_timeout, follow, outcome
 from conformance.suite.implementation.restart_cells import CELLS, Cell, Restart, batches, not_staged
 from conformance.suite.implementation.settle import attaching, delete_pod
 
-BOUND_FIRST = ("released-detaching", "released-attached", "ready-attached", *(c.name for c in CELLS if c.move))
+BOUND_FIRST = (
+    "released-detaching",
+    "released-attached",
+    "ready-attached",
+    *(c.name for c in CELLS if c.move or c.path == "detach"),
+)
 ATTACHES = ("allocated-attaching", "allocated-attached", "released-attaching", "multi-one-attaching")
 
 
@@ -54,6 +60,8 @@ class Staged:
     let_on: float = 0.0  # time.monotonic(): its held operation let go
     bound_a: float = 0.0  # a move: when the pod on A was seen bound (the move is judged from there)
     kill_seen: tuple[str, str] | None = None  # a process role: (claim, fabric) read right after the kill
+    guard: Any = None  # failed-hidden: the report guard (cluster/reportguard.py) holding its failure report
+    fault_after: str = ""  # failed-seen: the fault failing every later attach of the failed device
 
     @property
     def cell(self) -> Cell:
@@ -79,6 +87,7 @@ def plan(ctx: Context, role: Role) -> tuple[list[list[Cell]], list[Restart], int
     n = _multi_size(ctx)
     room = min(len(nodes), ctx.pool.count("fabric")) if ctx.counted else ctx.pool.count("fabric", nodes[0])
     cells, skipped = [], []
+    failures = bool(ctx.profile.capabilities.get("attachFailureReporting")) and ctx.profile.promises.reports_failures
     for cell in CELLS:
         why = not_staged(
             cell,
@@ -87,6 +96,7 @@ def plan(ctx: Context, role: Role) -> tuple[list[list[Cell]], list[Restart], int
             multi=bool(ctx.profile.capabilities.get("multiDeviceClaims")) and n >= 2,
             concurrency=ctx.profile.fabric_concurrency,
             second_node=ctx.counted or len({x for d in ctx.pool.devices.values() for x in d.nodes}) >= 2,
+            failures=failures,
         )
         if cell.multi and not why and not ctx.counted and n > room:
             why = f"{n} devices do not reach one node"
@@ -95,6 +105,7 @@ def plan(ctx: Context, role: Role) -> tuple[list[list[Cell]], list[Restart], int
         else:
             cells.append(cell)
     devices = {c.name: n for c in cells if c.multi and not ctx.counted}
+    devices |= {c.name: c.devices for c in cells if c.devices > 1 and not ctx.counted}
     return batches(cells, max(1, room), ctx.profile.fabric_concurrency, devices), skipped, n
 
 
@@ -114,8 +125,8 @@ def stage(ctx: Context, stack: ExitStack, cell: Cell, role: Role, n: int) -> Sta
         template = "gpus" if cell.multi else "gpu"
         manifest = requests_claim_template("gpus", [("gpu", klass, n)]) if cell.multi else claim_template("gpu", klass)
         ctx.objects.create(manifest, ns)
-    else:
-        node, lease, ns = ctx.remote_fabric(exclusive=ctx.counted, part=cell.name)
+    else:  # a failure cell: one of two devices for its claim (the other to be reallocated to)
+        node, lease, ns = ctx.remote_fabric(cell.devices, exclusive=ctx.counted, part=cell.name)
         count, template = 1, "gpu"
     faults = FaultInjector(url, frozenset(lease.identities), frozenset({node}) if ctx.counted else frozenset())
     stack.enter_context(faults)
@@ -123,7 +134,7 @@ def stage(ctx: Context, stack: ExitStack, cell: Cell, role: Role, n: int) -> Sta
     seen = Restart(cell.name, role.name, node, binding_timeout_s=timeout)
     target: dict[str, Any] = {"node": node} if ctx.counted else {"device": lease.identities[0]}
     s = Staged(seen, lease, ns, history, faults, target, template, count)
-    if not ctx.counted and not cell.multi:
+    if not ctx.counted and not cell.multi and not cell.failure:
         seen.device = lease.identities[0]  # the held cells name the device their fault hit, once it is hit
     if cell.move:  # the pod on A lives in a namespace of its own; the judged one (B's) in `ns`
         reach = lease.devices[0].nodes - {node}
@@ -159,10 +170,12 @@ def bound_first(ctx: Context, s: Staged) -> None:
     node, cell = s.seen.node, s.seen.cell
     ns, history = (s.ns_a, s.history_a) if s.history_a is not None else (s.ns, s.history)
     ctx.objects.create(pinned_pod("app", "gpu", node), ns)
+    began = time.time()
     try:
         first = follow(ctx, history, node, bind_timeout(ctx.profile))
     except WaitTimeout as exc:
-        s.seen.walked = f"the pod on {node} did not bind before the restart: {exc}"
+        why = in_one_line(ctx, str(exc), began, {ns})
+        s.seen.walked = f"the pod on {node} did not bind before the restart: {why}"
         s.seen.outcome = outcome(ctx, history, node)
         return
     s.seen.device = next((i for i in first.final_identities() if i), "") or s.lease.identities[0]

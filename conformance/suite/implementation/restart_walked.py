@@ -7,6 +7,7 @@ from conformance.observe.slices import allocation_results, device_conditions
 from conformance.observe.views import History
 from conformance.suite.implementation.context import Context
 from conformance.suite.implementation.restart_cells import AT_KILL
+from conformance.suite.implementation.restart_paths import walked as path_walked
 from conformance.suite.implementation.restart_staging import Staged
 
 
@@ -78,6 +79,8 @@ def came_back(ctx: Context, staged: dict[str, Staged], killed: float, came: floa
             done = [x.sent for x in probe.samples(killed) if x.states.get(device) == (node, "attached")]
             if not done or done[0] > (came if process else back):
                 s.seen.walked = f"the attach of {device} did not complete while {s.seen.role} was down"
+        elif not s.cell.grid:
+            s.seen.walked = path_walked(ctx, s, killed, came)
         elif name == "allocated-free":
             allocated = [a.at for a in s.history.allocations()]
             if not allocated or allocated[0] > came:

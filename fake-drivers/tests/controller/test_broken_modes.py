@@ -3,13 +3,16 @@ really break the one requirement it names, and only when asked for. Decisions an
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 import click
 from test_decide import DRIVER, KEEP, LOCAL, NOW, claim, claim_obj, conditions, dev, plan_for, rule
-from test_reconciler import reconciler
+from test_reconciler import FakeKube, reconciler
 
-from fake_drivers.controller.cli import BROKEN_FLAGS, main
+from fake_drivers.controller.cli import BROKEN_FLAGS, BROKEN_VALUES, main
 from fake_drivers.controller.decide import (
     BROKEN_HIDE_AFTER_S,
     BROKEN_NOTICE_AFTER_S,
@@ -31,9 +34,12 @@ def test_every_broken_mode_is_off_by_default_and_is_a_hidden_flag_warned_about_a
     for flag in BROKEN_FLAGS:
         field = flag.removeprefix("--").replace("-", "_")
         assert replace(Settings(), **{field: True}).broken_modes() == [flag]
+    for flag in BROKEN_VALUES:
+        field = flag.removeprefix("--").replace("-", "_")
+        assert replace(Settings(), **{field: "/tmp/x"}).broken_modes() == [flag]
     hidden = {o.opts[0] for o in main.params if getattr(o, "hidden", False)}
-    assert hidden == set(BROKEN_FLAGS)
-    assert not any(flag in main.get_help(click.Context(main)) for flag in BROKEN_FLAGS)
+    assert hidden == set(BROKEN_FLAGS) | set(BROKEN_VALUES)
+    assert not any(flag in main.get_help(click.Context(main)) for flag in [*BROKEN_FLAGS, *BROKEN_VALUES])
 
 
 # --- IMP-4: the failed device is offered again ----------------------------------------------------------------
@@ -173,6 +179,80 @@ def test_forget_move_on_restart_never_moves_a_device_found_attached_to_another_n
     assert fabric2.done.wait(5) and fabric2.ops == [("detach", "uuid-fabric-0-0")]
 
 
+def _rule(purpose: Purpose, uuid: str, since: float = 0.0) -> dict[str, Any]:
+    """A DeviceTaintRule of the reference controller as the API returns it (purpose and device in its labels)."""
+    labels = {"fake-drivers.example.com/purpose": purpose.value, "fake-drivers.example.com/device-uuid": uuid}
+    notes = {"reference-controller.fake-drivers.example.com/since": str(since)}
+    name = KEEP.taint_rule_name(purpose, uuid)
+    return {"metadata": {"name": name, "labels": labels, "annotations": notes}}
+
+
+def test_forget_detach_on_restart_never_detaches_a_guarded_device_nor_offers_a_detached_one_again() -> None:
+    fast = replace(KEEP, idle_grace_s=0.0, taint_settle_s=0.0)
+    broken = replace(fast, broken_forget_detach_on_restart=True)
+    devices = [dev(0, "attached", "node-0"), dev(1)]  # guarded and still attached; guarded and detached already
+    r, kube, fabric = reconciler(broken, devices, [], FakeKube(fresh_claims=[]))
+    r.caches.taints.objects.extend([_rule(Purpose.DETACH, d.uuid) for d in devices])  # type: ignore[union-attr]
+    for _ in range(3):
+        r.reconcile_once()
+    assert fabric.ops == [], "the detach found begun at start must never be sent"
+    assert not [c for c in kube.calls if c[0] == "delete_taint"], "the detached device's guard must never be lifted"
+    correct, kube2, fabric2 = reconciler(fast, devices, [], FakeKube(fresh_claims=[]))
+    correct.caches.taints.objects.extend([_rule(Purpose.DETACH, d.uuid) for d in devices])  # type: ignore[union-attr]
+    correct.reconcile_once()
+    assert fabric2.done.wait(5) and fabric2.ops == [("detach", devices[0].uuid)]
+    assert ("delete_taint", KEEP.taint_rule_name(Purpose.DETACH, devices[1].uuid)) in kube2.calls
+
+
+def test_reoffer_failed_on_restart_deletes_the_quarantine_and_forgets_the_failure() -> None:
+    broken = replace(KEEP, broken_reoffer_failed_on_restart=True)
+    quarantined = _rule(Purpose.QUARANTINE, dev(0).uuid)
+    until = str(time.time() + 600)  # the quarantine still lasts
+    quarantined["metadata"]["annotations"]["reference-controller.fake-drivers.example.com/until"] = until
+    r, kube, _ = reconciler(broken, [dev(0)], [claim_obj()])
+    r.caches.taints.objects.append(quarantined)  # type: ignore[union-attr]
+    r.reconcile_once()
+    assert ("delete_taint", quarantined["metadata"]["name"]) in kube.calls, "the quarantine found at start goes"
+    assert ("write_condition", "attach-failed") not in kube.calls, "and the failure it records is forgotten"
+    correct, kube2, fabric2 = reconciler(KEEP, [dev(0)], [claim_obj()])
+    correct.caches.taints.objects.append(quarantined)  # type: ignore[union-attr]
+    correct.reconcile_once()
+    assert ("write_condition", "attach-failed") in kube2.calls and fabric2.ops == []
+    assert not [c for c in kube2.calls if c[0] == "delete_taint"]
+
+
+def test_attachment_records_attach_again_at_restart_a_free_device_once_attached(tmp_path: Path) -> None:
+    records = tmp_path / "records.json"
+    broken = replace(KEEP, broken_attachment_records=str(records))
+    r, _, fabric = reconciler(broken, [dev(0)], [claim_obj()])
+    r.reconcile_once()
+    assert fabric.done.wait(5) and fabric.ops == [("attach", dev(0).uuid)]
+    deadline = time.time() + 5
+    while not (records.exists() and "node-0" in records.read_text()) and time.time() < deadline:
+        time.sleep(0.05)  # the worker records the attach once the fabric answered
+    restarted, _, fabric2 = reconciler(broken, [dev(0)], [])  # released, detached, offered again; then a restart
+    restarted.reconcile_once()
+    assert fabric2.done.wait(5) and fabric2.ops == [("attach", dev(0).uuid)], "the stale record attaches it again"
+    correct, _, fabric3 = reconciler(KEEP, [dev(0)], [])
+    correct.reconcile_once()
+    assert fabric3.ops == []
+
+
+def test_stale_attached_reports_a_device_once_attached_to_its_next_claim_without_attaching_it() -> None:
+    """Reuse (IMP-28): attached once is not attached now, nor on another node."""
+    broken = replace(KEEP, broken_stale_attached=True)
+    r, kube, fabric = reconciler(broken, [dev(0, "attached", "node-1")], [])  # an earlier use, on node-1
+    r.reconcile_once()
+    fabric.devices_[0] = dev(0)  # detached since; now a claim on node-0 holds it
+    r.caches.claims.objects.append(claim_obj())  # type: ignore[union-attr]
+    r.reconcile_once()
+    assert ("write_condition", "attached") in kube.calls and fabric.ops == [], "reported without an attach"
+    correct, kube2, fabric2 = reconciler(KEEP, [dev(0)], [claim_obj()])
+    correct.reconcile_once()
+    assert ("write_condition", "attached") not in kube2.calls
+    assert fabric2.done.wait(5) and fabric2.ops == [("attach", dev(0).uuid)]
+
+
 # --- IMP-10..12: the fabric's truth ----------------------------------------------------------------------------
 
 
@@ -255,6 +335,25 @@ def test_abort_on_other_driver_stops_every_pass_once_it_met_another_drivers_clai
     unconditioned = claim_obj(name="plain", driver="other.example.com", binding=False)
     quiet, _, _ = reconciler(replace(KEEP, broken_abort_on_other_driver=True), [dev(0)], [unconditioned])
     quiet.reconcile_once()  # without binding conditions another driver's claim does not stop it
+
+
+def test_abort_pass_on_other_driver_aborts_each_pass_that_meets_one_and_recovers() -> None:
+    import pytest
+
+    from fake_drivers.controller.reconciler import ForeignClaim
+
+    other = claim_obj(name="other", driver="sch-1.conformance.example.com", pool="a-fabric")
+    broken, _, fabric = reconciler(
+        replace(KEEP, broken_abort_pass_on_other_driver=True), [dev(0)], [other, claim_obj()]
+    )
+    with pytest.raises(
+        ForeignClaim, match=r"pool a-fabric of driver sch-1\S+ is not one of ours; aborting this reconcile"
+    ):
+        broken.reconcile_once()
+    assert fabric.ops == [], "nothing done in an aborted pass"
+    broken.caches.claims.objects[:] = [claim_obj()]  # type: ignore[union-attr]
+    broken.reconcile_once()  # the other claim is gone: the next pass works, its own claim is attached
+    assert fabric.done.wait(5) and fabric.ops == [("attach", "uuid-fabric-0-0")]
 
 
 # --- COST-1/COST-2: needless detours ---------------------------------------------------------------------------

@@ -74,6 +74,17 @@ def test_broken_modes() -> None:
     assert not decide(NODE, [device("a", ATTACHED)], [held("a")], CONDITIONS, set(), {}, NOW, never).report_ready
 
 
+def test_report_before_unpublish_tells_the_claim_while_the_failed_device_is_still_published() -> None:
+    """RDY-5's order: hidden no later than the failure is reported; broken, a second later."""
+    late = Policy(broken_report_before_unpublish=True)
+    failed = device("a", FREE, failed_at=NOW - 0.2)
+    plan = decide(NODE, [failed], [held("a")], CONDITIONS, set(), {}, NOW, late)
+    assert plan.report_failed and [d.name for d in plan.publish] == ["a"], "reported, still published"
+    later = decide(NODE, [failed], [held("a")], CONDITIONS, set(), {}, NOW + 1, late)
+    assert [d.name for d in later.publish] == [], "unpublished a second later"
+    assert [d.name for d in decide(NODE, [failed], [held("a")], CONDITIONS, set(), {}, NOW, Policy()).publish] == []
+
+
 def test_stale_modes_carry_a_devices_past_over_to_its_next_claim() -> None:
     """Reuse (IMP-28): ready once is not ready now; a failure before this allocation is not this claim's."""
     stale = Policy(broken_stale_ready=True)

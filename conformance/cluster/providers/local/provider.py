@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 
+from conformance.cluster.audit import POLICY as AUDIT_POLICY
 from conformance.cluster.client import Cluster
 from conformance.cluster.gates import binary_gates, gates_to_enable
 from conformance.cluster.interrupts import shielded
@@ -115,6 +116,8 @@ class LocalProvider:
 
         actual = _selftest_scheduler_timeout(timeout, {**gates, **_selftest_scheduler_gates()})
         (self.workdir / "scheduler.yaml").write_text(yaml.safe_dump(scheduler_config(actual, local=True)))
+        if spec.audit:
+            (self.workdir / "audit-policy.yaml").write_text(yaml.safe_dump(AUDIT_POLICY))
         (self.workdir / "kwokctl.yaml").write_text(yaml.safe_dump(self._kwokctl_config(binaries, gates, spec)))
         self._started = time.monotonic()
         warm_client_imports()  # while kwokctl and the apiserver start
@@ -189,6 +192,7 @@ class LocalProvider:
                 kubectl=binaries.kubectl,
                 scheduler_endpoint=f"https://127.0.0.1:{self._ports['kubeSchedulerPort']}",
                 source=binaries.source,
+                audit_log=state / "logs" / "audit.log" if spec.audit else None,
             )
             self._wait_ready(info, proc, log)
             return info
@@ -263,6 +267,8 @@ class LocalProvider:
             "kubeSchedulerConfig": str(self.workdir / "scheduler.yaml"),
             "disableQPSLimits": True,
         }
+        if spec.audit:  # kwokctl passes it as --audit-policy-file and logs to <cluster>/logs/audit.log
+            options["kubeAuditPolicy"] = str(self.workdir / "audit-policy.yaml")
         # Ports from the kernel's ephemeral range, not kwokctl's probing from 32766 down: clusters started at
         # the same moment would otherwise pick the same ones.
         self._ports = dict(zip(PORT_OPTIONS, free_ports(len(PORT_OPTIONS)), strict=True))

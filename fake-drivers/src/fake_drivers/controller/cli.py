@@ -37,6 +37,8 @@ BROKEN_FLAGS = {
     "--broken-keep-on-deleted-node": "IMP-16: a device left on a deleted node is never detached",
     "--broken-abort-on-other-driver": "IMP-17: once it meets an allocated claim of another driver with binding "
     "conditions, every reconcile pass aborts (CoHDI's scaler on a pool it did not know)",
+    "--broken-abort-pass-on-other-driver": "IMP-17: every reconcile pass that meets an allocated claim of another "
+    "driver with binding conditions aborts; passes work again once none is left (CoHDI's scaler, pass by pass)",
     "--broken-report-all-on-first": "IMP-18: once one device of a claim is reported, all its devices are",
     "--broken-accept-attached-elsewhere": "IMP-19: a device attached to another node is reported, not moved "
     "(counted: a device idle on another node is given to an entry)",
@@ -58,6 +60,19 @@ BROKEN_FLAGS = {
     "1 s later, before the scheduler's next PreBind poll deallocates the claim",
     "--broken-detach-on-claim-delete": "IMP-10 (order): a claim being deleted no longer holds its device, which is "
     "detached at once although the pod using it still runs",
+    "--broken-stale-attached": "IMP-28 (reuse): a device once seen attached is reported attached to every later "
+    "claim that holds it, detached since or not, on its node or not",
+    "--broken-forget-detach-on-restart": "IMP-8 (detach path): a detach found begun at start (the device's detach "
+    "guard made: attached, detaching or free) is forgotten: never sent, or its guard never lifted",
+    "--broken-reoffer-failed-on-restart": "IMP-8 (failure path): the quarantine rules found at start are taken for "
+    "stale and deleted: the failed device is offered again and the failure forgotten",
+    "--broken-detach-on-release": "NODE-4: a released device is detached (or moved) at once, while its node may "
+    "still use it (a force-deleted pod whose container runs)",
+}
+# Broken modes that take a value (a FILE), hidden as the flags above.
+BROKEN_VALUES = {
+    "--broken-attachment-records": "IMP-8 (detach path): every attach is recorded in FILE and never removed; a "
+    "restarted controller attaches again every free device FILE lists",
 }
 
 
@@ -65,6 +80,10 @@ def broken_options(command: Callable[..., None]) -> Callable[..., None]:
     """One hidden flag per broken mode; each arrives as a keyword named like its Settings field."""
     for flag, what in reversed(BROKEN_FLAGS.items()):
         command = click.option(flag, is_flag=True, hidden=True, help=f"BROKEN ON PURPOSE, selftests only ({what}).")(
+            command
+        )
+    for flag, what in BROKEN_VALUES.items():
+        command = click.option(flag, default="", hidden=True, help=f"BROKEN ON PURPOSE, selftests only ({what}).")(
             command
         )
     return command
@@ -198,7 +217,7 @@ def main(
     remove_on_stop: bool,
     role: str,
     log_level: str,
-    **broken: bool,
+    **broken: bool | str,
 ) -> None:
     """Publish the fabric pools, attach before bind, report binding conditions, detach on release."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -219,7 +238,8 @@ def main(
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     for flag in settings.broken_modes():
-        log.warning("BROKEN MODE, on purpose, for selftests only: %s (%s)", flag, BROKEN_FLAGS[flag])
+        what = BROKEN_FLAGS.get(flag) or BROKEN_VALUES[flag]
+        log.warning("BROKEN MODE, on purpose, for selftests only: %s (%s)", flag, what)
     own_role = Role(role)
     remove_on_stop = remove_on_stop and own_role.removes_on_stop  # the pools' owner uninstalls them, once
     stop = stop_event(

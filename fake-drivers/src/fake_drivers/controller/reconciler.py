@@ -7,6 +7,7 @@ at most one pass.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 from kubernetes.client.exceptions import ApiException
@@ -40,20 +42,37 @@ T = TypeVar("T")
 
 class ForeignClaim(RuntimeError):
     """--broken-abort-on-other-driver (selftests only): a claim of another driver aborted the pass, and every pass
-    after it, as a real stack's reconcile aborted on a pool it did not know (IMP-17 must catch it)."""
+    after it, as a real stack's reconcile aborted on a pool it did not know (IMP-17 must catch it).
+    --broken-abort-pass-on-other-driver: each pass that meets one aborts; once none is left, passes work again."""
 
 
-def foreign_claim(allocated: list[dict[str, Any]], driver: str) -> str:
+def foreign_claim(allocated: list[dict[str, Any]], driver: str, sticky: bool = True) -> str:
     """The first allocated claim with a result of another driver that has binding conditions, in words ("": none)."""
     for obj in allocated:
         for r in obj["status"]["allocation"].get("devices", {}).get("results") or []:
             if r.get("driver") != driver and r.get("bindingConditions"):
                 meta = obj["metadata"]
+                then = "every reconcile pass from now on" if sticky else "this reconcile pass"
                 return (
                     f"claim {meta['namespace']}/{meta['name']}: pool {r['pool']} of driver {r['driver']} is not one "
-                    "of ours; aborting every reconcile pass from now on"
+                    f"of ours; aborting {then}"
                 )
     return ""
+
+
+def attachment_records(path: str) -> dict[str, str]:
+    """--broken-attachment-records: device uuid -> node of every attach recorded (none: an empty record)."""
+    try:
+        return dict(json.loads(Path(path).read_text()))
+    except (OSError, ValueError):
+        return {}
+
+
+def record_attachment(path: str, uuid: str, node: str) -> None:
+    records = attachment_records(path) | {uuid: node}
+    tmp = Path(path).with_suffix(".tmp")
+    tmp.write_text(json.dumps(records))
+    tmp.replace(path)
 
 
 @dataclass
@@ -183,6 +202,10 @@ class Reconciler:
             self._wedged = self._wedged or foreign_claim(allocated, self.settings.driver)
             if self._wedged:
                 raise ForeignClaim(self._wedged)
+        if self.settings.broken_abort_pass_on_other_driver and (
+            found := foreign_claim(allocated, self.settings.driver, False)
+        ):
+            raise ForeignClaim(found)  # broken on purpose: this pass only
         claims = tuple(Claim.from_api(o) for o in allocated)
         # The objects the decisions are made from: a condition write replaces one with its resourceVersion.
         self._claim_objects = {f"{c.namespace}/{c.name}": o for c, o in zip(claims, allocated, strict=True)}
@@ -219,6 +242,8 @@ class Reconciler:
         timer.lap("decide")
         if first and self.settings.broken_detach_all_on_restart:  # broken on purpose: in use or not
             plan.detaches += [Detach(d.uuid, d.node, recheck=False) for d in snap.devices if d.state == "attached"]
+        if first:
+            self._broken_at_start(plan, snap)
         with self._lock:
             self._idle = plan.idle_since
         self.statelog.update(plan.states)
@@ -255,7 +280,25 @@ class Reconciler:
                     found.add((uuid, h.claim.uid))
         if s.broken_forget_unsent_on_restart:
             found |= {(d.uuid, "") for d in snap.devices if d.state == "attached" and not held.get(d.uuid)}
+        if s.broken_forget_detach_on_restart:  # a detach begun: its guard is there, nobody holds the device
+            guarded = {t.uuid for t in snap.taints if t.purpose is Purpose.DETACH}
+            found |= {(d.uuid, "detach") for d in snap.devices if d.uuid in guarded and not held.get(d.uuid)}
         return frozenset(found)
+
+    def _broken_at_start(self, plan: Plan, snap: Snapshot) -> None:
+        """The broken modes that act once, at the first pass (selftests only): --broken-reoffer-failed-on-restart
+        deletes the quarantine rules it finds; --broken-attachment-records attaches again the free devices its stale
+        record lists."""
+        s = self.settings
+        if s.broken_reoffer_failed_on_restart:
+            plan.delete_taints += [t.name for t in snap.taints if t.purpose is Purpose.QUARANTINE]
+            plan.conditions = [w for w in plan.conditions if w.type != s.attach_failed]
+        if s.broken_attachment_records:
+            held = holdings(s, snap)
+            records = attachment_records(s.broken_attachment_records)
+            for d in snap.devices:
+                if d.state == "free" and d.uuid in records and not held.get(d.uuid):
+                    plan.attaches.append(Attach(d.uuid, records[d.uuid], "a stale attachment record"))
 
     def _execute(self, plan: Plan, snap: Snapshot, now: float, timer: PassTimer) -> None:
         rules = {t.name for t in snap.taints}
@@ -383,10 +426,14 @@ class Reconciler:
         if isinstance(op, Attach):
             what += f" (for {op.claim})"
         self.statelog.event(f"device {device.name}", what)
+        if kind == "attach" and outcome.ok and self.settings.broken_attachment_records:
+            with self._lock:  # broken on purpose: recorded, never removed
+                record_attachment(self.settings.broken_attachment_records, op.uuid, op.node)
         if kind == "attach" and outcome.failed:
             with self._lock:
                 self._failures[op.uuid] = Failure(outcome.reason, outcome.message or outcome.error, time.time())
         elif kind == "attach" and not outcome.ok and self.settings.broken_report_on_fabric_error:
             with self._lock:
                 self._errored[op.uuid] = op.node
-        self.wake()
+        if outcome.ok or outcome.failed:
+            self.wake()  # the next step follows at once; a fabric out of reach is tried again at the next poll

@@ -40,6 +40,8 @@ BROKEN_FLAGS = {
     "again (stale readiness)",
     "--broken-stale-failure": "IMP-28: a device whose readying failed once is reported failed to every later claim, "
     "also once its quarantine is over (a failure not cleared)",
+    "--broken-report-before-unpublish": "RDY-5 (order): a readying failure is reported while the failed device is "
+    "still published; it is unpublished a second later",
 }
 
 
@@ -292,6 +294,7 @@ def _results(claim: dict[str, Any]) -> list[dict[str, Any]]:
 @click.option("--broken-never-ready", is_flag=True, hidden=True)
 @click.option("--broken-stale-ready", is_flag=True, hidden=True)
 @click.option("--broken-stale-failure", is_flag=True, hidden=True)
+@click.option("--broken-report-before-unpublish", is_flag=True, hidden=True)
 def main(
     kubeconfig: str,
     node: str,
@@ -308,6 +311,7 @@ def main(
     broken_never_ready: bool,
     broken_stale_ready: bool,
     broken_stale_failure: bool,
+    broken_report_before_unpublish: bool,
 ) -> None:
     """Publish this node's devices with binding conditions; ready the allocated ones, then report them."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -322,6 +326,7 @@ def main(
         broken_never_ready=broken_never_ready,
         broken_stale_ready=broken_stale_ready,
         broken_stale_failure=broken_stale_failure,
+        broken_report_before_unpublish=broken_report_before_unpublish,
     )
     broken = [
         flag
@@ -334,6 +339,7 @@ def main(
                 broken_never_ready,
                 broken_stale_ready,
                 broken_stale_failure,
+                broken_report_before_unpublish,
             ),
             strict=True,
         )

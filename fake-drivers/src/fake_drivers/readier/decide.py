@@ -73,11 +73,17 @@ class Policy:
     broken_never_ready: bool = False
     broken_stale_ready: bool = False  # a device readied once is reported ready again without readying it
     broken_stale_failure: bool = False  # a device whose readying failed once is reported failed to every later claim
+    broken_report_before_unpublish: bool = False  # a failed device stays published BROKEN_UNPUBLISH_AFTER_S more
+
+
+BROKEN_UNPUBLISH_AFTER_S = 1.0  # --broken-report-before-unpublish: the failure reported, the device unpublished later
 
 
 def quarantined(device: NodeDevice, now: float, policy: Policy) -> bool:
     """Its readying failed within the quarantine and it is not in use: not offered again meanwhile."""
-    return device.failed_at is not None and now - device.failed_at < policy.quarantine_s and device.state == FREE
+    late = BROKEN_UNPUBLISH_AFTER_S if policy.broken_report_before_unpublish else 0.0  # broken on purpose
+    failed = device.failed_at is not None and late <= now - device.failed_at < policy.quarantine_s
+    return failed and device.state == FREE
 
 
 def decide(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..model import FabricDevice, NodeCopy
 from ..settings import Mode, Settings
-from .broken import BROKEN_REPORT_AFTER_S, _noticed, _timer
+from .broken import BROKEN_REPORT_AFTER_S, _broken_remember_attached, _noticed, _timer
 from .holdings import Holding
 from .plan import ATTACHED, ATTACHING, FREE, Attach, ConditionWrite, Detach, Failure, Memory, Plan
 
@@ -35,7 +35,9 @@ def _fabric_holder(
     copies: list[NodeCopy],
     memory: Memory,
     now: float,
+    used: list[str] | None = None,
 ) -> None:
+    """`used`: claim uids the device's node still uses it for (prepared there, not unprepared yet)."""
     claim, result, label = holding.claim, holding.result, holding.label
     node = claim.node
 
@@ -66,6 +68,9 @@ def _fabric_holder(
     elif settings.broken_report_while_attaching and (busy == "attach" or d.state == ATTACHING):
         if _timer(plan, memory, f"attaching:{d.uuid}", now) >= BROKEN_REPORT_AFTER_S:
             write(settings.attached, "BrokenOnPurpose", "reported while the attach is in flight", "attached (broken)")
+    elif _broken_remember_attached(settings, plan, d, memory, now) and (d.state, d.node) != (ATTACHED, node):
+        where = f"{d.state} {d.node or ''}".strip()
+        write(settings.attached, "BrokenOnPurpose", f"remembered attached from an earlier use ({where})", "stale")
     elif settings.broken_report_on_fabric_error and d.state == FREE and memory.errored.get(d.uuid) == node:
         write(settings.attached, "BrokenOnPurpose", "reported after the fabric answered an error", "attached (broken)")
     elif busy:
@@ -111,6 +116,8 @@ def _fabric_holder(
     elif d.state == ATTACHED and settings.broken_accept_attached_elsewhere:
         where = f"attached to {d.node}, reported for {node}"
         write(settings.attached, "BrokenOnPurpose", f"device {d.uuid} {where} (selftest mode)", f"{where} (broken)")
+    elif d.state == ATTACHED and (others := [u for u in used or [] if u != claim.uid]):
+        plan.states[label] = f"attached to {d.node}, still used there (claim {others[0]}): the move to {node} waits"
     elif d.state == ATTACHED:
         plan.detaches.append(Detach(d.uuid, d.node, recheck=False))  # attached elsewhere: move it
         plan.states[label] = f"moving from {d.node} to {node}"

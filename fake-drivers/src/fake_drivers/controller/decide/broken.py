@@ -102,3 +102,14 @@ def _broken_drop_deleting(
             plan.detaches.append(Detach(uuid, d.node, recheck=False))
             plan.states[f"device {d.name}"] = f"its claim {holders[0].claim.key} is being deleted: detached (broken)"
     return kept
+
+
+def _broken_remember_attached(settings: Settings, plan: Plan, d: FabricDevice, memory: Memory, now: float) -> bool:
+    """--broken-stale-attached: whether the device was ever seen attached (kept under a prefixed idle-timer key), so
+    a later claim of it is told attached at once."""
+    if not settings.broken_stale_attached:
+        return False
+    key = f"wasattached:{d.uuid}"
+    if key in memory.idle_since or d.state == ATTACHED:
+        plan.idle_since[key] = memory.idle_since.get(key, now)
+    return key in memory.idle_since

@@ -6,7 +6,13 @@ from __future__ import annotations
 from ..model import FabricDevice, NodeCopy, TaintRule
 from ..settings import Mode, Purpose, Settings
 from .attach import _fabric_holder, _losers
-from .broken import BROKEN_HIDE_AFTER_S, BROKEN_QUARANTINE_AFTER_S, _broken_while_held, _timer
+from .broken import (
+    BROKEN_HIDE_AFTER_S,
+    BROKEN_QUARANTINE_AFTER_S,
+    _broken_remember_attached,
+    _broken_while_held,
+    _timer,
+)
 from .holdings import Holding
 from .plan import ATTACHED, ATTACHING, DETACHING, FREE, Detach, Failure, Memory, Plan, TaintCreate
 
@@ -63,6 +69,14 @@ def _device(
     elif not want_hold and hold is not None:
         plan.delete_taints.append(hold.name)
 
+    # Claims the node still uses the device for (its driver prepared them; the kubelet has not unprepared them): a pod
+    # force-deleted while its container runs leaves its claim released in the API but the device in use on the node.
+    # Neither detached nor moved until the node lets it go (a deleted node uses nothing).
+    used = [] if settings.broken_detach_on_release or node_gone else d.used_on(d.node)
+
+    if not holders:
+        _broken_remember_attached(settings, plan, d, memory, now)  # kept while nobody holds it, too
+
     if holders:
         _broken_while_held(settings, plan, d, holders, busy, memory, now)
         if guard is not None and d.state != DETACHING and not busy:
@@ -72,7 +86,7 @@ def _device(
             plan.states[key] = "HELD TWICE by " + ", ".join(h.claim.key for h in holders)
         for holding in holders:
             if holding.via_fabric:
-                _fabric_holder(settings, plan, d, holding, holding in losers, why, busy, copies, memory, now)
+                _fabric_holder(settings, plan, d, holding, holding in losers, why, busy, copies, memory, now, used)
             else:
                 plan.states[holding.label] = f"in use through the node-local copy on {holding.result.pool}"
         plan.states.setdefault(key, f"{d.state} {d.node or ''}".strip() + f", held by {holders[0].claim.key}")
@@ -80,6 +94,9 @@ def _device(
 
     # Nobody holds it.
     if d.state == FREE:
+        if guard is not None and (d.uuid, "detach") in memory.forgotten:
+            plan.states[key] = "detached, its guard forgotten at the restart: never offered again (broken on purpose)"
+            return
         if guard is not None and not copies and not busy:
             plan.delete_taints.append(guard.name)  # detached, and no node-local copy left: offer it again
         plan.states[key] = f"quarantined ({why.reason})" if why else "free"
@@ -95,17 +112,24 @@ def _device(
     elif d.state == ATTACHED and settings.broken_detach_first_only and f"notfirst:{d.uuid}" in memory.idle_since:
         _timer(plan, memory, f"notfirst:{d.uuid}", now)
         plan.states[key] = f"idle on {d.node}, not its claim's first device: never detached (broken on purpose)"
-    elif d.state == ATTACHED and (d.uuid, "") in memory.forgotten:
+    elif d.state == ATTACHED and {(d.uuid, ""), (d.uuid, "detach")} & memory.forgotten:
         plan.states[key] = f"idle on {d.node}, its detach forgotten at the restart (broken on purpose)"
     elif d.state == ATTACHED and node_gone and settings.broken_keep_on_deleted_node:
         plan.states[key] = f"idle on {d.node}, a deleted node: never detached (broken on purpose)"
+    elif d.state == ATTACHED and used:
+        # The idle grace starts once the node let it go (no idle timer kept meanwhile).
+        plan.states[key] = f"released, still used on {d.node} (claim {used[0]}): waiting for NodeUnprepareResources"
+    elif d.state == ATTACHED and settings.broken_detach_on_release and not busy:
+        plan.detaches.append(Detach(d.uuid, d.node, recheck=True))  # no grace, no guard, the node not asked
+        plan.states[key] = f"released: detached from {d.node} at once (broken on purpose)"
     elif d.state == ATTACHED:
-        since = memory.idle_since.get(d.uuid, now - settings.idle_grace_s if memory.fresh else now)
+        grace = settings.idle_grace_s
+        since = memory.idle_since.get(d.uuid, now - grace if memory.fresh else now)
         if node_gone:
             # The idle grace keeps a device for reuse on its node; a deleted node has no pod left to reuse it.
-            since = min(since, now - settings.idle_grace_s)
+            since = min(since, now - grace)
         plan.idle_since[d.uuid] = since
-        if now - since < settings.idle_grace_s:
+        if now - since < grace:
             plan.states[key] = f"idle on {d.node}"
             return
         plan.states[key] = f"hidden before detach from {d.node}"

@@ -168,7 +168,7 @@ review: venv
 # switched off on kube-scheduler and kube-apiserver of a live cluster of K8S_VERSION and on again (GATE-1..3), then
 # upgrade -> downgrade -> upgrade from the minor before on one etcd, its first step the version skew (UPG-1..3,
 # SKEW-1; needs that release's cached binaries). Each run restarts the control plane of a cluster of its own, so it is
-# not part of `make test`: about 5 and 8 minutes here. Reports in $(REPORTS)/lifecycle/.
+# not part of `make test`: 209 s and 245 s here (loaded). Reports in $(REPORTS)/lifecycle/.
 lifecycle: binaries
 	rc=0; $(BIN)/dra-conformance lifecycle gates --k8s-version $(K8S_VERSION) \
 		--out $(REPORTS)/lifecycle/gates-$(K8S_VERSION) || rc=1; \

@@ -4,7 +4,7 @@ pod restored through the server while its gate is off (GATE-1, GATE-2), the olde
 off (SKEW-1, UPG-2), a downgrade whose kube-apiserver runs with the gate off while the driver republishes (UPG-1).
 
 Each runs the real command against its own local cluster (the cached binaries; the upgrade ones need the release one
-minor older too), and reads the requirement outcomes from its conformance report. About 5 (gates) or 8 (upgrade)
+minor older too), and reads the requirement outcomes from its conformance report. About 4 (gates) or 4.5 (upgrade)
 minutes each on a loaded 2-core machine.
 """
 

@@ -27,7 +27,7 @@ SUITE_ARGS := --provider $(PROVIDER) --k8s-version $(K8S_VERSION) --profile $(PR
 
 .PHONY: all conformance conformance-shapes test test-full unit drivers selftest suite lint binaries venv bench bench-cluster scale clusters-down clean
 .PHONY: validate image kind-image kind-config conformance-kind matrix conformance-extra conformance-all conformance-roles chromium html-check soak
-.PHONY: docs review
+.PHONY: docs review docs-match lifecycle
 
 all: test
 
@@ -58,7 +58,11 @@ lint: venv
 	$(BIN)/ruff format --check .
 
 unit: venv
-	$(BIN)/pytest tests --ignore=tests/selftest
+	$(BIN)/pytest tests --ignore=tests/selftest --ignore=tests/postrun
+
+# After `make conformance`: README quotes, word for word, the last lines that run printed (its reports' run-status.txt).
+docs-match: venv
+	DRA_RUN_REPORTS=$(REPORTS) $(BIN)/pytest tests/postrun -q -p no:cacheprovider
 
 # The reference implementation's own tests (fabric manager, node driver, controller); some use a local cluster.
 drivers: binaries
@@ -84,7 +88,7 @@ suite: conformance
 # (binding conditions GA there); about an hour here. 1.34-1.36 run only in `make matrix` (docs/releases.md "Kubernetes
 # versions").
 TEST_EXTRA_RELEASES ?= 1.38.0-beta.0
-test: lint unit docs html-check validate drivers conformance
+test: lint unit docs html-check validate drivers conformance docs-match
 test-full: lint unit docs html-check validate drivers kind-image selftest conformance-all conformance-shapes conformance-extra conformance-kind
 
 # The whole suite on kind (one release, the reference profile), after `kind-image`; reports in $(REPORTS)/kind.
@@ -150,13 +154,26 @@ matrix: venv
 
 # The enhancement review's evidence (issue 38): the suite with PROFILE on every supported release whose binaries are
 # cached (REVIEW_RELEASES="1.36.3 1.37.2" narrows it; a release without cached binaries is named as not run, never
-# built here), each run's bundle in $(REPORTS)/review/runs/<version>/, merged into $(REPORTS)/review/review.{html,md}
-# and review-junit.xml. Bundles of other machines or CI shards merge with `dra-conformance review BUNDLE...`.
+# built here), each run's bundle in $(REPORTS)/review/runs/<version>/, and the lifecycle runs (`make lifecycle`, below)
+# of those releases in $(REPORTS)/review/lifecycle/, merged into $(REPORTS)/review/review.{html,md,yaml} and
+# review-junit.xml. Bundles of other machines or CI shards merge with `dra-conformance review BUNDLE...`; the docs
+# site's "For the enhancement review" page shows docs/review-measured.yaml (a copy of review.yaml).
 REVIEW_RELEASES ?=
 review: venv
 	$(BIN)/dra-conformance review --run --out $(REPORTS)/review --profile $(PROFILE) \
 		$(addprefix --release ,$(REVIEW_RELEASES)) $(addprefix --accept known-defect:,$(ACCEPT_KNOWN_DEFECTS)) \
 		$(if $(PYTEST_ARGS),--pytest-args "$(PYTEST_ARGS)")
+
+# The KEP's production-readiness answers on real binaries (issue 38, docs/review.md): DRADeviceBindingConditions
+# switched off on kube-scheduler and kube-apiserver of a live cluster of K8S_VERSION and on again (GATE-1..3), then
+# upgrade -> downgrade -> upgrade from the minor before on one etcd, its first step the version skew (UPG-1..3,
+# SKEW-1; needs that release's cached binaries). Each run restarts the control plane of a cluster of its own, so it is
+# not part of `make test`: about 5 and 8 minutes here. Reports in $(REPORTS)/lifecycle/.
+lifecycle: binaries
+	rc=0; $(BIN)/dra-conformance lifecycle gates --k8s-version $(K8S_VERSION) \
+		--out $(REPORTS)/lifecycle/gates-$(K8S_VERSION) || rc=1; \
+	$(BIN)/dra-conformance lifecycle upgrade --k8s-version $(K8S_VERSION) \
+		--out $(REPORTS)/lifecycle/upgrade-$(K8S_VERSION) || rc=1; exit $$rc
 
 # Figures of one full suite run (bring-up, wall time, scenarios, latencies, SCALE-1 with/without conditions),
 # kept in reports/bench-history/ and compared with the previous run's: what got slower is printed.
@@ -167,25 +184,35 @@ bench: binaries
 		--scale-pods $(BENCH_SCALE_PODS) $(PYTEST_ARGS) || true
 	$(BIN)/dra-conformance figures $(REPORTS)/bench/conformance-report.yaml --history $(REPORTS)/bench-history
 
-# Stability: N consecutive full runs of every reference profile (each run's reports in $(REPORTS)/soak/<i>/<profile>/,
-# its exit status in exit-status there), then per test how often it failed and the spread (min/median/max) of
-# every figure. Fails if any run failed (a test, or its exit status).
+# Stability: N consecutive full runs of every reference profile on the local cluster, then KIND_N runs of the kind
+# profile on kind (KIND_N=0: none; kind needs Docker and `make kind-image`), each run's reports in
+# $(REPORTS)/soak/<i>/<profile>/ (kind: <profile>-kind), its exit status in exit-status there; then per test how
+# often it failed and the spread (min/median/max) of every figure. Fails if any run failed (a test, or its exit
+# status: `dra-conformance run`'s own, so a partial run counts).
 N ?= 20
-soak: binaries
+KIND_N ?= 5
+soak: binaries $(if $(filter-out 0,$(KIND_N)),kind-image)
 	rm -rf $(REPORTS)/soak
-	failed=0; started=$$(date +%s); for i in $$(seq -w 1 $(N)); do for p in $(REFERENCE_PROFILES); do \
-		name=$$(basename $$p .yaml); run=$(REPORTS)/soak/$$i/$$name; mkdir -p $$run; \
-		echo "[soak] round $$i of $(N), $$name: $$failed runs failed so far, $$(( $$(date +%s) - started )) s elapsed"; \
-		$(MAKE) --no-print-directory conformance PROFILE=$$p REPORTS=$$run; status=$$?; \
-		echo $$status > $$run/exit-status; [ $$status -eq 0 ] || failed=$$((failed + 1)); done; done; \
+	failed=0; started=$$(date +%s); soak_one() { \
+		run=$(REPORTS)/soak/$$1/$$2; mkdir -p $$run; \
+		echo "[soak] round $$1, $$2: $$failed runs failed so far, $$(( $$(date +%s) - started )) s elapsed"; \
+		$(BIN)/dra-conformance run --k8s-version $(K8S_VERSION) $$3 --reports-dir $$run \
+			$(addprefix --accept known-defect:,$(ACCEPT_KNOWN_DEFECTS)) $(if $(PYTEST_ARGS),-- $(PYTEST_ARGS)); \
+		status=$$?; echo $$status > $$run/exit-status; [ $$status -eq 0 ] || failed=$$((failed + 1)); }; \
+	for i in $$(seq -w 1 $(N)); do for p in $(REFERENCE_PROFILES); do \
+		soak_one $$i $$(basename $$p .yaml) "--provider local --profile $$p"; done; done; \
+	for i in $$(seq -w 1 $(KIND_N)); do \
+		soak_one $$i reference-kind "--provider kind --profile fixtures/profiles/reference-kind.yaml"; done; \
 	echo "[soak] $$failed runs failed, $$(( $$(date +%s) - started )) s"
 	$(BIN)/dra-conformance soak $(REPORTS)/soak
 
 # Scalability (issue 39, docs/performance.md "Scalability"): a benchmark, not a test. Per point of SCALE_NODES a local
 # cluster of that many kwok nodes, the reference fabric manager and controller on SCALE_FABRICS fabrics reaching them,
 # SCALE_PODS pods without binding conditions, then SCALE_PODS pods all waiting in PreBind at once until their attaches
-# are released. Prints the table; $(REPORTS)/scale/ has scale.json, scale.md and one JSON per point. Each point's
-# cluster is torn down, also on Ctrl-C.
+# are released. Prints the table and a closing note (wall time, each point's peak memory; also closing.txt);
+# $(REPORTS)/scale/ has scale.json, scale.md and one JSON per point. Each point's cluster is torn down, also on Ctrl-C.
+# Measured 2026-12-07 on 2 shared, loaded cores: 2309-2535 s, at most 7.0 GiB (the 5000-node point). `dra-conformance review
+# --scale $(REPORTS)/scale/scale.json` cites a fresh run for GA-3 (default: docs/figures/scale.json).
 SCALE_NODES ?= 100 1000 5000
 SCALE_PODS ?= 1000
 SCALE_FABRICS ?= 4

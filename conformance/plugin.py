@@ -28,6 +28,7 @@ from conformance.cluster.waits import wait_for
 from conformance.implementation.profile import LoadedProfile, ProfileError, load_profile
 from conformance.report.catalogue import CATALOGUE, KEP_URL
 from conformance.report.evidence import Evidence
+from conformance.report.outcomes import PHASE_PROPERTY
 from conformance.report.verdict import EXIT_KNOWN_DEFECT, EXIT_PARTIAL
 from conformance.session import interrupts as pytest_interrupts
 
@@ -40,6 +41,7 @@ from conformance.session.interrupts import pytest_sessionfinish as pytest_sessio
 from conformance.session.metrics import scheduler_metrics as scheduler_metrics
 from conformance.session.requirements import RequirementReporter
 from conformance.session.scenarios import cluster_scenarios as cluster_scenarios
+from conformance.session.scenarios import foreign_free_phase as foreign_free_phase
 from conformance.session.scenarios import implementation as implementation
 from conformance.session.scenarios import other_driver as other_driver
 from conformance.session.scenarios import recorder as recorder
@@ -55,6 +57,8 @@ from conformance.session.shared import (
 )
 from conformance.session.terminal import cluster_summary
 from conformance.suite.judged import hand_over
+from conformance.suite.phases import CLUSTER_SUITE, phase_of_test
+from conformance.suite.record import REGISTRY
 
 NAMESPACE_READY_S = 30.0
 DEFAULT_PROFILE = Path(__file__).resolve().parent.parent / "fixtures" / "profiles" / "reference.yaml"
@@ -162,6 +166,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(RequirementReporter(config), REPORTER)
     config.addinivalue_line("markers", "requirement(id): the catalogue requirement a test checks, e.g. API-2")
     config.addinivalue_line("markers", "run_wide: judged over the whole run's record; runs after every other test")
+    config.addinivalue_line("markers", "phase(name): the implementation phase the test's evidence is from")
     pytest_interrupts.install(config)
     try:
         parse_version(config.getoption("--k8s-version"))
@@ -277,6 +282,15 @@ def _requirement_property(request: pytest.FixtureRequest, record_property: Any) 
         request.getfixturevalue("scenarios")
     req = CATALOGUE[marker.args[0]]
     record_property("requirement", req.id)
+    module = request.node.module.__name__ if request.node.module else ""
+    declared = request.node.get_closest_marker("phase")  # a test that says which phase its evidence is from
+    phase = declared.args[0] if declared else None
+    run_wide = request.node.get_closest_marker("run_wide") is not None
+    cluster = module.startswith(CLUSTER_SUITE)
+    if cluster or request.config.stash[PROFILE_KEY] is not None:  # a cluster-only run has no implementation phases
+        record_property(
+            PHASE_PROPERTY, phase or phase_of_test(module, request.fixturenames, REGISTRY, run_wide, cluster)
+        )
     record_property("level", req.level)
     record_property("kep_section", req.kep_section)
     allure.dynamic.epic("KEP-5007")

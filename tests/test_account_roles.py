@@ -116,6 +116,21 @@ def test_a_resourceslices_right_excuses_other_drivers_slices_only_when_it_says_s
     assert "resource.k8s.io/resourceslices of other drivers" in others.text()
 
 
+def test_a_declared_own_slices_right_does_not_excuse_another_drivers_slices_admitted() -> None:
+    """IMP-9's judgement of the dry-run writes of another driver's slice (test_privilege._other_drivers_slices): a
+    `resourceslices` right without otherDrivers leaves them an excess naming the other driver; with it, declared."""
+    for right, excused in ((_slices_right(), False), (_slices_right(otherDrivers=True), True)):
+        account = Account(SHARED, "controller", views=[View(slice_writes={"create": "admitted", "delete": "403"})])
+        test_privilege._other_drivers_slices(account, "other.example.com", [right])
+        if excused:
+            assert account.judgement.declared == {right.text(): right} and not account.judgement.excess
+        else:
+            assert not account.judgement.declared, "a right of the stack's own slices excused another driver's"
+            (excess,) = account.judgement.excess.values()
+            assert "ResourceSlices of another driver (other.example.com): dry-run create admitted" in excess.rule
+            assert excess.items == ["create resource.k8s.io/resourceslices (another driver's)"], excess.items
+
+
 def test_other_drivers_is_for_slices_only(tmp_path: Path) -> None:
     right = {
         "account": "dra-nodelocal-system/reference-node-readier",

@@ -18,6 +18,7 @@ LAYERS = {
     "docs": 1,
     "matrix": 1,
     "scale": 1,
+    "lifecycle": 1,
     "suite": 2,
     "report": 3,
     "observe": 4,

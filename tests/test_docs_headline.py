@@ -15,7 +15,7 @@ import pytest
 
 from conformance.cli.run import status_line
 from conformance.implementation.profile import TEMPLATE_FILE, load_profile
-from conformance.report.catalogue import REQUIREMENTS
+from conformance.report.catalogue import SUITE_REQUIREMENTS
 from conformance.report.headline import conclude, run_headline
 from conformance.report.outcomes import Outcomes, RunResult
 from conformance.report.verdict import NOT_CERTIFIED, Verdict, subject_of
@@ -32,7 +32,7 @@ def _headline(model: str | None, accept: list[str], skipped: tuple[str, ...] = (
     """A run on 1.37.2 as the docs describe it: SCH-9 failed by the known defect, `skipped` skipped, the rest passed
     (a run without a profile: every implementation requirement skipped)."""
     outcomes = Outcomes()
-    for req in REQUIREMENTS:
+    for req in SUITE_REQUIREMENTS:
         if req.not_applicable(model):
             continue
         if req.id == "SCH-9":

@@ -195,10 +195,13 @@ def test_a_scenario_failing_midway_fails_only_its_own_requirement(
     )
     if probe:
         assert requirements["RDY-3"]["outcome"] == requirements["RDY-4"]["outcome"] == NOT_JUDGED
-        assert requirements["RDY-3"]["reason"] == (
+        cause, where = requirements["RDY-3"]["reason"].splitlines()
+        assert cause == (
             "fake-gate failed before the pod bound (cause: WaitTimeout: timed out after 27s waiting for the pod to "
             "be bound)"
         )
+        assert where == "(judged over the whole run's record, both implementation phases)", "its fixture names none"
+        assert requirements["RDY-3"]["judgedIn"] == "whole-run"
         result.stdout.fnmatch_lines(["RDY-3 *MUST*not-judged*fake-gate failed before the pod bound*", "*2 not judged*"])
     else:  # as `profile check` predicts for a profile without a readiness probe
         assert requirements["RDY-3"]["outcome"] == requirements["RDY-4"]["outcome"] == "skipped"

@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conformance.cluster.audit import POLICY
 from conformance.cluster.kind.config import (
+    AUDIT_DIR_IN_NODE,
     FABRIC_NODE_PORT,
     SCHEDULER_CONFIG_IN_NODE,
     KindConfigError,
@@ -115,3 +117,22 @@ def test_1_38_sets_no_gate_and_needs_a_node_image_by_flag() -> None:
 def test_a_locked_gate_turned_off_is_refused_with_the_reason() -> None:
     with pytest.raises(KindConfigError, match=r"locked on in Kubernetes 1\.38"):
         _config("1.38", gate_overrides={"DRADeviceBindingConditions": False})
+
+
+def test_the_providers_config_mounts_an_audit_folder_into_the_apiserver(tmp_path: Path) -> None:
+    """The kind provider's clusters log service accounts' requests (cluster/audit.py) into a host folder; the
+    checked-in kind-config.yaml (no audit_dir) has none."""
+    assert "apiServer" not in yaml.safe_load(_config("1.37")["nodes"][0]["kubeadmConfigPatches"][0])
+    audit = tmp_path / "audit"
+    config = write_kind_files(
+        tmp_path / "kind.yaml", tmp_path / "s.yaml", parse_version("1.37"), 20, image=IMAGE, audit_dir=str(audit)
+    )
+    plane = yaml.safe_load(config.read_text())["nodes"][0]
+    assert {"hostPath": str(audit), "containerPath": AUDIT_DIR_IN_NODE} in plane["extraMounts"]
+    server = yaml.safe_load(plane["kubeadmConfigPatches"][0])["apiServer"]
+    assert server["extraArgs"] == {
+        "audit-policy-file": f"{AUDIT_DIR_IN_NODE}/audit-policy.yaml",
+        "audit-log-path": f"{AUDIT_DIR_IN_NODE}/audit.log",
+    }
+    assert server["extraVolumes"][0]["hostPath"] == server["extraVolumes"][0]["mountPath"] == AUDIT_DIR_IN_NODE
+    assert yaml.safe_load((audit / "audit-policy.yaml").read_text()) == POLICY

@@ -20,3 +20,11 @@ def test_a_spec_removed_while_it_is_read_is_left_out(monkeypatch: pytest.MonkeyP
     specs = nodeexec.cdi_specs("worker")
     assert [(s.path, s.mtime, s.kind) for s in specs] == [("/var/run/cdi/a.json", 1796459350.5, spec["kind"])]
     assert specs[0].edits("d0") == {"env": ["A=1"]}
+
+
+def test_a_containers_end_is_read_from_cri_times() -> None:
+    from conformance.cluster.kind.nodeexec import _rfc3339
+
+    assert _rfc3339("2026-12-07T00:45:12.123456789Z") == pytest.approx(1796604312.123456789)
+    assert _rfc3339("2026-12-07T01:45:12.5+01:00") == pytest.approx(1796604312.5)
+    assert _rfc3339("0001-01-01T00:00:00Z") is None and _rfc3339("") is None and _rfc3339(None) is None

@@ -18,7 +18,7 @@ from conformance.cluster.providers.base import ClusterInfo
 from conformance.cluster.toolchain.source import with_patches
 from conformance.observe.allocations import judge, past_binding_timeout
 from conformance.observe.recorder import Record
-from conformance.report.catalogue import REQUIREMENTS
+from conformance.report.catalogue import SUITE_REQUIREMENTS
 from conformance.report.verdict import EXIT_FAILURE, EXIT_KNOWN_DEFECT, EXIT_PARTIAL
 from conformance.suite.known import describe, explain
 
@@ -124,7 +124,7 @@ def _suite(pytester: pytest.Pytester, ids: list[str], known: dict[str, str], fai
     pytester.makepyfile(test_reqs=_SUITE.format(tests="\n".join(tests)))
 
 
-ALL = [r.id for r in REQUIREMENTS]
+ALL = [r.id for r in SUITE_REQUIREMENTS]
 
 
 def test_a_run_failed_only_by_a_known_defect_stays_a_failure_and_exits_distinctly(
@@ -180,7 +180,7 @@ def test_accepting_the_known_defect_exits_as_the_rest_of_the_run_and_every_repor
 
 
 def test_accepted_known_defects_leave_the_rest_partial_when_it_is(pytester: pytest.Pytester) -> None:
-    cluster = [r.id for r in REQUIREMENTS if r.area in ("baseline", "api", "scheduler")]
+    cluster = [r.id for r in SUITE_REQUIREMENTS if r.area in ("baseline", "api", "scheduler")]
     _suite(pytester, cluster, {"SCH-9": DEFECT})
     accept = f"--accept=known-defect:{DEFECT}"
     assert pytester.runpytest("-p", "no:cacheprovider", accept).ret == EXIT_PARTIAL
@@ -221,3 +221,18 @@ def test_an_unknown_accepted_defect_is_a_usage_error(pytester: pytest.Pytester) 
     result = pytester.runpytest("-p", "no:cacheprovider", "--accept=known-defect:nope")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert pytester.runpytest("-p", "no:cacheprovider", "--accept=everything").ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_an_observed_upstream_behaviour_is_listed_and_fails_nothing() -> None:
+    from conformance.cluster.defects import RELEASED_BEFORE_UNPREPARE
+    from conformance.report.outcomes import Outcomes, RunResult
+    from conformance.report.verdict import known_defects
+
+    behaviour = catalogue()["force-delete-frees-device-before-unprepare"]
+    assert not behaviour.fails and behaviour.requirement == "NODE-4"
+    assert known_defect("NODE-4", RELEASED_BEFORE_UNPREPARE, "v1.37.2") == behaviour
+    outcomes = Outcomes()
+    outcomes.add("NODE-4", RunResult("t::node4", "passed", "seen", known_defect=behaviour.id))
+    entry = outcomes.summary()["NODE-4"]
+    assert entry["outcome"] == "passed" and entry["observedDefects"] == [behaviour.id]
+    assert "knownDefects" not in entry and known_defects({"NODE-4": entry}) == {}  # no failure, no exit 7

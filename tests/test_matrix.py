@@ -6,13 +6,13 @@ from pathlib import Path
 
 import yaml
 
-from conformance.report.catalogue import REQUIREMENTS
+from conformance.report.catalogue import SUITE_REQUIREMENTS
 from conformance.report.matrix import Matrix, load_run, write_matrix
 
 
 def _report(folder: Path, outcomes: dict[str, tuple[str, str]], result: str = "success") -> Path:
     requirements = {
-        req.id: {"level": req.level, "outcome": outcomes.get(req.id, ("passed", ""))[0]} for req in REQUIREMENTS
+        req.id: {"level": req.level, "outcome": outcomes.get(req.id, ("passed", ""))[0]} for req in SUITE_REQUIREMENTS
     }
     for req_id, (_, reason) in outcomes.items():
         requirements[req_id]["reason"] = reason

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from conformance.cli import main
 from conformance.implementation.profile import SCHEMA_FILE, TEMPLATE_FILE, ProfileError, json_schema, load_profile
-from conformance.report.catalogue import REQUIREMENTS
+from conformance.report.catalogue import SUITE_REQUIREMENTS
 from conformance.suite.profilecheck import check, plan
 from conformance.suite.scenario import known_capabilities
 
@@ -24,7 +24,7 @@ def test_every_reference_profile_checks_clean(path: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv("DRA_CONFORMANCE_STATE", "/tmp/state")
     result = check(load_profile(path))
     assert result.errors == []
-    assert [r.requirement for r in result.plan] == [r.id for r in REQUIREMENTS]
+    assert [r.requirement for r in result.plan] == [r.id for r in SUITE_REQUIREMENTS]
 
 
 def test_the_external_profile_needs_the_environment_of_implementation_up(monkeypatch: pytest.MonkeyPatch) -> None:

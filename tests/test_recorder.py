@@ -127,3 +127,36 @@ def test_an_unchanged_probe_answer_shares_the_one_before_it() -> None:
     assert same.states is first.states and (same.sent, same.received) == (1.1, 1.11)
     assert changed.states == {"U0": ("n1", "detaching")}
     assert [r.obj["state"] for r in rec.select(("probe",))] == ["attached", "detaching"]
+
+
+def test_a_changed_probe_answer_keeps_the_unchanged_entries_of_the_one_before() -> None:
+    rec = Recorder(None, "run")
+    rec.add_sample(Sample(1.0, 1.01, {"U0": ("n1", "attached"), "U1": ("n2", "attaching")}))
+    rec.add_sample(Sample(1.1, 1.11, {"U0": ("n1", "attached"), "U1": ("n2", "attached")}))
+    first, second = rec.samples()
+    assert second.states == {"U0": ("n1", "attached"), "U1": ("n2", "attached")}
+    assert second.states["U0"] is first.states["U0"] and second.states["U1"] is not first.states["U1"]
+    assert [r.obj["state"] for r in rec.select(("probe",))] == ["attached", "attaching", "attached"]
+
+
+def test_claims_and_pods_are_recorded_with_their_managers_but_not_the_fields_they_own() -> None:
+    """Only the names of the status fields a manager owns stay (who wrote status.devices: observe/story.py)."""
+    rec = _recorder()
+    devices = {"f:devices": {"k:{}": {"f:conditions": {}}}, "f:allocation": {"f:devices": {}}}
+    managed = [
+        {"manager": "kube-scheduler", "operation": "Update", "fieldsV1": {"f:metadata": {"f:labels": {}}}},
+        {"manager": "controller", "operation": "Update", "subresource": "status", "fieldsV1": {"f:status": devices}},
+    ]
+    claim = _obj("c", 5)
+    claim["metadata"]["managedFields"] = managed
+    rec.feed("claim", "ADDED", claim)
+    (record,) = rec.select(("claim",))
+    assert record.obj["metadata"]["managedFields"] == [
+        {"manager": "kube-scheduler", "operation": "Update"},
+        {
+            "manager": "controller",
+            "operation": "Update",
+            "subresource": "status",
+            "fieldsV1": {"f:status": {"f:devices": {}, "f:allocation": {}}},
+        },
+    ]

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import yaml
 
-from conformance.report.catalogue import CATALOGUE, REQUIREMENTS
+from conformance.report.catalogue import CATALOGUE, SUITE_REQUIREMENTS
 from conformance.report.outcomes import (
     Outcomes,
     RunResult,
@@ -26,7 +26,7 @@ def test_a_requirement_takes_the_worst_outcome_of_its_tests_and_phases() -> None
     assert summary["API-1"]["seconds"] == 3.5 and summary["API-1"]["tests"] == ["t1", "t2"]
     assert summary["API-2"] == {**summary["API-2"], "outcome": "skipped", "reason": "no fault injector in the profile"}
     assert summary["SCH-1"]["outcome"] == "not-covered"
-    assert list(summary) == [r.id for r in REQUIREMENTS]
+    assert list(summary) == [r.id for r in SUITE_REQUIREMENTS]
 
 
 def test_a_passed_tests_note_is_its_requirements_reason() -> None:
@@ -63,9 +63,9 @@ def test_reports_have_one_entry_per_requirement(tmp_path: Path) -> None:
     write_certification_junit(tmp_path / "c.xml", summary, "suite")
     report = yaml.safe_load((tmp_path / "r.yaml").read_text())
     assert report["kind"] == "ConformanceReport" and report["result"] == "failure"
-    assert report["totals"] == {"failed": 1, "not-covered": len(REQUIREMENTS) - 1}
+    assert report["totals"] == {"failed": 1, "not-covered": len(SUITE_REQUIREMENTS) - 1}
     cases = list(ET.parse(tmp_path / "c.xml").getroot().iter("testcase"))
-    assert len(cases) == len(REQUIREMENTS)
+    assert len(cases) == len(SUITE_REQUIREMENTS)
     failed = [c for c in cases if c.find("failure") is not None]
     assert [c.get("name").split()[0] for c in failed] == ["API-2"]
     assert failed[0].find("failure").get("message") == "expected 422, got 201"

@@ -8,7 +8,7 @@ from typing import Any
 from conformance.cluster.providers.base import default_nodes
 from conformance.observe.recorder import Record
 from conformance.scale.stack import devices_per_fabric, fabric_config
-from conformance.scale.table import markdown, rows, text
+from conformance.scale.table import closing, markdown, rows, text
 from conformance.scale.waves import figures, moments, peak_waiting, quantile
 
 NS = "scale-with-x"
@@ -158,6 +158,15 @@ def test_table_has_a_column_per_point_and_says_what_failed() -> None:
     assert by_label["failed"] == ["", "WaitTimeout('nodes not Ready')"]
 
 
+def test_the_closing_note_gives_wall_time_and_each_point_peak_memory() -> None:
+    point = {**POINT, "wallSeconds": 300.4, "leastAvailableGiB": 14.2}
+    note = closing([point, {"nodes": 5000, "failed": "x"}], 1234.5)
+    assert note == (
+        "wall time 1234 s; 100 nodes: 300.4 s, peak memory <= 1112 MiB (kube-apiserver 812, suite 300; machine's "
+        "least available 14.2 GiB); 5000 nodes: - s, peak memory <= - MiB (machine's least available - GiB) FAILED"
+    )
+
+
 def test_text_and_markdown_render_every_row() -> None:
     md = markdown([POINT])
     assert md[0] == "| figure | 100 nodes |" and md[1] == "|---|---|"
@@ -173,7 +182,8 @@ def test_scale_1_quotes_the_latency_figures_the_kep_asks_for() -> None:
     without = Wave(16, 4.0, 16, 0, 16, [], [0.1] * 16)
     note = latency_note(Scale(with_, without))
     assert note == (
-        "16 pods with binding conditions, up to 12 waiting in PreBind at once: in PreBind p50 8.50 s, p99 15.85 s; "
-        "2.0 pods bound per second (4.0 without conditions, ratio 0.50); all bound in 8.0 s"
+        "16 pods with binding conditions (the KEP's stress test: 1000, --scale-pods 1000), up to 12 waiting in PreBind "
+        "at once: in PreBind p50 8.50 s, p99 15.85 s; 2.0 pods bound per second (4.0 without conditions, ratio 0.50); "
+        "all bound in 8.0 s"
     )
     assert Wave(1, 1.0, 1, 1, 1, [], [2.0]).prebind() == "not measured"

@@ -30,6 +30,15 @@ apiserver_request_duration_seconds_bucket{resource="resourceclaims",subresource=
 apiserver_request_duration_seconds_sum{resource="resourceclaims",subresource="status",verb="PUT"} 0.03
 apiserver_request_duration_seconds_count{resource="resourceclaims",subresource="status",verb="PUT"} 4
 apiserver_request_duration_seconds_bucket{resource="resourceclaims",subresource="",verb="PUT",le="+Inf"} 9
+scheduler_scheduling_algorithm_duration_seconds_bucket{le="0.1"} 2
+scheduler_scheduling_algorithm_duration_seconds_bucket{le="1"} 4
+scheduler_scheduling_algorithm_duration_seconds_bucket{le="+Inf"} 4
+scheduler_scheduling_algorithm_duration_seconds_sum 1.2
+scheduler_scheduling_algorithm_duration_seconds_count 4
+scheduler_framework_extension_point_duration_seconds_bucket{extension_point="Filter",status="Success",le="0.2048"} 3
+scheduler_framework_extension_point_duration_seconds_bucket{extension_point="Filter",status="Success",le="+Inf"} 4
+scheduler_framework_extension_point_duration_seconds_sum{extension_point="Filter",status="Success"} 1.0
+scheduler_framework_extension_point_duration_seconds_count{extension_point="Filter",status="Success"} 4
 """
 
 
@@ -77,6 +86,11 @@ def test_components_figures_use_the_names_the_scheduler_serves() -> None:
     assert figures["schedulingAttemptMs"]["scheduled"]["count"] == 100
     wait = figures["bindingConditions"]["scheduler_dra_bindingconditions_wait_duration_seconds"]["success"]
     assert wait == {"count": 20, "p50": 5.0, "p99": 9.9, "mean": 6.0}
+    assert figures["algorithmMs"] == {"count": 4, "p50": 100.0, "p99": 982.0, "mean": 300.0}
+    assert (
+        figures["extensionPointMs"]["Filter"]["mean"] == 250.0
+        and figures["extensionPointMs"]["Filter"]["p99"] == ">204.8"
+    )
     assert scheduler_figures({}, {}) == {"unreadable": "kube-scheduler's /metrics could not be read"}
     # only the status subresource's writes: the 9 PUTs of the claims themselves are not counted
     assert apiserver_figures({}, after) == {"PUT": {"count": 4, "p50": 3.3333, "p99": 24.2, "mean": 7.5}}

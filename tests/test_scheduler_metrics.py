@@ -120,6 +120,16 @@ def test_a_pod_deleted_while_it_waits_allows_every_end_it_could_have_had() -> No
     assert wait.end == "claim deleted" and wait.possible == {"error", UNCOUNTED}
 
 
+def test_a_reservation_removed_once_the_pod_is_being_deleted_allows_every_end_it_could_have_had() -> None:
+    """The coexistence driver's waiting pod deleted when its phase ended (2026-12-07): its deletionTimestamp, then the
+    reservation removed, then the pod gone. 1.37.2 counted the PreBind as `timeout`; an Unreserve would say `error`."""
+    going = _pod(3)
+    going.obj["metadata"]["deletionTimestamp"] = "2026-12-07T02:00:00Z"
+    [wait] = prebind_waits([_pod(1), _claim(2, ["p"]), going, _claim(4, []), _pod(5, type_="DELETED")], timeout_s=20)
+    assert wait.end == "unreserved (pod being deleted)" and wait.possible == {"error", "timeout", UNCOUNTED}
+    assert wait.certain is None, "no lower bound from a wait whose end the record cannot see"
+
+
 def test_a_reservation_for_a_pod_that_is_not_the_runs_bounds_nothing_from_below() -> None:
     [wait] = prebind_waits([_claim(2, ["stranger"]), _claim(30, [], at=T0 + 30)], timeout_s=20)
     assert wait.end == "unreserved" and wait.certain is None and UNCOUNTED in wait.possible

@@ -34,3 +34,14 @@ def test_an_object_gone_between_two_lists_gets_its_deleted_event() -> None:
     cache._relist()
     assert seen == [("DELETED", "b"), ("SYNC", "a")]
     assert [o["metadata"]["name"] for o in cache.items()] == ["a"]
+
+
+def test_watch_events_are_not_turned_into_the_clients_models() -> None:
+    from conformance.observe.watchcache import RawWatch
+
+    line = json.dumps(
+        {"type": "MODIFIED", "object": {"kind": "Node", "metadata": {"name": "n", "resourceVersion": "7"}}}
+    )
+    event = RawWatch().unmarshal_event(line, RawWatch().get_return_type(client.CoreV1Api().list_node))
+    assert event["type"] == "MODIFIED" and event["raw_object"]["metadata"]["name"] == "n"
+    assert isinstance(event["object"], dict)  # no V1Node made

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from conformance.cli import implementation, kind, local, matrix, profile, results, review, run, scale
+from conformance.cli import implementation, kind, lifecycle, local, matrix, profile, results, review, run, scale
 
 
 @click.group()
@@ -35,5 +35,6 @@ for command in (
     results.bundle_command,
     results.compare_command,
     review.review_command,
+    lifecycle.lifecycle,
 ):
     main.add_command(command)

@@ -3,6 +3,7 @@ every release whose binaries are cached (what `make review` does)."""
 
 from __future__ import annotations
 
+import itertools
 import shlex
 import sys
 from pathlib import Path
@@ -14,10 +15,9 @@ from conformance.cluster.versions import KubeVersion
 
 
 def _cached(version: KubeVersion) -> bool:
-    from conformance.cluster.toolchain.build import _complete
-    from conformance.cluster.toolchain.cache import Cache, default_cache_root
+    from conformance.cluster.toolchain.build import is_cached
 
-    return _complete(version, Cache(default_cache_root()))
+    return is_cached(version)
 
 
 def _run_releases(
@@ -48,6 +48,30 @@ def _run_releases(
     return bundles, missing
 
 
+def _run_lifecycle(versions: list[KubeVersion], out: Path) -> tuple[list[Path], list[str]]:
+    """The lifecycle runs of the releases (cached binaries only): `gates` on each release whose gate can be switched,
+    `upgrade` on each pair of adjacent minors among them; the bundles written and, per run not made, why."""
+    from conformance.lifecycle.run import run_gates, run_upgrade
+
+    bundles, notes = [], []
+    ordered = sorted(versions, key=lambda v: (v.major, v.minor, v.patch))
+    for version in ordered:
+        if reason := version.release.gate_off_reason("DRADeviceBindingConditions"):
+            notes.append(f"gates on {version}: {reason}")
+        elif not _cached(version):
+            notes.append(f"gates on {version}: no binaries of {version} in the cache")
+        else:
+            bundles.append(run_gates(version, out / f"gates-{version}").bundle)
+    for old, new in itertools.pairwise(ordered):
+        if (new.major, new.minor) != (old.major, old.minor + 1):
+            continue
+        if not (_cached(old) and _cached(new)):
+            notes.append(f"upgrade {old} <-> {new} (and its skew): no binaries of both in the cache")
+            continue
+        bundles.append(run_upgrade(old, new, out / f"upgrade-{old}-{new}").bundle)
+    return bundles, notes
+
+
 @click.command("review")
 @click.argument("bundles", nargs=-1, type=click.Path(exists=True, path_type=Path))
 @click.option(
@@ -67,6 +91,21 @@ def _run_releases(
 @click.option("--profile", default="fixtures/profiles/reference.yaml", show_default=True, help="with --run")
 @click.option("--accept", multiple=True, help="with --run: passed to every release's run (e.g. known-defect:ID)")
 @click.option("--pytest-args", default="", help='with --run: more pytest arguments, one string (e.g. "-k gate")')
+@click.option(
+    "--scale",
+    "scale_files",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="figures of `make scale` (reports/scale/scale.json; repeatable) that answer GA-3 (5000+ nodes); default: "
+    "the curve committed as docs/figures/scale.json, the one docs/performance.md quotes",
+)
+@click.option(
+    "--lifecycle/--no-lifecycle",
+    default=True,
+    show_default=True,
+    help="with --run: also the lifecycle runs (`dra-conformance lifecycle gates` per release whose gate can be "
+    "switched, `upgrade` per pair of adjacent releases), into OUT/lifecycle/; about 5 and 8 minutes each here",
+)
 def review_command(
     bundles: tuple[Path, ...],
     out: Path,
@@ -75,28 +114,36 @@ def review_command(
     profile: str,
     accept: tuple[str, ...],
     pytest_args: str,
+    scale_files: tuple[Path, ...],
+    lifecycle: bool,
 ) -> None:
     """Merge result bundles (results.tar.gz of runs of several releases, profiles, machines or CI shards) into one
     review page (review.html, review.md) and one JUnit (review-junit.xml): each KEP-5007 test-plan line, graduation
     criterion and PRR question with the requirements that answer it, their outcomes per release, the figures and
-    the known upstream defects per release; questions no run answers yet are listed as such."""
+    the known upstream defects per release; questions no run answers yet are listed as such. GA-3 (5000+ nodes) is
+    answered from the figures of `make scale` (--scale), not from a suite run."""
     from conformance.matrix import supported_versions
     from conformance.report.bundle import BundleError
     from conformance.report.review import Review, load_runs
     from conformance.report.review_write import write_review
+    from conformance.report.scale_evidence import FIGURES_FILE, load_points
 
-    sources, missing = list(bundles), {}
+    sources, missing, notes = list(bundles), {}, []
     if run_suite:
         args = (*(f"--accept={a}" for a in accept), *shlex.split(pytest_args))
         ran, missing = _run_releases(releases or supported_versions(), out / "runs", profile, args)
         sources += ran
+        if lifecycle:
+            made, notes = _run_lifecycle(releases or supported_versions(), out / "lifecycle")
+            sources += made
     if not sources:
         raise click.ClickException(
             "no results bundle to review" + (f": {'; '.join(missing.values())}" if missing else "")
         )
+    figures = list(scale_files) or ([FIGURES_FILE] if FIGURES_FILE.exists() else [])
     try:
-        review = Review(load_runs(sources), missing)
-    except BundleError as exc:
+        review = Review(load_runs(sources), missing, *load_points(figures), notes=notes)
+    except (BundleError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     paths = write_review(review, out)
     counts: dict[str, int] = {}
@@ -109,4 +156,7 @@ def review_command(
     )
     for release, why in missing.items():
         click.echo(f"  {release}: {why}")
+    for note in notes:
+        click.echo(f"  lifecycle run not run: {note}")
+    click.echo(f"GA-3 (5000+ nodes) from: {', '.join(review.scale_sources) or 'no make scale figures'}")
     click.echo("wrote " + ", ".join(str(p) for p in paths.values()))

@@ -27,7 +27,7 @@ def scale_command(sizes: str, pods: int, fabrics: int, k8s_version: str, gogc: s
     all waiting in PreBind at once until their attaches are released. Figures from kube-scheduler's and
     kube-apiserver's /metrics, the run-wide record and /proc; OUT/point-<nodes>.json per point, OUT/scale.json and
     the table (also OUT/scale.md). Every cluster is torn down, also on Ctrl-C or a failure."""
-    from conformance.scale.table import markdown, text
+    from conformance.scale.table import closing, markdown, text
 
     out.mkdir(parents=True, exist_ok=True)
     points = []
@@ -49,7 +49,9 @@ def scale_command(sizes: str, pods: int, fabrics: int, k8s_version: str, gogc: s
     (out / "scale.md").write_text("\n".join(markdown(points)) + "\n")
     for line in text(points):
         click.echo(line)
-    click.echo(f"[scale] {time.monotonic() - started:.0f}s; figures in {out / 'scale.json'}", err=True)
+    note = closing(points, time.monotonic() - started)
+    (out / "closing.txt").write_text(note + "\n")
+    click.echo(f"[scale] {note}; figures in {out / 'scale.json'}", err=True)
     if any(p.get("failed") for p in points):
         raise SystemExit(1)
 

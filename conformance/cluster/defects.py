@@ -20,8 +20,9 @@ from conformance.cluster.versions import UnsupportedVersion, parse_server_versio
 FILE = Path(__file__).with_name("known-defects.yaml")
 ACCEPT_PREFIX = "known-defect:"
 # The symptoms a check can report; each is matched by the code that judges its requirement.
-Symptom = Literal["allocated-while-holder-past-binding-timeout"]
+Symptom = Literal["allocated-while-holder-past-binding-timeout", "released-before-node-unprepared"]
 HOLDER_PAST_TIMEOUT: Symptom = "allocated-while-holder-past-binding-timeout"
+RELEASED_BEFORE_UNPREPARE: Symptom = "released-before-node-unprepared"
 
 
 class KnownDefect(BaseModel):
@@ -35,6 +36,9 @@ class KnownDefect(BaseModel):
     measured: list[str] = Field(default_factory=list)
     unaffected: list[str] = Field(default_factory=list)  # the reproducer ran there and did not show it
     writeup: str  # repository path of the write-up
+    # False: upstream behaviour the suite shows and records, failing no requirement for it (upstream's answer is that
+    # the driver must defend against it, and the requirement judges that defence); a run lists it as observed.
+    fails: bool = True
 
     def covers(self, version: str) -> bool:
         """Whether the cluster's version (as the server reports it) is one of the defect's releases."""
@@ -86,3 +90,5 @@ def check_accepts(values: list[str]) -> None:
 
 # The test property (JUnit, and read by the plugin) that names the known defect a failed test saw.
 PROPERTY = "known_defect"
+# The test property that names a known defect of kind `fails: false` a passed (or skipped) test saw happen.
+OBSERVED_PROPERTY = "observed_defect"

@@ -9,9 +9,12 @@ RESOURCE_API = "resource.k8s.io/v1"
 MAX_SLICE_DEVICES = 128  # resource.k8s.io/v1: devices per ResourceSlice
 
 
+SUITE_DRIVER_DOMAIN = "conformance.example.com"  # every driver the suite itself plays ends with it
+
+
 def unique_driver(purpose: str) -> str:
-    """A DRA driver name no other test uses, so tests cannot see each other's devices."""
-    return f"{purpose}-{uuid.uuid4().hex[:8]}.conformance.example.com"
+    """A DRA driver name no other test uses, so tests cannot see each other's devices (`purpose`: who plays it)."""
+    return f"{purpose}-{uuid.uuid4().hex[:8]}.{SUITE_DRIVER_DOMAIN}"
 
 
 def device(name: str, *, model: str = "fake-gpu", uuid_: str | None = None, **fields: Any) -> dict[str, Any]:

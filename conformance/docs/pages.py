@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conformance.docs import profile_reference, protocol_reference, requirement_reference
+from conformance.docs import profile_reference, protocol_reference, requirement_reference, review_page
 from conformance.docs.requirement_reference import MarkedTest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,6 +66,7 @@ def generated() -> dict[str, str]:
         "reference/profile.md": profile_page(),
         "reference/profile.schema.json": schema_file(),
         "reference/protocols.md": protocols_page(),
+        "review.md": review_page.render(),
     }
 
 

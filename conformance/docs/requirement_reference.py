@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from conformance.docs.profile_reference import MissingDoc
 from conformance.docs.schema_tables import cell
-from conformance.report.catalogue import BINDING_MODELS, DESIGNS, KEP_URL, Requirement
+from conformance.report.catalogue import BINDING_MODELS, DESIGNS, KEP_URL, LIFECYCLE, Requirement
 from conformance.suite.gaps import profile_needs
 from conformance.suite.record import Scenario
 
@@ -30,6 +30,11 @@ def _module_path(module: str) -> str:
 
 
 def _who(req: Requirement, scenarios: list[Scenario], tests: list[MarkedTest]) -> str:
+    if req.judged_by == LIFECYCLE:
+        return (
+            "the cluster's release, by `dra-conformance lifecycle` (a cluster of its own whose components it "
+            "restarts; never by a suite run: [For the enhancement review](../review.md))"
+        )
     if any(not s.implementation for s in scenarios) or any(".suite.cluster." in t.module for t in tests):
         return "the cluster (suite-owned drivers; runs with `--profile none`)"
     return "the implementation (its own devices, through its profile)"
@@ -68,7 +73,7 @@ def _skips(req: Requirement, scenarios: list[Scenario], tests: list[MarkedTest])
             why.append(f"`{sc.name}` is skipped with `--profile none`{lacks}")
     if req.doc and req.doc.skips:
         why.append(req.doc.skips)
-    if not scenarios and not tests:
+    if not scenarios and not tests and req.judged_by != LIFECYCLE:
         why.append("no test checks it yet: not covered")
     return why
 

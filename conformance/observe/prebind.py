@@ -10,7 +10,9 @@ written with the allocation) and ends, as the record sees it, with one of:
   the failure came within a poll of the timeout; otherwise `error`;
 - the claim deleted while the pod waited: `error` (the scheduler cannot read it any more);
 - the pod deleted while it waited: the PreBind goes on unseen, to `error` (claim deleted), `timeout`, or uncounted
-  (the claim deallocated meanwhile: a claim without allocation is counted by neither metric).
+  (the claim deallocated meanwhile: a claim without allocation is counted by neither metric). The same once the pod
+  is being deleted (its deletionTimestamp seen), whatever the record sees next: the reservation removed as the pod
+  goes (seen 2026-12-07: counted `timeout` by 1.37.2 where the record, taking it for an Unreserve, said `error`).
 A reservation for a pod that is not the run's (not in the record) allows every outcome, or none.
 A PreBind of a pod none of whose claims has a device with binding conditions does not wait: the metrics do not see it,
 and neither does this view. Each wait carries, per driver, the allocated device results with binding conditions (the
@@ -30,6 +32,7 @@ from conformance.observe.recorder import Record
 from conformance.observe.slices import allocation_results, device_conditions
 
 UNCOUNTED = ""  # an outcome the metrics may not count at all
+POD_GONE = frozenset({"error", "timeout", UNCOUNTED})  # a wait whose pod was deleted: its PreBind ends unseen
 # allocationTimestamp is written with whole seconds: a timeout may come up to this much before stamp + timeout.
 STAMP_SLACK_S = 1.0
 
@@ -86,6 +89,7 @@ class _Walk:
         self.open: dict[str, Wait] = {}  # pod uid -> its open wait
         self.bound: set[str] = set()
         self.pods: dict[str, str] = {}  # pod uid -> namespace/name, for the run's pods
+        self.deleting: set[str] = set()  # pod uids whose deletionTimestamp the record has shown
         self.waits: list[Wait] = []
         self.now = 0.0  # when the record being walked arrived
 
@@ -123,6 +127,8 @@ class _Walk:
             wait.ready_at = None
 
     def close(self, wait: Wait, how: str, record: Record, possible: Iterable[str]) -> None:
+        if wait.uid in self.deleting and how not in ("bound", "pod deleted"):  # the pod was going: its end is unseen
+            how, possible = f"{how} (pod being deleted)", POD_GONE
         wait.end, wait.end_revision, wait.end_at = how, record.revision, record.at
         # A pod that is not the run's (another user's, or a name an API test wrote into reservedFor by hand): the
         # record cannot tell whether kube-scheduler waited for it at all.
@@ -184,7 +190,9 @@ class _Walk:
                 self.count(wait)
                 self.close(wait, "bound", record, {"success"})
         elif record.type == "DELETED" and wait is not None:
-            self.close(wait, "pod deleted", record, {"error", "timeout", UNCOUNTED})
+            self.close(wait, "pod deleted", record, POD_GONE)
+        if record.type != "DELETED" and (record.obj.get("metadata") or {}).get("deletionTimestamp"):
+            self.deleting.add(uid)
 
 
 def prebind_waits(records: Iterable[Record], timeout_s: float) -> list[Wait]:

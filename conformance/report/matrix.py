@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from conformance.cluster.versions import Release, parse_version
-from conformance.report.catalogue import KEP_URL, REQUIREMENTS
+from conformance.report.catalogue import KEP_URL, SUITE_REQUIREMENTS
 from conformance.report.verdict import EXIT_PARTIAL
 
 RUN_RECORD = "run.json"
@@ -137,7 +137,7 @@ class Matrix:
         return [
             f"{req.id} on {run.version}"
             for run in self.runs
-            for req in REQUIREMENTS
+            for req in SUITE_REQUIREMENTS
             if run.cell(req.id)["outcome"] == "skipped" and not run.cell(req.id)["reason"]
         ]
 
@@ -178,7 +178,7 @@ class Matrix:
                     "title": req.title,
                     "releases": {run.version: run.cell(req.id) for run in self.runs},
                 }
-                for req in REQUIREMENTS
+                for req in SUITE_REQUIREMENTS
             },
             "unexplainedSkips": self.unexplained(),
         }
@@ -280,7 +280,7 @@ def markdown(matrix: Matrix) -> str:
     ]
     lines += [f"| {name} | " + " | ".join(esc(v) for v in values) + " |" for name, values in _release_rows(matrix)]
     lines += ["", "| requirement | " + " | ".join(versions) + " |", "|---|" + "---|" * len(versions)]
-    for req in REQUIREMENTS:
+    for req in SUITE_REQUIREMENTS:
         cells = [esc(_cell_text(run.cell(req.id), limit=240)) for run in matrix.runs]
         lines.append(f"| **{req.id}** ({req.level}) {esc(req.title)} | " + " | ".join(cells) + " |")
     if unexplained := matrix.unexplained():
@@ -304,7 +304,7 @@ def to_html(matrix: Matrix) -> str:
         for name, values in _release_rows(matrix)
     ]
     cells = []
-    for req in REQUIREMENTS:
+    for req in SUITE_REQUIREMENTS:
         tds = []
         for run in matrix.runs:
             cell = run.cell(req.id)

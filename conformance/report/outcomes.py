@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
-from conformance.report.catalogue import CATALOGUE, KEP_URL, REQUIREMENTS
+from conformance.report.catalogue import CATALOGUE, KEP_URL, SUITE_REQUIREMENTS
 from conformance.report.reasons import headline
 from conformance.report.verdict import (
     IMPLEMENTATION_AREAS,
@@ -38,6 +38,7 @@ NOT_APPLICABLE_PREFIX = "not applicable: "
 # The skip reason of a test whose scenario failed before its evidence existed (suite/judged.py): read back as
 # `not-judged`.
 NOT_JUDGED_PREFIX = "not judged: "
+PHASE_PROPERTY = "phase"  # the phase a test was judged in (suite/phases.py): in its requirement's `judgedIn`
 
 
 def not_applicable_reason(skip_reason: str) -> str | None:
@@ -63,6 +64,7 @@ class RunResult:
     seconds: float = 0.0
     evidence: list[str] = field(default_factory=list)  # reports-relative paths (timeline, objects) of this test
     known_defect: str | None = None  # a failure whose symptom is this known upstream defect's (the test says so)
+    phase: str = ""  # the phase it was judged in (PHASE_PROPERTY)
 
 
 @dataclass
@@ -85,6 +87,7 @@ class Outcomes:
                         seen.seconds + result.seconds,
                         evidence,
                         result.known_defect,
+                        result.phase or seen.phase,
                     )
                 else:
                     seen.seconds += result.seconds
@@ -97,7 +100,7 @@ class Outcomes:
         everything it names was shown), not-covered, or not-applicable (it does not apply to the profile's binding
         model `model`: its tests were not run)."""
         out: dict[str, dict[str, Any]] = {}
-        for req in REQUIREMENTS:
+        for req in SUITE_REQUIREMENTS:
             results = self.by_requirement.get(req.id, [])
             if not_certified is None and (why := req.not_applicable(model)):
                 entry: dict[str, Any] = {"outcome": NOT_APPLICABLE, "reason": why}
@@ -129,9 +132,13 @@ class Outcomes:
                 evidence = [e for r in results for e in r.evidence]
                 if evidence:
                     entry["evidence"] = list(dict.fromkeys(evidence))
+                if phases := list(dict.fromkeys(r.phase for r in results if r.phase)):
+                    entry["judgedIn"] = ", ".join(phases)
                 failed = [r for r in results if r.outcome == "failed"]
                 if failed and all(r.known_defect for r in failed):  # one unexplained failure: a new failure
                     entry["knownDefects"] = sorted({r.known_defect for r in failed if r.known_defect})
+                if seen := sorted({r.known_defect for r in results if r.outcome != "failed" and r.known_defect}):
+                    entry["observedDefects"] = seen  # upstream behaviour the test saw, failing nothing
             out[req.id] = {"level": req.level, "area": req.area, "title": req.title, **entry}
         return out
 
@@ -198,6 +205,7 @@ def write_certification_junit(
             elapsed_sec=entry.get("seconds"),
         )
         evidence = "".join(f"\nevidence: {e}" for e in entry.get("evidence", []))
+        evidence += f"\njudged in: {entry['judgedIn']}" if entry.get("judgedIn") else ""  # the phase (suite/phases.py)
         if entry["outcome"] == "failed":
             reason = entry["reason"] or "failed"
             known = entry.get("knownDefects") or []
@@ -205,11 +213,9 @@ def write_certification_junit(
             if known:
                 taken = [k for k in known if k in (accepted or set())]
                 label = f"[{shown_outcome(entry)}" + (f"; accepted: {', '.join(taken)}" if taken else "") + "] "
-            case.add_failure_info(message=label + headline(reason, 1000), output=f"{label}{reason}{evidence}")
+            case.add_failure_info(message=label + headline(reason), output=f"{label}{reason}{evidence}")
         elif entry["outcome"] in ("skipped", NOT_JUDGED, "not-covered", "partial", NOT_APPLICABLE):
-            case.add_skipped_info(
-                message=f"{entry['outcome']}: {headline(entry['reason'], 1000)}", output=entry["reason"]
-            )
+            case.add_skipped_info(message=f"{entry['outcome']}: {headline(entry['reason'])}", output=entry["reason"])
             if entry["outcome"] == NOT_APPLICABLE:  # JUnit has no such outcome: a skip that says so, and a status
                 case.status = NOT_APPLICABLE
         if evidence and entry["outcome"] != "failed":
@@ -235,9 +241,9 @@ def not_shown(summary: dict[str, dict[str, Any]]) -> list[str]:
     shared: dict[tuple[str, str, str], list[str]] = {}
     for rid, e in rows:  # not-covered requirements with the same reason share one line
         if e["outcome"] == "not-covered":
-            shared.setdefault((e["level"], e["outcome"], headline(e["reason"], 400)), []).append(rid)
+            shared.setdefault((e["level"], e["outcome"], headline(e["reason"])), []).append(rid)
         else:
-            lines.append(f"{rid:8} {e['level']:6} {shown_outcome(e):11} {headline(e['reason'], 400)}")
+            lines.append(f"{rid:8} {e['level']:6} {shown_outcome(e):11} {headline(e['reason'])}")
     for (level, outcome, why), rids in shared.items():
         lines.append(f"{', '.join(rids)} {level} {outcome}: {why}")
     return lines
@@ -247,7 +253,7 @@ def not_applicable(summary: dict[str, dict[str, Any]]) -> list[str]:
     """The requirements not applicable to the profile's binding model, each with why (what the terminal lists apart
     from what was not shown to pass)."""
     return [
-        f"{rid:8} {e['level']:6} {headline(e['reason'], 400)}"
+        f"{rid:8} {e['level']:6} {headline(e['reason'])}"
         for rid, e in summary.items()
         if e["outcome"] == NOT_APPLICABLE
     ]

@@ -52,8 +52,12 @@ def report_reason(report: Any, excinfo: Any | None = None) -> str:
     return _bounded("\n".join(lines[-20:])) if lines else report.outcome
 
 
-def headline(reason: str, limit: int = 300) -> str:
-    """The first non-empty line of a reason, for tables and JUnit message attributes."""
+FIRST_LINE_CHARS = 500  # the first line every channel shows (terminal, JUnit, HTML) is cut here, the same for all
+
+
+def headline(reason: str, limit: int = FIRST_LINE_CHARS) -> str:
+    """The first line of a reason: THE one function that composes what the terminal, both JUnit files and the HTML
+    report show first for a failure or skip (the first non-empty line; one ending in ":" with the line after it)."""
     lines = [line.strip() for line in reason.splitlines() if line.strip()]
     first = lines[0] if lines else ""
     if first.endswith(":") and len(lines) > 1:  # "invariants broken while it ran:" says nothing without its list

@@ -18,6 +18,7 @@ import yaml
 
 from conformance.cluster.defects import catalogue as known_defect_catalogue
 from conformance.cluster.versions import UnsupportedVersion, parse_version
+from conformance.report import scale_evidence
 from conformance.report.bundle import BundleError, open_results
 from conformance.report.catalogue import CATALOGUE, KEP_URL
 from conformance.report.kep_questions import QUESTIONS, Question
@@ -55,9 +56,19 @@ class Run:
 
     @property
     def label(self) -> str:
-        provider = (self.report.get("cluster") or {}).get("provider", "?")
+        cluster = self.report.get("cluster") or {}
         where = Path(self.source)
-        return f"{self.profile} on {provider} ({where.parent.name}/{where.name})"
+        if lifecycle := self.report.get("lifecycle"):
+            since = f" from {cluster['upgradedFrom']}" if cluster.get("upgradedFrom") else ""
+            variant = f", variant {lifecycle['variant']}" if lifecycle.get("variant") else ""
+            what = f"lifecycle {lifecycle.get('kind')}{since}{variant}"
+        else:
+            what = self.profile
+        return f"{what} on {cluster.get('provider', '?')} ({where.parent.name}/{where.name})"
+
+    def findings(self) -> list[dict[str, Any]]:
+        """The KEP's sentences beside what a lifecycle run measured (conformance/lifecycle/ledger.py Finding)."""
+        return [{**f, "run": self.label} for f in (self.report.get("lifecycle") or {}).get("findings") or []]
 
     def entry(self, requirement: str) -> dict[str, Any] | None:
         return (self.report.get("requirements") or {}).get(requirement)
@@ -121,13 +132,27 @@ class Answer:
     release: str
     status: str
     cells: dict[str, Cell] = field(default_factory=dict)
+    note: str = ""  # why, where the answer is not the requirements' (GA-3 from `make scale`)
+    findings: list[dict[str, Any]] = field(default_factory=list)  # the KEP's sentence beside what was measured
+
+    @property
+    def differs(self) -> list[dict[str, Any]]:
+        return [f for f in self.findings if not f.get("agrees")]
 
     @property
     def why(self) -> str:
         if self.status == NOT_ANSWERED and self.question.open:
             return f"not answered by any run yet: {self.question.open}"
+        if self.note:
+            return self.note
         failing = [f"{rid} {c.shown}" for rid, c in self.cells.items() if c.outcome not in ("passed", "not-applicable")]
         return "; ".join(failing)
+
+
+def scale_answer(question: Question, release: str, points: list[dict[str, Any]]) -> Answer:
+    """A question answered by `make scale` (GA-3): one cell per point measured on the release."""
+    status, cells, why = scale_evidence.answer(points, release)
+    return Answer(question, release, status, {k: Cell(*v) for k, v in cells.items()}, why)
 
 
 def answer(question: Question, release: str, runs: list[Run], not_run: str | None = None) -> Answer:
@@ -152,25 +177,45 @@ def answer(question: Question, release: str, runs: list[Run], not_run: str | Non
 class Review:
     runs: list[Run]
     missing: dict[str, str] = field(default_factory=dict)  # release -> why it has no run
+    scale: list[dict[str, Any]] = field(default_factory=list)  # points of `make scale` (scale_evidence.py)
+    scale_sources: list[str] = field(default_factory=list)  # the files they were read from
+    notes: list[str] = field(default_factory=list)  # lifecycle runs not run, and why
     date: str = field(default_factory=lambda: dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
 
     @property
     def releases(self) -> list[str]:
-        return sorted({*(r.release for r in self.runs), *self.missing}, key=_order)
+        measured = {scale_evidence.release_of(p) for p in self.scale}
+        return sorted({*(r.release for r in self.runs), *self.missing, *measured}, key=_order)
 
     def runs_of(self, release: str) -> list[Run]:
         return [r for r in self.runs if r.release == release]
 
     def answers(self) -> list[list[Answer]]:
-        """Per question (catalogue order), its answer on every release."""
-        return [[answer(q, v, self.runs_of(v), self.missing.get(v)) for v in self.releases] for q in QUESTIONS]
+        """Per question (catalogue order), its answer on every release, with the findings that bear on it (GA-3:
+        from the `make scale` figures)."""
+        rows = []
+        for q in QUESTIONS:
+            row = []
+            for v in self.releases:
+                if q.scale:
+                    row.append(scale_answer(q, v, self.scale))
+                    continue
+                a = answer(q, v, self.runs_of(v), self.missing.get(v) if not self.runs_of(v) else None)
+                a.findings = [f for f in self.findings(v) if f.get("question") == q.id]
+                row.append(a)
+            rows.append(row)
+        return rows
+
+    def findings(self, release: str) -> list[dict[str, Any]]:
+        """Every KEP sentence a lifecycle run of the release measured, with what it measured."""
+        return [f for run in self.runs_of(release) for f in run.findings()]
 
     def unanswered(self) -> list[Question]:
-        return [q for q in QUESTIONS if q.open or not q.answers]
+        return [q for q in QUESTIONS if (q.open or not q.answers) and not q.scale]
 
     def figures(self, release: str) -> list[str]:
         """The run's figures, one line each: the SLI and the record's latencies (SCH-10), then the measurements."""
-        lines = []
+        lines = scale_evidence.lines(self.scale, release)
         for run in self.runs_of(release):
             metrics = run.report.get("schedulerMetrics") or {}
             if sli := metrics.get("sli"):
@@ -197,7 +242,8 @@ class Review:
                 continue
             shown = "shown by a run here" if d.id in seen else "not shown by the runs here"
             measured = f"; measured on {', '.join(d.measured)}" if d.measured else ""
-            out.append(f"{d.id} ({d.requirement}): {shown}{measured}; {d.summary} [{d.writeup}]")
+            what = d.requirement if d.fails else f"observed by {d.requirement}, fails no requirement"
+            out.append(f"{d.id} ({what}): {shown}{measured}; {d.summary} [{d.writeup}]")
         return out
 
     def document(self) -> dict[str, Any]:
@@ -207,6 +253,7 @@ class Review:
             "runs": [
                 {
                     "source": r.source,
+                    "label": r.label,
                     "kubernetes": r.release,
                     "profile": r.profile,
                     "provider": (r.report.get("cluster") or {}).get("provider"),
@@ -216,6 +263,8 @@ class Review:
                 for r in self.runs
             ],
             "notRun": self.missing,
+            "scaleFigures": self.scale_sources,
+            **({"lifecycleNotRun": self.notes} if self.notes else {}),
             "questions": [
                 {
                     "id": row[0].question.id,
@@ -230,12 +279,14 @@ class Review:
                             "answer": a.status,
                             **({"why": a.why} if a.why else {}),
                             "requirements": {rid: c.shown for rid, c in a.cells.items()},
+                            **({"kepTextDiffers": [f["measured"] for f in a.differs]} if a.differs else {}),
                         }
                         for a in row
                     },
                 }
                 for row in self.answers()
             ],
+            "findings": {v: self.findings(v) for v in self.releases},
             "figures": {v: self.figures(v) for v in self.releases},
             "knownDefects": {v: self.defects(v) for v in self.releases},
         }

@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -26,10 +27,13 @@ def write_review(review: Review, out: Path) -> dict[str, Path]:
         "yaml": out / "review.yaml",
     }
     paths["html"].write_text(to_html(review))
-    paths["markdown"].write_text(markdown(review))
+    paths["markdown"].write_text(markdown(review.document()))
     paths["junit"].write_text(junit(review))
     paths["yaml"].write_text(yaml.safe_dump(review.document(), sort_keys=False, allow_unicode=True, width=120))
     return paths
+
+
+DIFFERS = "⚠ the KEP's text differs from what the binaries did"
 
 
 def _cell(a: Answer) -> str:
@@ -37,7 +41,33 @@ def _cell(a: Answer) -> str:
     if a.status == NOT_RUN:
         return head
     parts = [f"{rid} {c.shown}" for rid, c in a.cells.items()]
-    return head + (": " + ", ".join(parts) if parts else "")
+    differs = f"; {DIFFERS} ({len(a.differs)})" if a.differs else ""
+    return head + (": " + ", ".join(parts) if parts else "") + differs
+
+
+def _doc_cell(entry: dict[str, Any]) -> str:
+    """One question's answer on one release, from the review document (review.yaml), as _cell writes it."""
+    status = entry["answer"]
+    head = f"{SYMBOL[status]} {status}"
+    if status == NOT_RUN:
+        return head
+    parts = [f"{rid} {shown}" for rid, shown in (entry.get("requirements") or {}).items()]
+    differs = entry.get("kepTextDiffers") or []
+    return head + (": " + ", ".join(parts) if parts else "") + (f"; {DIFFERS} ({len(differs)})" if differs else "")
+
+
+def _finding_lines(found: list[dict[str, Any]]) -> list[str]:
+    """The KEP's sentences beside what lifecycle runs measured, disagreements first."""
+    ordered = sorted(found, key=lambda f: (bool(f.get("agrees")), f.get("question", "")))
+    return [
+        f'{f["question"]} {"agrees" if f.get("agrees") else "DIFFERS"}: KEP: "{f["kep"]}" Measured: '
+        f"{f['measured']} ({f['run']})"
+        for f in ordered
+    ]
+
+
+def finding_lines(review: Review, release: str) -> list[str]:
+    return _finding_lines(review.findings(release))
 
 
 def _releases_line(review: Review) -> list[str]:
@@ -46,33 +76,47 @@ def _releases_line(review: Review) -> list[str]:
     return lines
 
 
-def markdown(review: Review) -> str:
-    esc = lambda text: text.replace("|", "\\|").replace("\n", " ")  # noqa: E731
-    versions = review.releases
+def markdown(doc: dict[str, Any], top: str = "#") -> str:
+    """The page from the review document (review.yaml): what review.md holds, and what the docs site's "For the
+    enhancement review" page shows of the last measured review (`top`: the heading level of its title)."""
+    esc = lambda text: str(text).replace("|", "\\|").replace("\n", " ")  # noqa: E731
+    sub = top + "#"
+    versions = sorted({v for q in doc["questions"] for v in q["releases"]}, key=list(doc["figures"]).index)
     lines = [
-        f"# {HEADING}",
+        f"{top} {HEADING}",
         "",
-        f"{review.date} · [KEP-5007]({KEP_URL}) · {len(review.runs)} runs merged",
+        f"{doc['date']} · [KEP-5007]({KEP_URL}) · {len(doc['runs'])} runs merged",
         "",
-        *_releases_line(review),
+        *[f"- {r['kubernetes']}: {r.get('label') or r['profile']}, result {r.get('result')}" for r in doc["runs"]],
+        *[f"- {v}: **not run**: {why}" for v, why in (doc.get("notRun") or {}).items()],
         "",
-        "## Not answered by any run yet",
+        f"{sub} Not answered by any run yet",
         "",
-        *[f"- **{q.id}** {esc(q.text)}: {esc(q.open)}" for q in review.unanswered()],
+        *[
+            f"- **{q['id']}** {esc(q['question'])}: {esc(q['notAnswered'])}"
+            for q in doc["questions"]
+            if q.get("notAnswered")
+        ],
+        *[f"- lifecycle run not run: {esc(note)}" for note in doc.get("lifecycleNotRun") or []],
         "",
-        "## Questions and their answers per release",
+        f"{sub} Questions and their answers per release",
         "",
         "| question | " + " | ".join(versions) + " |",
         "|---|" + "---|" * len(versions),
     ]
-    for row in review.answers():
-        q = row[0].question
-        note = f"<br>{esc(q.note)}" if q.note else ""
-        lines.append(
-            f"| **{q.id}** ({esc(q.section)}) {esc(q.text)}{note} | " + " | ".join(esc(_cell(a)) for a in row) + " |"
-        )
-    for name, per in (("Figures", review.figures), ("Known upstream defects", review.defects)):
-        lines += ["", f"## {name} per release", ""]
+    for q in doc["questions"]:
+        note = f"<br>{esc(q['note'])}" if q.get("note") else ""
+        cells = " | ".join(esc(_doc_cell(q["releases"][v])) for v in versions)
+        lines.append(f"| **{q['id']}** ({esc(q['section'])}) {esc(q['question'])}{note} | {cells} |")
+    for name, per in (
+        (
+            "The KEP's text beside what the binaries did",
+            lambda v: _finding_lines((doc.get("findings") or {}).get(v) or []),
+        ),
+        ("Figures", lambda v: (doc.get("figures") or {}).get(v) or []),
+        ("Known upstream defects", lambda v: (doc.get("knownDefects") or {}).get(v) or []),
+    ):
+        lines += ["", f"{sub} {name} per release", ""]
         for v in versions:
             found = per(v)
             lines.append(f"- **{v}**: " + ("none" if not found else ""))
@@ -84,7 +128,7 @@ _CSS = """
 body{font-family:system-ui,sans-serif;margin:2em}table{border-collapse:collapse;margin-bottom:2em}
 td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top;font-size:90%}th{background:#f4f4f4;text-align:left}
 .answered{background:#e8f7e8}.partly{background:#eef7e0}.failed{background:#fde2e2}.not-answered{background:#fff0c2}
-.not-run{background:#eee}.open{border:2px solid #c90;padding:0.5em 1em;background:#fff8e0}
+.not-run{background:#eee}.differs{color:#a40}.open{border:2px solid #c90;padding:0.5em 1em;background:#fff8e0}
 """
 
 
@@ -102,6 +146,9 @@ def to_html(review: Review) -> str:
                 for rid, c in a.cells.items()
             )
             why = f"<br><small>{esc(a.why)}</small>" if a.status == NOT_ANSWERED and a.why else ""
+            if a.differs:
+                why += f"<br><small class='differs'>{esc(DIFFERS)}: " + esc("; ".join(f["measured"] for f in a.differs))
+                why += "</small>"
             css = a.status.replace(" answered", "").replace(" ", "-")
             tds.append(f'<td class="{css}">{SYMBOL[a.status]} {esc(a.status)}{why}<ul>{reqs}</ul></td>')
         note = f"<br><small>{esc(q.note)}</small>" if q.note else ""
@@ -109,9 +156,14 @@ def to_html(review: Review) -> str:
             f"<tr><th>{esc(q.id)} <small>{esc(q.section)}</small><br>{esc(q.text)}{note}</th>{''.join(tds)}</tr>"
         )
     unanswered = "".join(f"<li><b>{esc(q.id)}</b> {esc(q.text)}: {esc(q.open)}</li>" for q in review.unanswered())
+    unanswered += "".join(f"<li>lifecycle run not run: {esc(note)}</li>" for note in review.notes)
     runs = "".join(f"<li>{esc(line.removeprefix('- '))}</li>" for line in _releases_line(review))
     extra = []
-    for name, per in (("Figures", review.figures), ("Known upstream defects", review.defects)):
+    for name, per in (
+        ("The KEP's text beside what the binaries did", lambda v: finding_lines(review, v)),
+        ("Figures", review.figures),
+        ("Known upstream defects", review.defects),
+    ):
         items = "".join(
             f"<li><b>{esc(v)}</b>: {'none' if not per(v) else ''}<ul>"
             + "".join(f"<li>{esc(x)}</li>" for x in per(v))
@@ -147,6 +199,7 @@ def junit(review: Review) -> str:
                 "question": q.text,
                 "requirements": ", ".join(f"{rid}={c.shown}" for rid, c in a.cells.items()) or ", ".join(q.answers),
                 "answer": a.status,
+                **({"kep_text_differs": "; ".join(f["measured"] for f in a.differs)} if a.differs else {}),
             }
             for name, value in values.items():
                 ET.SubElement(props, "property", name=name, value=value)

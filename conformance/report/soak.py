@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 EXIT_STATUS = "exit-status"  # the file in each run folder that holds the run's exit status
+KNOWN_DEFECT = "known_defect"  # the JUnit property of a failure on a known upstream defect (cluster/defects.py)
 
 
 @dataclass
@@ -28,16 +29,24 @@ class Soak:
     exits: dict[str, int] = field(default_factory=dict)  # run label -> its non-zero exit status
     ran: dict[str, int] = field(default_factory=dict)  # test -> runs it ran in (passed, failed or skipped)
     failed: dict[str, list[str]] = field(default_factory=dict)  # test -> the runs it failed in
+    # test -> the runs it failed in on a known upstream defect of the release that the run accepted (exit 0)
+    known: dict[str, list[str]] = field(default_factory=dict)
+    verdicts: dict[str, int] = field(default_factory=dict)  # the reports' `result` (success, partial, failure) -> runs
     figures: dict[str, list[float]] = field(default_factory=dict)  # "profile: figure" -> one value per run
 
 
 def _cases(junit: Path) -> dict[str, str]:
-    """Outcome of each test case of pytest's JUnit XML: passed, failure, error or skipped."""
+    """Outcome of each test case of pytest's JUnit XML: passed, failure, error, skipped, or known (a failure the
+    suite attributed to a known upstream defect of the cluster's release: property known_defect)."""
     outcomes = {}
     for case in ET.parse(junit).getroot().iter("testcase"):
         kinds = [child.tag for child in case if child.tag in ("failure", "error", "skipped")]
         name = f"{case.get('classname', '')}::{case.get('name', '')}".strip(":")
         outcomes[name] = kinds[0] if kinds else "passed"
+        if outcomes[name] == "failure" and any(
+            p.get("name") == KNOWN_DEFECT and p.get("value") for p in case.iter("property")
+        ):
+            outcomes[name] = "known"
     return outcomes
 
 
@@ -85,8 +94,13 @@ def collect(root: Path) -> Soak:
                 soak.ran[key] = soak.ran.get(key, 0) + 1
                 if outcome in ("failure", "error"):
                     soak.failed.setdefault(key, []).append(label)
+                elif outcome == "known":
+                    soak.known.setdefault(key, []).append(label)
         if report.exists():
-            for name, value in _report_figures(yaml.safe_load(report.read_text()) or {}).items():
+            doc = yaml.safe_load(report.read_text()) or {}
+            verdict = str(doc.get("result") or "none")
+            soak.verdicts[verdict] = soak.verdicts.get(verdict, 0) + 1
+            for name, value in _report_figures(doc).items():
                 soak.figures.setdefault(f"{profile}: {name}", []).append(value)
     return soak
 
@@ -97,11 +111,18 @@ def lines(soak: Soak) -> list[str]:
         out.append(f"  NO REPORT: {run} (the run crashed or was stopped before writing junit.xml and its report)")
     for label, status in sorted(soak.exits.items()):
         out.append(f"  EXIT {status}: {label} (see its junit.xml and the verdict in its conformance-report.yaml)")
+    verdicts = ", ".join(f"{name} {n}" for name, n in sorted(soak.verdicts.items()))
+    out.append(f"results in the reports: {verdicts or 'none'} (a known upstream defect keeps `failure` there)")
+    out.append(f"runs that exited non-zero: {len(soak.exits)} (partial {sum(s == 6 for s in soak.exits.values())})")
     out.append("failures per test (failed/ran, the runs it failed in):")
     if not soak.failed:
-        out.append(f"  none: {len(soak.ran)} tests, each passed or skipped in every run")
+        out.append(f"  none: {len(soak.ran)} tests, each passed or skipped in every run (known defects aside)")
     for test, runs in sorted(soak.failed.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         out.append(f"  {len(runs)}/{soak.ran[test]}  {test}  [{', '.join(runs)}]")
+    if soak.known:
+        out.append("failures on known upstream defects of the release (not counted as the soak's failures):")
+    for test, runs in sorted(soak.known.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        out.append(f"  {len(runs)}/{soak.ran[test]}  {test}")
     out.append("figures (min / median / max over the runs, n):")
     width = max((len(k) for k in soak.figures), default=0)
     for name, values in sorted(soak.figures.items()):

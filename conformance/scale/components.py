@@ -11,7 +11,9 @@ from conformance.scale.metrics import Labels, counter, histogram, label_names, l
 
 Samples = dict[str, dict[Labels, float]]
 
-ATTEMPT = "scheduler_scheduling_attempt_duration_seconds"
+ATTEMPT = "scheduler_scheduling_attempt_duration_seconds"  # scheduling cycle + binding cycle (PreBind's wait too)
+ALGORITHM = "scheduler_scheduling_algorithm_duration_seconds"  # the scheduling cycle's filter and score only
+CYCLE_POINTS = ("PreFilter", "Filter", "Score")  # where a scheduling cycle spends its time (DRA: Filter)
 EXTENSION_POINT = "scheduler_framework_extension_point_duration_seconds"
 # KEP-5007: scheduler_dra_bindingconditions_prebind_duration_seconds; 1.37.2 serves ..._wait_duration_seconds.
 BINDING_CONDITIONS = r"^scheduler_dra_bindingconditions_.*duration_seconds"
@@ -33,6 +35,11 @@ def scheduler_figures(before: Samples, after: Samples) -> dict[str, Any]:
     if not after:
         return {"unreadable": "kube-scheduler's /metrics could not be read"}
     out: dict[str, Any] = {"schedulingAttemptMs": {}, "preBindSeconds": {}, "bindingConditions": {}}
+    if (h := _delta(after, before, ALGORITHM)).count > 0:  # the scheduler's own latency, no wait in it
+        out["algorithmMs"] = summary(h, MS)
+    for point in CYCLE_POINTS:
+        if (h := _delta(after, before, EXTENSION_POINT, extension_point=point)).count > 0:
+            out.setdefault("extensionPointMs", {})[point] = summary(h, MS)
     for result in label_values(after, f"{ATTEMPT}_count", "result"):
         h = _delta(after, before, ATTEMPT, result=result)
         if h.count > 0:

@@ -165,6 +165,7 @@ def run_point(out: dict[str, Any], nodes: int, pods: int, fabrics: int, version:
         up.provider.stop()
         out["phases"] = phases.phases
         out["suiteRssMiB"] = phases.suite_rss
+        out["leastAvailableGiB"] = round(phases.least_available / 2**30, 1) if phases.least_available else None
         out["wallSeconds"] = round(time.monotonic() - started, 1)
         out["load1mAtEnd"] = round(os.getloadavg()[0], 1)
 

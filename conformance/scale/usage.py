@@ -75,6 +75,7 @@ class Phases:
     others: dict[str, list[int]] = field(default_factory=dict)
     phases: dict[str, dict[str, object]] = field(default_factory=dict)
     suite_rss: dict[str, float] = field(default_factory=dict)  # MiB of the suite's process at the end of each phase
+    least_available: int = 0  # the least MemAvailable any guard saw (bytes; 0: none looked yet)
     _last: tuple[float, dict[str, Usage]] | None = None
 
     def begin(self) -> None:
@@ -82,7 +83,9 @@ class Phases:
 
     def guard(self, floor: int = MEMORY_FLOOR) -> None:
         """Raise OutOfMemory, naming the largest processes, once the machine has less than `floor` available."""
-        if (available := available_memory()) >= floor:
+        available = available_memory()
+        self.least_available = min(self.least_available or available, available)
+        if available >= floor:
             return
         largest = sorted(snapshot(self.marker, self.others).items(), key=lambda kv: -kv[1].rss)[:4]
         raise OutOfMemory(

@@ -4,6 +4,7 @@ status, and writes every report at the session's end (the plugin registers one p
 from __future__ import annotations
 
 import shutil
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +14,7 @@ import allure
 import pytest
 
 from conformance.cluster import interrupts
-from conformance.cluster.defects import PROPERTY, accepted, catalogue
+from conformance.cluster.defects import OBSERVED_PROPERTY, PROPERTY, accepted, catalogue
 from conformance.implementation.profile import LoadedProfile
 from conformance.report.bundle import make_bundle
 from conformance.report.catalogue import CATALOGUE
@@ -24,13 +25,14 @@ from conformance.report.html import render as render_html
 from conformance.report.outcomes import (
     NOT_APPLICABLE_PREFIX,
     NOTE_PROPERTY,
+    PHASE_PROPERTY,
     Outcomes,
     RunResult,
     skip_outcome,
     write_certification_junit,
     write_conformance_report,
 )
-from conformance.report.reasons import report_reason
+from conformance.report.reasons import headline, report_reason
 from conformance.report.verdict import (
     IMPLEMENTATION_AREAS,
     NOT_APPLICABLE,
@@ -44,7 +46,9 @@ from conformance.session.metrics import METRICS_KEY
 from conformance.session.shared import (
     CLUSTER_KEY,
     CLUSTER_RUNNER_KEY,
+    CLUSTER_TESTS_DONE_KEY,
     EVIDENCE_KEY,
+    FOREIGN_FREE_KEY,
     MARKS_KEY,
     NO_PROFILE,
     NO_PROFILE_REASON,
@@ -56,6 +60,7 @@ from conformance.session.shared import (
 from conformance.session.terminal import TerminalSummary
 from conformance.suite.declared import settings_report
 from conformance.suite.implementation.restart_cells import matrix_report
+from conformance.suite.phases import CLUSTER_SUITE, FIXTURES, PHASES, judged_in
 from conformance.suite.scenario import REGISTRY, summarize
 
 REPOSITORY = Path(__file__).resolve().parents[2]  # known defects name their write-ups by repository path
@@ -83,6 +88,7 @@ class RequirementReporter(TerminalSummary):
         self.other_failures: set[str] = set()  # failed test phases that name no known upstream defect
         self.known_failures: KnownFailures | None = None
         self.accepted = accepted(config.getoption("--accept"))
+        config.stash[CLUSTER_TESTS_DONE_KEY] = threading.Event()
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         """Map each test to its requirement id; an id not in the catalogue is an error, not a silent extra."""
@@ -104,15 +110,32 @@ class RequirementReporter(TerminalSummary):
                     item.add_marker(label)
                 item.add_marker(allure.tag(NOT_APPLICABLE))
                 item.user_properties += [("requirement", req.id), ("level", req.level), ("outcome", NOT_APPLICABLE)]
-        # Run-wide judgements last: by then every selected scenario has started, and they wait for all to end.
-        items.sort(key=lambda item: item.get_closest_marker("run_wide") is not None)
-        modules = {item.module.__name__ for item in items if isinstance(item, pytest.Function)}
-        # A scenario all of whose requirements do not apply to the profile's binding model is not started.
+        # Run-wide judgements last: by then every selected scenario has started, and they wait for all to end. The plain
+        # cluster tests (API-*: claims of suite-owned drivers allocated by hand) first: the foreign-free phase waits
+        # for pytest's thread to be past them (suite/phases.py), while that thread waits for implementation results.
+        items.sort(key=lambda item: (item.get_closest_marker("run_wide") is not None, not _plain_cluster(item)))
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """Which scenarios start: those a test left after -k/-m deselection reads (its result fixture, by the module
+        that defines it: several modules name theirs `run`), and, in a module of such a test, those no fixture hands
+        over. A scenario all of whose requirements do not apply to the profile's binding model is not started."""
+        items = [item for item in session.items if isinstance(item, pytest.Function)]
+        modules = {item.module.__name__ for item in items}
+        used = {n for item in items for f in item.fixturenames for n in FIXTURES.get((item.module.__name__, f), ())}
+        handed = {n for names in FIXTURES.values() for n in names}
         self.config.stash[SELECTED_KEY] = [
             sc
             for sc in REGISTRY.values()
-            if sc.module in modules and not all(CATALOGUE[r].not_applicable(self.model) for r in sc.requirements)
+            if sc.module in modules
+            and (sc.name in used or sc.name not in handed)
+            and not all(CATALOGUE[r].not_applicable(self.model) for r in sc.requirements)
         ]
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        """pytest's thread is past the plain cluster tests once it sets up any other test (they are sorted first)."""
+        if not _plain_cluster(item):
+            self.config.stash[CLUSTER_TESTS_DONE_KEY].set()
 
     @property
     def model(self) -> str | None:
@@ -165,33 +188,45 @@ class RequirementReporter(TerminalSummary):
             return
         if report.failed and item.nodeid in self.requirement_of:
             reason = report_reason(report, call.excinfo)
+            reason = reason if report.when == "call" else f"{report.when}: {reason}"
             self.reasons[(item.nodeid, report.when)] = reason
             item.user_properties.append(("failure_reason", reason))  # pytest's JUnit carries it too
+            crash = getattr(report.longrepr, "reprcrash", None)
+            if crash is not None:  # pytest's JUnit message and short summary: the same first line as every report
+                crash.message = headline(reason)
             namespace = getattr(item, "funcargs", {}).get("namespace")
             if isinstance(namespace, str):  # an API test: its objects, before its namespace is deleted
                 self.config.stash[EVIDENCE_KEY].failed(item.nodeid, {namespace})
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        known = dict(report.user_properties).get(PROPERTY) if report.failed else None
+        properties = dict(report.user_properties)
+        known = properties.get(PROPERTY) if report.failed else properties.get(OBSERVED_PROPERTY)
         if report.failed and not known:
             self.other_failures.add(report.nodeid)
         requirement = self.requirement_of.get(report.nodeid)
         if requirement is None or (report.when != "call" and report.passed) or report.nodeid in self.interrupted:
             return
         reason, outcome = "", report.outcome
+        phase = str(dict(report.user_properties).get(PHASE_PROPERTY) or "")
         if report.failed or report.skipped:
-            reason = self.reasons.get((report.nodeid, report.when)) or report_reason(report)
-            if report.failed and report.when != "call":
-                reason = f"{report.when}: {reason}"
+            reason = self.reasons.get((report.nodeid, report.when), "")  # failures: with their phase already
+            if not reason:
+                reason = report_reason(report)
+                if report.failed and report.when != "call":
+                    reason = f"{report.when}: {reason}"
             if report.skipped:  # not applicable, not judged (suite/judged.py) or skipped
                 outcome, reason = skip_outcome(reason)
+            if phase and outcome in ("failed", NOT_JUDGED):  # the first line stays the cause; where it was judged, last
+                reason += f"\n({judged_in(phase)})"
         elif report.when == "call":  # a passed check may say what it accepted (e.g. IMP-9's declared rights)
             reason = "; ".join(str(v) for k, v in report.user_properties if k == NOTE_PROPERTY)
-        result = RunResult(report.nodeid, outcome, reason, report.duration, known_defect=known)
+        phase = phase if outcome in ("passed", "failed", NOT_JUDGED) else ""  # a skipped test was judged nowhere
+        result = RunResult(report.nodeid, outcome, reason, report.duration, known_defect=known, phase=phase)
         self.outcomes.add(requirement, result)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.config.stash[CLUSTER_TESTS_DONE_KEY].set()  # nothing waits on it any more
         if not self.requirement_of and not self.outcomes.deselected:
             return
         loaded = self.config.stash[PROFILE_KEY]
@@ -278,6 +313,8 @@ class RequirementReporter(TerminalSummary):
                 "totalLimitBytes": TOTAL_LIMIT,
                 "gatherSeconds": round(artefacts.seconds, 2),
             }
+        if (gate := self.config.stash.get(FOREIGN_FREE_KEY, None)) is not None:  # where each requirement was judged
+            run["implementationPhases"] = {"phases": dict(PHASES), "foreignFree": gate.report()}
         marks = self.config.stash.get(MARKS_KEY, {})
         run["phases"] = dict(sorted(marks.items(), key=lambda kv: kv[1]))
         run["exit"] = {"status": self.exit_status, "headline": self.headline}
@@ -316,6 +353,26 @@ class RequirementReporter(TerminalSummary):
                     "writeupCopy": f"{WRITEUPS}/{Path(d.writeup).name}",  # in the reports folder (_copy_writeups)
                 }
             )
+        observed: dict[str, list[str]] = {}
+        for rid, entry in self.summary.items():
+            for kid in entry.get("observedDefects") or []:
+                observed.setdefault(kid, []).append(rid)
+        for kid, rids in sorted(observed.items()):
+            d = catalogue()[kid]
+            out.append(
+                {
+                    "id": kid,
+                    "requirements": [],
+                    "observedBy": rids,
+                    "accepted": False,
+                    "summary": d.summary,
+                    "releases": d.releases,
+                    "measured": d.measured,
+                    "unaffected": d.unaffected,
+                    "writeup": d.writeup,
+                    "writeupCopy": f"{WRITEUPS}/{Path(d.writeup).name}",
+                }
+            )
         return out
 
     def _attach_evidence(self, summary: dict[str, dict[str, Any]], evidence: Evidence) -> None:
@@ -343,6 +400,12 @@ class RequirementReporter(TerminalSummary):
                             f"\ntimeline of scenario {name} (seconds from its start; [ids]: what a moment decides):\n"
                             + "\n".join(moments)
                         )
+
+
+def _plain_cluster(item: pytest.Item) -> bool:
+    """A cluster test pytest's own thread runs (not judged over the whole run's record)."""
+    module = getattr(getattr(item, "module", None), "__name__", "")
+    return module.startswith(CLUSTER_SUITE) and item.get_closest_marker("run_wide") is None
 
 
 def _copy_writeups(out: Path, known: list[dict[str, Any]]) -> None:

@@ -20,7 +20,9 @@ from conformance.observe.publishing import PublishLog, settled_slices
 from conformance.observe.recorder import Recorder
 from conformance.session.shared import (
     CLUSTER_RUNNER_KEY,
+    CLUSTER_TESTS_DONE_KEY,
     EVIDENCE_KEY,
+    FOREIGN_FREE_KEY,
     OTHERS_KEY,
     PROFILE_KEY,
     READY_KEY,
@@ -30,6 +32,8 @@ from conformance.session.shared import (
     progress,
 )
 from conformance.suite.others import OtherDrivers, other_drivers
+from conformance.suite.phases import ForeignFree, Switch, foreign_claims
+from conformance.suite.runner import SCENARIO_DEADLINE_S
 from conformance.suite.scenario import ClusterContext, Context, Scenario, ScenarioRunner
 
 
@@ -94,17 +98,19 @@ def scenarios(
     prof = profile.profile
     say = progress(pytestconfig)
     selected = [sc for sc in pytestconfig.stash.get(SELECTED_KEY, []) if sc.implementation]
-    # Another driver's class, slice and claims in every binding state, live from now until every scenario has ended
-    # (suite/others.py): the implementation publishes and works beside them, as in a real cluster (IMP-17).
-    others = other_drivers(Cluster(cluster.info), recorder, run_id, say)
-    request.addfinalizer(lambda: _stop_others(others, say))  # runs after this fixture's own teardown below
-    pytestconfig.stash[OTHERS_KEY] = others
-    say(
-        f"another driver {others.driver} lives beside the implementation: claims {sorted(others.pods)} in namespace "
-        f"{others.namespace}"
-        if not others.unavailable
-        else f"no other driver beside the implementation: {others.unavailable}"
-    )
+    others = None
+    if any(sc.beside_others for sc in selected):
+        # Another driver's class, slice and claims in every binding state, live from now until the coexistence phase
+        # ends (suite/others.py, suite/phases.py): the implementation works beside them, as in a real cluster (IMP-17).
+        others = started = other_drivers(Cluster(cluster.info), recorder, run_id, say)
+        request.addfinalizer(lambda: _stop_others(started, say))  # runs after this fixture's own teardown below
+        pytestconfig.stash[OTHERS_KEY] = others
+        say(
+            f"another driver {others.driver} lives beside the implementation until the coexistence phase ends: claims "
+            f"{sorted(others.pods)} in namespace {others.namespace}"
+            if not others.unavailable
+            else f"no other driver beside the implementation: {others.unavailable}"
+        )
     # The watcher first: devices are read with the nodes' labels as they are now (an implementation may label nodes
     # when it starts), and once the implementation has published what it owes, up to its promise
     # (observe/publishing.py): a half-written pool read here would make scenarios fail for want of devices that were
@@ -163,9 +169,12 @@ def scenarios(
             )
         )
 
-    runner = ScenarioRunner([evidence.guard(sc) for sc in selected], context, watcher, say, prof.fabric_concurrency)
+    gate = pytestconfig.stash[FOREIGN_FREE_KEY] = ForeignFree()
+    guarded = [evidence.guard(sc) for sc in selected]
+    runner = ScenarioRunner(guarded, context, watcher, say, prof.fabric_concurrency, foreign_free=gate)
     pytestconfig.stash[RUNNER_KEY] = runner
     runner.start()
+    _switch(pytestconfig, gate, runner, others, cluster, recorder, publish, prof.driver, say).start(gate)
     try:
         yield runner
     finally:
@@ -180,9 +189,71 @@ def _stop_others(others: OtherDrivers, say: Callable[[str], None]) -> None:
         say(f"the other driver's objects could not all be deleted: {left}")
 
 
+def _switch(
+    config: pytest.Config,
+    gate: ForeignFree,
+    runner: ScenarioRunner,
+    others: OtherDrivers | None,
+    cluster: Cluster,
+    recorder: Recorder,
+    publish: PublishLog,
+    driver: str,
+    say: Callable[[str], None],
+) -> Switch:
+    """What the foreign-free phase waits for (suite/phases.py), in order: the coexistence scenarios, the cluster
+    scenarios, pytest's thread past the plain cluster tests, the other driver's objects deleted; then the promise
+    counted anew from now, once no other driver's binding-condition claim is live."""
+
+    def coexistence() -> str:
+        names = runner.wait_beside_others()
+        return f"{', '.join(names)} ended" if names else ""
+
+    def cluster_scenarios() -> str:
+        cluster_runner = config.stash.get(CLUSTER_RUNNER_KEY, None)
+        return f"{len(cluster_runner.wait_all())} ended" if cluster_runner is not None else ""
+
+    def api_tests() -> str:
+        done = config.stash[CLUSTER_TESTS_DONE_KEY]
+        return "" if done.wait(SCENARIO_DEADLINE_S) else f"not done after {SCENARIO_DEADLINE_S:g}s"
+
+    def other_driver() -> str:
+        if others is None:
+            return ""
+        handle = Cluster(cluster.info)  # this thread's own client
+        try:
+            left = others.finish(handle)
+        finally:
+            handle.close()
+        return f"{others.driver}'s objects deleted" + (f" (not all: {left})" if left else "")
+
+    def promise() -> str:
+        publish.rebase(time.time())
+        gate.publish_deadline = publish.deadline
+        mark(config, "foreignFreePhase")
+        return ""
+
+    steps = [
+        ("coexistence", coexistence),
+        ("cluster scenarios", cluster_scenarios),
+        ("plain cluster tests", api_tests),
+        ("other driver", other_driver),
+    ]
+    return Switch([*steps, ("promise", promise)], lambda: foreign_claims(recorder.live("claim"), driver), say)
+
+
+@pytest.fixture(scope="session")
+def foreign_free_phase(scenarios: ScenarioRunner, pytestconfig: pytest.Config) -> ForeignFree:
+    """The foreign-free phase, once it has opened (suite/phases.py): a plain test judged in it waits for it."""
+    gate = pytestconfig.stash[FOREIGN_FREE_KEY]
+    gate.wait()
+    return gate
+
+
 @pytest.fixture(scope="session")
 def other_driver(scenarios: ScenarioRunner, pytestconfig: pytest.Config) -> OtherDrivers:
-    """The other driver live beside the implementation from its readiness until every scenario has ended."""
+    """The other driver live beside the implementation from its readiness until the coexistence phase ended."""
+    if OTHERS_KEY not in pytestconfig.stash:
+        pytest.skip("no coexistence scenario was selected: no other driver lived beside the implementation")
     return pytestconfig.stash[OTHERS_KEY]
 
 

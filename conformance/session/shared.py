@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Callable
 
@@ -12,6 +13,7 @@ from conformance.cluster.providers import ClusterInfo
 from conformance.implementation.profile import LoadedProfile
 from conformance.report.evidence import Evidence
 from conformance.suite.others import OtherDrivers
+from conformance.suite.phases import ForeignFree
 from conformance.suite.scenario import Scenario, ScenarioRunner
 
 PROFILE_KEY = pytest.StashKey[LoadedProfile | None]()
@@ -25,6 +27,10 @@ EVIDENCE_KEY = pytest.StashKey[Evidence]()
 MARKS_KEY = pytest.StashKey[dict[str, float]]()
 READY_KEY = pytest.StashKey[float]()  # time.time() when the implementation was ready
 OTHERS_KEY = pytest.StashKey[OtherDrivers]()  # the other driver live beside the implementation (IMP-17)
+# Set once pytest's own thread is past the plain cluster tests (API-*: claims allocated by hand with binding conditions
+# of suite-owned drivers): the foreign-free phase waits for it (suite/phases.py).
+CLUSTER_TESTS_DONE_KEY = pytest.StashKey[threading.Event]()
+FOREIGN_FREE_KEY = pytest.StashKey[ForeignFree]()  # the gate of the foreign-free phase
 NO_PROFILE = "none"
 NO_PROFILE_REASON = "no implementation profile (--profile none): this run certifies the cluster only"
 REPORTER = "dra-conformance-requirements"  # the name the requirement reporter is registered under

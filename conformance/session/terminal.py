@@ -13,7 +13,6 @@ import pytest
 from conformance.cluster import interrupts
 from conformance.report.figures import scheduler_metrics_lines
 from conformance.report.outcomes import not_applicable, not_shown, table
-from conformance.report.reasons import headline
 from conformance.report.verdict import EXIT_KNOWN_DEFECT, EXIT_PARTIAL, NOT_CERTIFIED, KnownFailures, Verdict
 from conformance.session.metrics import METRICS_KEY
 from conformance.session.shared import CLUSTER_KEY, CLUSTER_RUNNER_KEY, MARKS_KEY
@@ -86,6 +85,11 @@ class TerminalSummary:
         if known := self.known_defects():
             terminalreporter.section("KEP-5007: KNOWN UPSTREAM DEFECTS (the requirements still fail)", red=True)
             for d in known:
+                if d.get("observedBy"):
+                    seen = f"observed by {', '.join(d['observedBy'])} (fails no requirement)"
+                    write(f"{d['id']}: {seen}; write-up {d['writeup']}", bold=True)
+                    write(f"  {d['summary']}")
+                    continue
                 taken = "ACCEPTED (--accept known-defect:" + d["id"] + ")" if d["accepted"] else "not accepted"
                 write(f"{d['id']}: {', '.join(d['requirements'])} failed; {taken}; write-up {d['writeup']}", bold=True)
                 write(f"  {d['summary']}")
@@ -95,7 +99,7 @@ class TerminalSummary:
             shown = found.result.upper() + found.shown.removeprefix(found.result)
             write(f"{subject} verdict: {shown}", bold=True, **{colour: True})
             for reason in found.reasons[: 30 if found.result != NOT_CERTIFIED else 1]:
-                write(f"  - {headline(reason, 400)}")
+                write(f"  - {(reason.splitlines() or [''])[0]}")  # "ID LEVEL outcome: <its first line>" (verdict.py)
         status = self.config.getoption("--accept")
         if stopped_by := interrupts.interrupted():
             write(

@@ -67,9 +67,19 @@ class ClusterContext:
         """Why this scenario cannot run here (the runner skips it with this reason), or None."""
         return None
 
-    def failure_notes(self) -> str:
-        """What a failure message adds at its end (Context: the implementation's log lines of that moment)."""
-        return ""
+    def stack_accounts(self) -> set[str] | None:
+        """The accounts whose refusals are a failure's evidence (suite/cause.py); None: no stack (the suite's own
+        drivers)."""
+        return None
+
+    def rights_missing(self) -> list[str]:
+        """Rights the stack's accounts lack for what this scenario needs of them (Context: IMP-9's rules)."""
+        return []
+
+    def scenario_logs(self, since: float) -> tuple[str, str]:
+        """The implementation's log lines about this scenario since `since`: (the first that says something went
+        wrong, all of them as a block); none without an implementation."""
+        return "", ""
 
     def release(self) -> None:
         """Give back what the scenario held (devices), once its objects are gone."""

@@ -15,8 +15,9 @@ The rule, per requirement of the scenario (docs/reports.md, "A failed scenario's
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, NoReturn
 
 import pytest
 
@@ -57,7 +58,7 @@ def owners(sc: Scenario, failed: ScenarioFailed, gapped: set[str]) -> tuple[str,
 
 def cause(failed: ScenarioFailed) -> str:
     """The first line of the scenario's error, as every not-judged reason quotes it."""
-    return headline(exception_reason(failed.error), 300)
+    return headline(exception_reason(failed.error))
 
 
 def decide(sc: Scenario, failed: ScenarioFailed, requirement: str, profile: Profile | None) -> Decision:
@@ -96,3 +97,19 @@ def hand_over(item: pytest.Function, profile: Profile | None) -> None:
     for key, decision in decided.items():
         item.funcargs[key] = failed[key].progress.partial
         item.user_properties.append((NOTE_PROPERTY, decision.reason))
+
+
+def nothing_judged(what: str, failed: dict[str, str], record_property: Callable[[str, Any], None]) -> NoReturn:
+    """A run-wide rule that found nothing to judge: not judged, with the cause, where implementation scenarios failed
+    before they could show it (`failed`: scenario -> its first line, ScenarioRunner.failures); else a skip saying
+    what was missing."""
+    __tracebackhide__ = True
+    if not failed:
+        raise pytest.skip.Exception(what, _use_item_location=True)  # reported at the test, not here
+    causes = "; ".join(f"{name}: {first}" for name, first in sorted(failed.items())[:5])
+    record_property("outcome", NOT_JUDGED)
+    raise pytest.skip.Exception(
+        f"{NOT_JUDGED_PREFIX}{what}; {len(failed)} implementation scenarios failed before they could show it "
+        f"({causes}{'; ...' if len(failed) > 5 else ''})",
+        _use_item_location=True,
+    )

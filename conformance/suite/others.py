@@ -1,9 +1,10 @@
-"""Another DRA driver in the cluster, live while the implementation is judged (IMP-17, coexistence).
+"""Another DRA driver in the cluster, live while coexistence is judged (IMP-17).
 
 A real cluster runs several DRA drivers, and a stack that reconciles every claim with binding conditions, whatever
-its driver, breaks there (CoHDI's scaler aborted its whole reconcile on another driver's claim). So through the whole
-implementation phase the suite plays one more driver: its DeviceClass, its ResourceSlice (devices with bindsToNode and
-binding conditions, allNodes) and claims with binding conditions in every state the KEP gives them:
+its driver, breaks there (CoHDI's scaler aborted its whole reconcile on another driver's claim). So through the
+coexistence phase (suite/phases.py: from the implementation's readiness until the coexistence scenario and the
+cluster scenarios have ended) the suite plays one more driver: its DeviceClass, its ResourceSlice (devices with
+bindsToNode and binding conditions, allNodes) and claims with binding conditions in every state the KEP gives them:
 - pending: its request selects no device, it is never allocated;
 - waiting: allocated, its conditions never written, so it times out every bindingTimeout and is allocated again
   (allocated-and-waiting and timed-out, in turn);
@@ -15,7 +16,8 @@ What the implementation must not do is judged on the run-wide record, on evidenc
 writes: the other driver's slice and class keep the resourceVersion the suite created them with; its claims'
 status.devices only ever hold the condition the suite wrote (none on the pending and waiting claims); no claim is
 deleted before the suite deletes it; and no writer but the suite and the control plane (kube-*) appears in their
-managedFields.
+managedFields. Those writes are read once more when the phase ends (`finish`), before its objects are deleted: the
+foreign-free phase that follows has no other driver's claim live.
 """
 
 from __future__ import annotations
@@ -41,10 +43,11 @@ STATES = ("pending", "waiting", "timed-out", "failed")
 WRITER_PERIOD_S = 0.5
 TIMEOUT_TEXT = "binding timeout"
 SUITE_REASON = "ConformanceOtherDriver"
+OTHER_POOL = "other-driver-fabric"  # distinctive: the implementation's log lines that name it are recognised
 CONTROL_PLANE_PREFIX = "kube-"  # kube-scheduler, kube-controller-manager: they write claims of every driver
 RECORD = Scenario(
     "other-drivers",
-    "another driver's class, slice and claims in every binding state, live through the implementation phase",
+    "another driver's class, slice and claims in every binding state, live through the coexistence phase",
     ("IMP-17",),
     lambda _ctx: None,
     __name__,
@@ -65,6 +68,8 @@ class OtherDrivers:
     managers: set[str] = field(default_factory=set)  # the suite's own field managers, as its writes show them
     writes: list[tuple[float, str]] = field(default_factory=list)  # (time, claim) of each failure condition written
     pods: dict[str, str] = field(default_factory=dict)  # state -> pod
+    final_writes: list[str] | None = None  # the foreign writes read when the phase ended (finish), before deleting
+    ended: float | None = None  # when its objects were deleted (the coexistence phase's end)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -116,7 +121,7 @@ class OtherDrivers:
                 "metadata": {"name": f"other-{ctx.objects.run_id}"},
                 "spec": {
                     "driver": self.driver,
-                    "pool": {"name": "fabric", "generation": 1, "resourceSliceCount": 1},
+                    "pool": {"name": OTHER_POOL, "generation": 1, "resourceSliceCount": 1},
                     "allNodes": True,
                     "devices": devices,
                 },
@@ -130,13 +135,26 @@ class OtherDrivers:
             self._own(None, pod)
             self.pods[state] = state
 
+    def finish(self, cluster: Cluster) -> list[str]:
+        """The end of the coexistence phase: the writes to its objects read one last time (with `cluster`, the
+        caller's client), then the objects deleted; what could not be deleted."""
+        if self.final_writes is None and not self.unavailable:
+            self._stop.set()  # no failure condition written meanwhile: what is read is the implementation's doing
+            if self._thread is not None:
+                self._thread.join(timeout=10)
+            self.final_writes = self.foreign_writes(cluster)
+        return self.stop()
+
     def stop(self) -> list[str]:
-        """Stop the writer and delete every object (newest first); what could not be deleted."""
+        """Stop the writer and delete every object (newest first); what could not be deleted. Once only."""
+        if self.ended is not None:
+            return []
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
         failures = self.ctx.objects.cleanup()
         self.ctx.cluster.close()
+        self.ended = time.time()
         return failures
 
     def _own(self, key: str | None, obj: Any) -> None:

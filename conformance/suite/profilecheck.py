@@ -31,7 +31,7 @@ from conformance.implementation.profile import (
     Scope,
     placeholder_problem,
 )
-from conformance.report.catalogue import CATALOGUE, REQUIREMENTS
+from conformance.report.catalogue import CATALOGUE, SUITE_REQUIREMENTS
 from conformance.report.headline import conclude
 from conformance.report.verdict import EXIT_PARTIAL, NOT_APPLICABLE
 from conformance.suite.gaps import profile_gap
@@ -178,7 +178,7 @@ def plan(prof: Profile | None) -> list[PlanRow]:
     direct = direct_tests()
     registered = list(REGISTRY.values())
     rows: list[PlanRow] = []
-    for req in REQUIREMENTS:
+    for req in SUITE_REQUIREMENTS:
         if prof is not None and (why := req.not_applicable(prof.binding_model)):
             rows.append(PlanRow(req.id, req.level, "not-applicable", why))
             continue

@@ -53,6 +53,9 @@ class Scenario:
     # Judges how the stack reports a failure: with a profile that declares it never does (promises.reportsFailures:
     # false) it runs without an injector or capability and its requirements fail citing that (declared_failures.py).
     failure_reporting: bool = False
+    # Runs in the coexistence phase, beside other drivers' binding-condition claims (suite/phases.py); every other
+    # implementation scenario runs in the foreign-free phase after it.
+    beside_others: bool = False
 
     def evidence_step(self, requirement: str) -> str:
         """The step from which `requirement`'s evidence exists (END where no step names it)."""
@@ -92,6 +95,7 @@ def scenario(
     readiness_for: tuple[str, ...] = (),
     steps: tuple[Step, ...] = (),
     failure_reporting: bool = False,
+    beside_others: bool = False,
 ) -> Callable[[Callable[[Any], T]], Callable[[Any], T]]:
     """Register a scenario function; the module's tests read its result with `result_fixture`. A scenario with
     implementation=False gets a ClusterContext (no profile, no implementation, no leased devices). `steps`: where
@@ -123,6 +127,7 @@ def scenario(
             remote,
             steps,
             failure_reporting,
+            beside_others,
         )
         return fn
 

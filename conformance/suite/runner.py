@@ -8,6 +8,7 @@ them with how far the scenario got (suite/judged.py decides what each test makes
 from __future__ import annotations
 
 import statistics
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -18,10 +19,13 @@ from typing import Any
 import pytest
 
 from conformance.cluster.client import USER_AGENT
+from conformance.cluster.waits import WaitTimeout
 from conformance.observe.invariants import SCHEDULER_FAULT, InvariantWatcher
+from conformance.suite.cause import explain
 from conformance.suite.context import ClusterContext
 from conformance.suite.exclusive import ExclusiveGate
 from conformance.suite.known import for_holders
+from conformance.suite.phases import ForeignFree, register_fixture
 from conformance.suite.record import REGISTRY, Scenario
 
 SCENARIO_DEADLINE_S = 900.0
@@ -51,6 +55,8 @@ class ScenarioFailed:
 def result_fixture(fixture: str, name: str) -> Any:
     """A module fixture `fixture` that hands the tests of a module the observation of scenario `name`.
     A skip of the scenario skips the tests; a failure is handed over as ScenarioFailed (judged per test)."""
+    # which scenario its tests read: their phase, and which scenarios a -k/-m selection starts
+    register_fixture(sys._getframe(1).f_globals.get("__name__", ""), fixture, (name,))
 
     @pytest.fixture(scope="module", name=fixture)
     def observed(request: pytest.FixtureRequest) -> Any:
@@ -92,8 +98,11 @@ class ScenarioRunner:
         invariants: InvariantWatcher | None,
         say: Callable[[str], None],
         concurrency: int | None = None,
+        foreign_free: ForeignFree | None = None,
     ) -> None:
         self.scenarios = {s.name: s for s in scenarios}
+        # The foreign-free phase's gate (suite/phases.py): implementation scenarios not beside_others wait on it.
+        self.foreign_free = foreign_free
         # The profile's fabricConcurrency: at most this many implementation scenarios at once (a stack that
         # attaches one device at a time would otherwise stall every scenario behind one hung attach).
         self.concurrency = concurrency
@@ -129,14 +138,36 @@ class ScenarioRunner:
             return None
         return future.result()
 
+    def failures(self) -> dict[str, str]:
+        """Scenario -> the first line of its error, for every scenario that ended failed (skips are not failures)."""
+        out = {}
+        for name, future in self._futures.items():
+            error = future.exception() if future.done() and not future.cancelled() else None
+            if error is not None and not isinstance(error, pytest.skip.Exception):
+                out[name] = (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
+        return out
+
     def _run(self, sc: Scenario) -> Any:
         if not sc.implementation:
             return self._run_now(sc)
+        if sc.beside_others:  # the coexistence phase: before every other implementation scenario, so never beside one
+            return self._run_slot(sc)
+        if self.foreign_free is not None:
+            self.foreign_free.wait()
         with self._gate.alone() if sc.exclusive else self._gate.shared():
-            if self._slots is None:
-                return self._run_now(sc)
-            with self._slots:
-                return self._run_now(sc)
+            return self._run_slot(sc)
+
+    def _run_slot(self, sc: Scenario) -> Any:
+        if self._slots is None:
+            return self._run_now(sc)
+        with self._slots:
+            return self._run_now(sc)
+
+    def wait_beside_others(self) -> list[str]:
+        """Wait until every scenario of the coexistence phase has ended (cleanup included); their names."""
+        names = [n for n, sc in self.scenarios.items() if sc.implementation and sc.beside_others]
+        wait([self._futures[n] for n in names if n in self._futures], timeout=SCENARIO_DEADLINE_S)
+        return names
 
     def wall(self) -> float | None:
         """Seconds from the first scenario's start to the last one's end (None before all ended)."""
@@ -154,11 +185,12 @@ class ScenarioRunner:
                 pytest.skip(reason)
             try:
                 result = sc.run(ctx)
-            except AssertionError as exc:  # a wait ran out: what the watcher saw meanwhile is the evidence
-                if notes := _notes(ctx):
-                    exc.args = (f"{exc}\n{notes}",)  # the first line stays the cause
-                self._check_invariants(sc, ctx, timing.start, failure=exc)
-                raise
+            except AssertionError as exc:  # the cause first (suite/cause.py), the wait's symptom after it
+                failure = explained(exc, explain(ctx, str(exc), timing.start))
+                self._check_invariants(sc, ctx, timing.start, failure=failure)
+                if failure is exc:
+                    raise
+                raise failure from exc
             self._check_invariants(sc, ctx, timing.start)
             timing.outcome = "passed"
             return result
@@ -234,12 +266,13 @@ def _progress(ctx: ClusterContext) -> Progress:
         return Progress(tuple(ctx.reached), unread=f"what it had observed could not be read: {exc!r}")
 
 
-def _notes(ctx: ClusterContext) -> str:
-    """The context's failure notes; never a reason for a second failure."""
-    try:
-        return ctx.failure_notes()
-    except Exception as exc:  # a log that cannot be read must not hide the failure
-        return f"(the implementation's log lines could not be read: {exc!r})"
+def explained(exc: AssertionError, message: str) -> AssertionError:
+    """The scenario's failure with `message` (its cause first). A wait that ran out whose first line gave way to the
+    cause is no longer reported as a WaitTimeout (the reports name the exception's type before its first line)."""
+    if isinstance(exc, WaitTimeout) and message.partition("\n")[0] != str(exc).partition("\n")[0]:
+        return AssertionError(message)
+    exc.args = (message,)
+    return exc
 
 
 def summarize(values: list[float]) -> dict[str, float]:

@@ -75,12 +75,12 @@ func TestOnlyAFabricDeviceAttachedToThisNodeIsPrepared(t *testing.T) {
 	client := fake.NewSimpleClientset(fabricPool("f3"))
 	p := &plugin{driver: "gpu.fabric.example.com", node: "w", client: client, fabric: newFabricClient(server.URL)}
 	claimed := []allocated{{Request: "gpu", Pool: "fabric-0", Device: "fabric-0-f3"}}
-	if _, err := p.onThisNode(context.Background(), claimed); err == nil {
+	if _, _, err := p.onThisNode(context.Background(), claimed); err == nil {
 		t.Fatal("prepared a device the fabric lists attached to another node")
 	}
 	attached[0].Node = "w"
-	idents, err := p.onThisNode(context.Background(), claimed)
-	if err != nil || !equal(idents, []string{"f3"}) {
-		t.Fatalf("the attached device was refused: %v %v", idents, err)
+	idents, fabricUUIDs, err := p.onThisNode(context.Background(), claimed)
+	if err != nil || !equal(idents, []string{"f3"}) || !equal(fabricUUIDs, []string{"f3"}) {
+		t.Fatalf("the attached device was refused: %v %v %v", idents, fabricUUIDs, err)
 	}
 }

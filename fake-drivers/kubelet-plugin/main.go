@@ -87,9 +87,16 @@ func (p *plugin) prepare(ctx context.Context, claim *resourceapi.ResourceClaim) 
 	spec, ids := buildSpec(p.driver, claim.UID, mine)
 	_, statErr := os.Stat(specPath(p.cdiDir, p.driver, claim.UID))
 	if !(p.broken.prepareEarly && statErr == nil) { // broken: what was prepared at allocation is handed out as it is
-		idents, err := p.onThisNode(ctx, mine)
+		idents, fabricUUIDs, err := p.onThisNode(ctx, mine)
 		if err != nil {
 			return kubeletplugin.PrepareResult{Err: err}
+		}
+		// The fabric manager learns that this node uses the devices until NodeUnprepareResources: a controller must
+		// not detach or move them before, even once the claim is released in the API (a force-deleted pod).
+		for _, u := range fabricUUIDs {
+			if err := p.fabric.use(ctx, u, string(claim.UID), p.node); err != nil {
+				return kubeletplugin.PrepareResult{Err: fmt.Errorf("mark device %s used on %s: %w", u, p.node, err)}
+			}
 		}
 		p.mu.Lock()
 		p.identities[claim.UID] = idents
@@ -112,31 +119,34 @@ func (p *plugin) prepare(ctx context.Context, claim *resourceapi.ResourceClaim) 
 // onThisNode refuses devices that are not on this node now: every allocated device must be one of its local devices
 // or a fabric device the fabric manager reports attached here (identified through the uuid attribute of the slice
 // entry the claim was allocated; an entry without one, a counted fabric entry, through an attached device of its
-// model).
-func (p *plugin) onThisNode(ctx context.Context, devices []allocated) ([]string, error) {
+// model). It returns the devices' identities and the fabric devices among them (their uuids in the fabric).
+func (p *plugin) onThisNode(ctx context.Context, devices []allocated) ([]string, []string, error) {
 	if len(devices) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	slices, err := p.client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.driver=" + p.driver})
 	if err != nil {
-		return nil, fmt.Errorf("list ResourceSlices: %w", err)
+		return nil, nil, fmt.Errorf("list ResourceSlices: %w", err)
 	}
 	attached, err := p.fabric.attached(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var idents []string
+	var idents, fabricUUIDs []string
 	for _, d := range devices {
 		entry := findEntry(slices.Items, d)
 		if entry == nil {
-			return nil, fmt.Errorf("device %s/%s is published in no ResourceSlice of %s", d.Pool, d.Device, p.driver)
+			return nil, nil, fmt.Errorf("device %s/%s is published in no ResourceSlice of %s", d.Pool, d.Device, p.driver)
 		}
 		if !present(p.node, p.local, attached, *entry) {
-			return nil, fmt.Errorf("device %s/%s is not attached to node %s (fabric manager): not prepared", d.Pool, d.Device, p.node)
+			return nil, nil, fmt.Errorf("device %s/%s is not attached to node %s (fabric manager): not prepared", d.Pool, d.Device, p.node)
 		}
 		idents = append(idents, stringAttribute(*entry, identityAttribute))
+		if u := attachedHere(p.node, attached, *entry); u != "" {
+			fabricUUIDs = append(fabricUUIDs, u)
+		}
 	}
-	return idents, nil
+	return idents, fabricUUIDs, nil
 }
 
 func findEntry(slices []resourceapi.ResourceSlice, d allocated) *resourceapi.Device {
@@ -172,6 +182,17 @@ func present(node string, local, attached []device, entry resourceapi.Device) bo
 	return false
 }
 
+// attachedHere: the uuid of the fabric device attached to node that the published entry is (none: "").
+func attachedHere(node string, attached []device, entry resourceapi.Device) string {
+	ident, model := stringAttribute(entry, identityAttribute), stringAttribute(entry, "model")
+	for _, d := range attached {
+		if d.Node == node && ((ident != "" && d.UUID == ident) || (ident == "" && model != "" && d.Model == model)) {
+			return d.UUID
+		}
+	}
+	return ""
+}
+
 func stringAttribute(d resourceapi.Device, name resourceapi.QualifiedName) string {
 	if a, ok := d.Attributes[name]; ok && a.StringValue != nil {
 		return *a.StringValue
@@ -182,14 +203,23 @@ func stringAttribute(d resourceapi.Device, name resourceapi.QualifiedName) strin
 func (p *plugin) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
 	results := make(map[types.UID]error, len(claims))
 	for _, claim := range claims {
+		if p.broken.neverUnprepare || p.broken.unprepareAfterDetach {
+			// broken on purpose (the CDI spec): the node still tells the fabric that it let the devices go
+			results[claim.UID] = p.fabric.release(ctx, string(claim.UID))
+		}
 		switch {
+		case results[claim.UID] != nil:
 		case p.broken.neverUnprepare:
 			results[claim.UID] = nil
 		case p.broken.unprepareAfterDetach:
 			go p.removeAfterDetach(claim.UID)
 			results[claim.UID] = nil
 		default:
+			// The spec first: the devices count as used until the node is done with them.
 			results[claim.UID] = removeSpec(p.cdiDir, p.driver, claim.UID)
+			if results[claim.UID] == nil {
+				results[claim.UID] = p.fabric.release(ctx, string(claim.UID))
+			}
 			p.mu.Lock()
 			delete(p.identities, claim.UID)
 			p.mu.Unlock()

@@ -6,6 +6,7 @@ requirements' first lines from conformance-report.yaml: each names the cause, ne
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,26 @@ def test_a_central_writer_lacking_arbitrary_node_fails_imp9_naming_the_right(tmp
     assert first.startswith(f"{controller}, a central writer"), first
     assert "lacks resourceclaims/driver arbitrary-node:update (resourceNames [gpu.fabric.example.com])" in first, first
     assert "was placed by the scheduler on node" in out, "the run says where the controller's token pod landed"
+
+
+def test_a_central_writer_lacking_arbitrary_node_fails_imp2_quoting_the_api_servers_refusals(tmp_path: Path) -> None:
+    """The same controller with its ServiceAccount's unbound token: every condition write is refused (422) and the pod
+    is never bound. IMP-2's first line is what the record and the audit log say (issue 36 item 3), not the wait."""
+    rbac = _broken(tmp_path, "rbac.yaml", 'verbs: ["arbitrary-node:update"]', 'verbs: ["associated-node:update"]')
+    code, out, requirements = _run(tmp_path, profile_variant(tmp_path, *rbac), "test_attach_before_bind.py")
+    assert code == 1, f"expected IMP-2 to fail (exit 1), got {code}:\n{out[-3000:]}"
+    first = _first(requirements, "IMP-2", "failed", out)
+    assert re.search(r"^claim attach-before-bind-\S+ allocated (once|\d+ times) on node-\d+", first), first
+    assert "never written; status.devices written by nobody" in first, first
+    refused = re.search(
+        r"update resourceclaims/driver arbitrary-node refused (once|\d+ times) for "
+        r"dra-fabric-system/reference-controller \(422\)$",
+        first,
+    )
+    assert refused, first
+    reason = requirements["IMP-2"]["reason"]
+    assert "\nthe wait that ran out: timed out after" in reason, reason[:2000]
+    assert "\nthe implementation's log lines about this scenario" in reason, reason[:4000]
 
 
 def test_one_account_for_a_central_writer_and_per_node_daemons_without_the_right_fails_imp9(tmp_path: Path) -> None:

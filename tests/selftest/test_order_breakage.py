@@ -32,12 +32,11 @@ once stale-ready, after a move stale-attached, released stale-attached with --id
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
-from selftest.suite_runner import profile_changes, run_suite
+from selftest.suite_runner import failure_first_line, profile_changes, run_suite
 
 ORDER = "conformance/suite/implementation/test_order.py"
 KEEP = '"--mode", "keep-in-pool"]'
@@ -53,15 +52,6 @@ def _keep(flag: str) -> tuple[str, tuple[tuple[str, str], ...]]:
 
 def _readier(flag: str) -> tuple[str, tuple[tuple[str, str], ...]]:
     return "reference-nodelocal.yaml", ((READIER, f'"--interval", "0.3", "{flag}"]'),)
-
-
-def _first_line(junit: Path, test: str) -> str:
-    for case in ET.parse(junit).getroot().iter("testcase"):
-        failure = case.find("failure")
-        if case.get("name") == test and failure is not None:
-            message = failure.get("message") or ""
-            return message.removeprefix("Failed: ").removeprefix("AssertionError: ").splitlines()[0]
-    return ""
 
 
 @pytest.mark.parametrize(
@@ -122,7 +112,7 @@ def _first_line(junit: Path, test: str) -> str:
         "stale-attached-released",
     ],
 )
-def test_each_wrong_order_or_stale_reuse_fails_with_it_on_the_first_line(
+def test_each_wrong_order_or_stale_reuse_fails_with_it_on_thefailure_first_line(
     tmp_path: Path, variant: tuple[str, tuple[tuple[str, str], ...]], test: str, says: tuple[str, ...]
 ) -> None:
     source, changes = variant
@@ -136,7 +126,7 @@ def test_each_wrong_order_or_stale_reuse_fails_with_it_on_the_first_line(
     )
     assert code == 1, f"expected a failure (exit 1), got {code}:\n{out[-3000:]}"
     assert outcomes.get(test) == "failure", f"{test} did not fail: {outcomes}\n{out[-3000:]}"
-    line = _first_line(junit, test)
+    line = failure_first_line(junit, test)
     assert all(s in line for s in says), f"the first line does not name the order: {line!r}\n{out[-3000:]}"
     assert "claim " in line and "revision" in line, line
     print(f"{source} {changes[0][1]}: {test} failed with: {line[:600]}")  # -rP prints it

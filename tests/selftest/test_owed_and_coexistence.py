@@ -6,7 +6,10 @@ stop it (IMP-17): broken variants of the reference stack, each run through the r
   while the other driver's claims were live, and the failure quotes the controller's own log line;
 - fabric pools whose reach appears late (they select a node label a stand-in labeller puts on the nodes only after
   some seconds, fake_drivers.nodelabel): within publishSeconds the headline scenario runs and passes; beyond it,
-  IMP-2 fails with the pool, its selector and the label the nodes lack in the first line.
+  IMP-2 fails with the pool, its selector and the label the nodes lack in the first line;
+- a controller whose every pass aborts while another driver's claim is allocated, and that never reports attach
+  failures: IMP-17 fails naming the abort and the suite's own pool, judged in the coexistence phase; the other
+  requirements are judged in the foreign-free phase: attach-before-bind passes, IMP-4 fails with its own cause.
 """
 
 from __future__ import annotations
@@ -106,3 +109,55 @@ def test_reach_beyond_the_promise_fails_naming_the_pool_and_the_missing_label(tm
     first = _requirement(_report(reports), "IMP-2")["reason"].splitlines()[0]
     assert "within promises.publishSeconds=15" in first, first
     assert "fabric pool" in first and f"{LATE_LABEL}=fabric-0" in first and " lack" in first, first
+
+
+FOREIGN_FREE_PHASE = "(judged in the foreign-free phase: no other driver's binding-condition claim live)"
+
+
+def test_a_stack_that_aborts_on_other_drivers_claims_still_gets_its_other_gaps_reported(tmp_path: Path) -> None:
+    """One root cause, one failure (issue 36 item 2): a controller whose every reconcile pass aborts while another
+    driver's binding-condition claim is allocated (--broken-abort-pass-on-other-driver: CoHDI's scaler, pass by pass)
+    and that never reports attach failures (--broken-no-failure-condition). Beside the suite's cluster scenario
+    (binding-gate, its pool a-fabric) and the other driver, IMP-17 fails naming the abort and the suite's own pool;
+    in the foreign-free phase attach-before-bind passes and IMP-4 fails with its own cause, not the abort's."""
+    flags = '"--mode", "keep-in-pool", "--broken-abort-pass-on-other-driver", "--broken-no-failure-condition"]'
+    profile = _variant(tmp_path, [('"--mode", "keep-in-pool"]', flags)])
+    reports = tmp_path / "reports"
+    code, out, _ = run_suite(
+        tmp_path / "junit.xml",
+        "--profile",
+        str(profile),
+        "--reports-dir",
+        str(reports),
+        "conformance/suite/cluster/test_binding_gate.py",
+        f"{IMPL}/test_attach_before_bind.py",
+        f"{IMPL}/test_failure.py",
+        target=f"{IMPL}/test_coexistence.py",
+    )
+    assert code == 1, f"expected a failure (exit 1), got {code}:\n{out[-3000:]}"
+    report = _report(reports)
+    imp17 = _requirement(report, "IMP-17")
+    first, second = imp17["reason"].removeprefix("AssertionError: ").splitlines()[:2]
+    assert imp17["outcome"] == "failed" and first.startswith("IMP-17: while claims of driver other-"), first
+    assert "did not attach and report its own claim" in first, first
+    assert second.startswith("its log lines name the suite's own pools or drivers: "), second
+    assert "pool other-driver-fabric: the suite's coexistence check" in second, second
+    assert "not one of ours; aborting this reconcile pass" in imp17["reason"], imp17["reason"]
+    assert ", not the implementation's" in imp17["reason"], "the quoted log line is not followed by whose pool it is"
+    assert imp17["judgedIn"] == "coexistence", imp17
+    for rid in ("IMP-1", "IMP-2", "IMP-3"):  # the stack's reference behaviour, judged without other drivers' claims
+        entry = _requirement(report, rid)
+        assert entry["outcome"] == "passed", f"{rid}: {entry}\n{out[-3000:]}"
+        assert entry["judgedIn"] == "foreign-free", entry
+    imp4 = _requirement(report, "IMP-4")
+    assert imp4["outcome"] == "failed" and imp4["judgedIn"] == "foreign-free", imp4
+    assert "not one of ours" not in imp4["reason"], "IMP-4 failed with IMP-17's cause"
+    assert "no allocation showed a failure condition True" in imp4["reason"], imp4["reason"]
+    assert FOREIGN_FREE_PHASE in imp4["reason"].splitlines(), imp4["reason"]  # before the timeline the report adds
+    for rid in ("SCH-2", "SCH-3", "SCH-4"):
+        assert _requirement(report, rid)["outcome"] == "passed", _requirement(report, rid)
+    gate = report["implementationPhases"]["foreignFree"]
+    assert gate["opened"] and "foreignClaimsStillLive" not in gate, gate
+    for rid, entry in (report["requirements"] or {}).items():  # no first line is a bare wait timeout
+        if entry["outcome"] in ("failed", "not-judged"):
+            assert not entry["reason"].startswith(("timed out", "WaitTimeout")), f"{rid}: {entry['reason']}"

@@ -18,25 +18,15 @@ its own local cluster (needs the cached binaries), test_restart.py only.
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
-from selftest.suite_runner import profile_variant, run_suite
+from selftest.suite_runner import failure_first_line, profile_variant, run_suite
 
 BINDS = "test_the_pod_binds_by_an_allowed_path_after_the_restart"
 LET_GO = "test_nothing_stays_attached_after_the_restart"
 KEEP = '"--mode", "keep-in-pool"]'
-
-
-def _first_line(junit: Path, test: str) -> str:
-    for case in ET.parse(junit).getroot().iter("testcase"):
-        failure = case.find("failure")
-        if case.get("name") == test and failure is not None:
-            message = failure.get("message") or ""
-            return message.removeprefix("Failed: ").removeprefix("AssertionError: ").splitlines()[0]
-    return ""
 
 
 @pytest.mark.parametrize(
@@ -78,7 +68,7 @@ def test_a_stack_that_loses_a_step_across_a_restart_fails_that_steps_cell(
     assert code == 1, f"expected a failure (exit 1), got {code}:\n{out[-3000:]}"
     for test, step in failing.items():
         assert outcomes.get(test) == "failure", f"{test} did not fail with {flag}: {outcomes}\n{out[-3000:]}"
-        line = _first_line(junit, test)
+        line = failure_first_line(junit, test)
         cell = test.rsplit("[", 1)[1].rstrip("]")
         assert f"cell {cell} ({step}" in line, f"the first line does not name the cell and its step: {line!r}"
         print(f"{flag}: {test} failed with: {line[:400]}")  # -rP prints it

@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from conformance.cluster.audit import POLICY as AUDIT_POLICY
 from conformance.cluster.providers.base import FABRIC_LABEL, NODE_ROLE_LABEL
 from conformance.cluster.providers.local import CLIENT_RATE, scheduler_config
 from conformance.cluster.versions import KIND_VERSION, KubeVersion
@@ -22,6 +23,11 @@ DEFAULT_WORKERS = 4
 # NodePort of the fabric manager's Service, published on the host's loopback through the control-plane node.
 FABRIC_NODE_PORT = 30790
 SCHEDULER_CONFIG_IN_NODE = "/etc/kubernetes/dra-conformance/scheduler-config.yaml"
+# kube-apiserver's audit policy and log (cluster/audit.py), in a folder of the host mounted into the control-plane node
+# and from there into the apiserver's static pod, so the suite reads the log on the host.
+AUDIT_DIR_IN_NODE = "/var/log/dra-conformance-audit"
+AUDIT_POLICY_FILE = "audit-policy.yaml"
+AUDIT_LOG_FILE = "audit.log"
 # The kubeconfig kubeadm writes for kube-scheduler (and passes as --kubeconfig, which a config file overrides).
 SCHEDULER_KUBECONFIG_IN_NODE = "/etc/kubernetes/scheduler.conf"
 # containerd 2 (kind's node images for 1.34+) reads the v2 path too; CDI is how the kubelet plugin's devices
@@ -62,11 +68,13 @@ def kind_config(
     gate_overrides: dict[str, bool] | None = None,
     image: str | None = None,
     fabrics: int = 2,
+    audit_dir: str | None = None,
 ) -> dict[str, Any]:
     """The kind Cluster for `version`: gates, runtime-config, scheduler bindingTimeout, CDI, labelled workers.
 
     scheduler_config_path is where the caller puts scheduler_file()'s content on the host (kind resolves a
-    relative path against its working directory).
+    relative path against its working directory). audit_dir: a host folder holding AUDIT_POLICY_FILE, where
+    kube-apiserver writes its audit log (the kind provider's; the committed kind-config.yaml has none).
     """
     if workers < 2:
         raise KindConfigError(f"need at least 2 workers (two fabrics), got {workers}")
@@ -89,7 +97,9 @@ def kind_config(
     control_plane["extraMounts"] = [
         {"hostPath": scheduler_config_path, "containerPath": SCHEDULER_CONFIG_IN_NODE, "readOnly": True}
     ]
-    control_plane["kubeadmConfigPatches"] = [yaml.safe_dump(_control_plane_patch(), sort_keys=False)]
+    if audit_dir:
+        control_plane["extraMounts"].append({"hostPath": audit_dir, "containerPath": AUDIT_DIR_IN_NODE})
+    control_plane["kubeadmConfigPatches"] = [yaml.safe_dump(_control_plane_patch(bool(audit_dir)), sort_keys=False)]
     config: dict[str, Any] = {
         "kind": "Cluster",
         "apiVersion": "kind.x-k8s.io/v1alpha4",
@@ -119,10 +129,10 @@ def _timeout_configurable(version: KubeVersion, gates: dict[str, bool]) -> bool:
     return version.release.binding_timeout_configurable and gates.get("DRADeviceBindingConditions", True)
 
 
-def _control_plane_patch() -> dict[str, Any]:
+def _control_plane_patch(audit: bool = False) -> dict[str, Any]:
     # No apiVersion: kind then merges map-style extraArgs into kubeadm v1beta3 (<1.36) and v1beta4 (list) alike.
     # kube-controller-manager's client rate by flag (kubeadm's default 20/s held SCALE-1 near 12.7 pods/s).
-    return {
+    patch: dict[str, Any] = {
         "kind": "ClusterConfiguration",
         "controllerManager": {
             "extraArgs": {"kube-api-qps": str(CLIENT_RATE["qps"]), "kube-api-burst": str(CLIENT_RATE["burst"])}
@@ -140,6 +150,23 @@ def _control_plane_patch() -> dict[str, Any]:
             ],
         },
     }
+    if audit:
+        patch["apiServer"] = {
+            "extraArgs": {
+                "audit-policy-file": f"{AUDIT_DIR_IN_NODE}/{AUDIT_POLICY_FILE}",
+                "audit-log-path": f"{AUDIT_DIR_IN_NODE}/{AUDIT_LOG_FILE}",
+            },
+            "extraVolumes": [
+                {
+                    "name": "dra-conformance-audit",
+                    "hostPath": AUDIT_DIR_IN_NODE,
+                    "mountPath": AUDIT_DIR_IN_NODE,
+                    "readOnly": False,
+                    "pathType": "DirectoryOrCreate",
+                }
+            ],
+        }
+    return patch
 
 
 HEADER = (
@@ -165,9 +192,13 @@ def dump(config: dict[str, Any]) -> str:
 def write_kind_files(
     config_path: Path, scheduler_path: Path, version: KubeVersion, binding_timeout_s: int, **options: Any
 ) -> Path:
-    """Write the kind config and the scheduler config it mounts (referenced as scheduler_path is given)."""
+    """Write the kind config and the scheduler config it mounts (referenced as scheduler_path is given), and with
+    `audit_dir` the audit policy there."""
     for path in (config_path, scheduler_path):
         path.parent.mkdir(parents=True, exist_ok=True)
+    if audit_dir := options.get("audit_dir"):
+        Path(audit_dir).mkdir(parents=True, exist_ok=True)
+        (Path(audit_dir) / AUDIT_POLICY_FILE).write_text(yaml.safe_dump(AUDIT_POLICY))
     scheduler_path.write_text(scheduler_file(version, binding_timeout_s, options.get("gate_overrides")))
     config_path.write_text(dump(kind_config(version, scheduler_config_path=str(scheduler_path), **options)))
     return config_path

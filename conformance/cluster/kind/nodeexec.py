@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import subprocess
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import yaml
@@ -86,3 +88,36 @@ def inspect_container(node: str, container_id: str) -> RuntimeContainer:
     names = [d.get("name", "") if isinstance(d, dict) else str(d) for d in devices]
     env = ((info.get("runtimeSpec") or {}).get("process") or {}).get("env") or []
     return RuntimeContainer(names, list(env), info)
+
+
+@dataclass(frozen=True)
+class ContainerState:
+    state: str  # CONTAINER_RUNNING, CONTAINER_EXITED, ... ("gone": the runtime no longer knows it)
+    finished_at: float | None  # seconds since the epoch, once it ended
+
+
+def container_state(node: str, container_id: str) -> ContainerState:
+    """Whether a container still runs on the node, and when it ended (crictl's status, the runtime's own clock)."""
+    try:
+        out = node_exec(node, "crictl", "inspect", "-o", "json", container_id.split("://")[-1])
+    except NodeExecError as exc:
+        if any(word in str(exc).lower() for word in ("not found", "notfound")):
+            return ContainerState("gone", None)
+        raise
+    status = json.loads(out).get("status") or {}
+    return ContainerState(str(status.get("state", "")), _rfc3339(status.get("finishedAt")))
+
+
+def _rfc3339(text: Any) -> float | None:
+    """An RFC 3339 time with up to nanoseconds (CRI's), None for the zero time or nothing."""
+    found = _RFC3339.fullmatch(text) if isinstance(text, str) else None
+    if found is None or found["date"].startswith(("0001-", "1970-")):
+        return None
+    zone = "+00:00" if found["zone"] in ("Z", "z") else found["zone"]
+    stamp = datetime.fromisoformat(f"{found['date']}T{found['time']}{zone}").timestamp()
+    return stamp + float("0." + found["fraction"][:9]) if found["fraction"] else stamp
+
+
+_RFC3339 = re.compile(
+    r"(?P<date>\d{4}-\d{2}-\d{2})[Tt](?P<time>\d{2}:\d{2}:\d{2})(?:\.(?P<fraction>\d+))?(?P<zone>[Zz]|[+-]\d{2}:\d{2})"
+)

@@ -48,6 +48,9 @@ class ClusterSpec:
     # kube-scheduler's log verbosity (--v) where the provider starts it (local); None: its default. Its log is
     # kept with the cluster (--keep-cluster), e.g. V(5) to read the DRA plugin's assume-cache and in-flight steps.
     scheduler_verbosity: int | None = None
+    # kube-apiserver's audit log of service accounts' requests (cluster/audit.py), where the provider starts it: the
+    # API server's refusals of the stack's accounts are a failure's cause. `make scale` measures without it.
+    audit: bool = True
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,9 @@ class ClusterInfo:
     # What the control plane was built from where the suite built it (release, patches and their hashes:
     # toolchain.source); None where it did not (an existing cluster, kind's own node image).
     source: KubeSource | None = None
+    # kube-apiserver's audit log (cluster/audit.py: every service account's request) where the suite can read it
+    # (the clusters it brings up); None where it cannot (an existing cluster).
+    audit_log: Path | None = None
 
     @property
     def patched(self) -> bool:

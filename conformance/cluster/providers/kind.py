@@ -25,7 +25,7 @@ from kubernetes.client.exceptions import ApiException
 from pytest_kind import KindCluster
 
 from conformance.cluster.client import Cluster
-from conformance.cluster.kind.config import CLUSTER_NAME, KindConfigError, write_kind_files
+from conformance.cluster.kind.config import AUDIT_LOG_FILE, CLUSTER_NAME, KindConfigError, write_kind_files
 from conformance.cluster.kind.engine import Engine, EngineError, ensure_engine
 from conformance.cluster.kind.images import REFERENCE_IMAGE, local_node_image
 from conformance.cluster.kind.tools import missing_images
@@ -136,6 +136,7 @@ class KindProvider:
                 workers=len(spec.nodes),
                 gate_overrides=spec.feature_gates,
                 image=image,
+                audit_dir=str(workdir / "audit") if spec.audit else None,
             )
         except KindConfigError as exc:
             self.stop()
@@ -213,6 +214,8 @@ class KindProvider:
             nodes=nodes,
             kubectl=kubectl,
             source=self.source,
+            # a cluster reused from elsewhere may have none: the reader then finds no file and says so
+            audit_log=kind_workdir(self.cluster_name) / "audit" / AUDIT_LOG_FILE if spec.audit else None,
         )
 
     def stop(self) -> None:

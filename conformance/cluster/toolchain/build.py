@@ -88,6 +88,12 @@ def ensure_binaries(
         return _ensure_locked(version, cache, progress, source)
 
 
+def is_cached(version: KubeVersion, cache: Cache | None = None) -> bool:
+    """Every binary of `version` (as K8S_PATCHES / K8S_SOURCE say it is built) is in the cache: what may run without a
+    build (`make review`, `dra-conformance lifecycle` never start one)."""
+    return _complete(source_from_env(version.tag), cache or Cache(default_cache_root()))
+
+
 def _complete(source: KubeSource, cache: Cache) -> bool:
     """Every binary of `source` is in the cache already (read without the lock: complete entries never change)."""
     kube_dir = cache.component("kubernetes", source.key)

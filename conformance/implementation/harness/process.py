@@ -9,7 +9,7 @@ import re
 import ssl
 import subprocess
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TypeVar
 
@@ -19,7 +19,7 @@ from conformance.implementation.harness.resolve import port_key
 from conformance.implementation.harness.state import ImplementationFailed, _Running, instance_name
 from conformance.implementation.profile import Process
 
-_LOUD = re.compile(r"error|warn|exception|traceback|fail|abort|panic", re.IGNORECASE)
+LOUD = re.compile(r"error|warn|exception|traceback|fail|abort|panic", re.IGNORECASE)
 T = TypeVar("T")
 
 
@@ -133,10 +133,14 @@ class Processes(Manifests):
         """Where each running process's log ends now (bytes), to quote what it writes from here on (log_since)."""
         return {r.spec.name: r.log.stat().st_size if r.log.exists() else 0 for r in self.running}
 
-    def log_since(self, marks: dict[str, int], lines: int = 10) -> dict[str, list[str]]:
-        """Per process, the last `lines` lines its log got since `marks` (a restarted process's new log from its
-        start), and before them the last `lines` lines of its whole log that say error, warning, exception, failed or
-        abort (a stack often says what went wrong once, before the scenario that suffers from it began)."""
+    def log_since(
+        self, marks: dict[str, int], mention: Iterable[str] = (), avoid: Iterable[str] = (), lines: int = 10
+    ) -> dict[str, list[str]]:
+        """Per process, the lines its log got since `marks` (a scenario's window; a restarted process's new log from
+        its start) that are about the scenario: those naming one of `mention` (its namespaces, claims, devices), and
+        those that say error, warning, exception, failed or abort naming none of `avoid` (the other scenarios'
+        namespaces): the last `lines` of each kind, in the order written."""
+        named, others = [m for m in mention if m], [a for a in avoid if a]
         out: dict[str, list[str]] = {}
         for r in self.running:
             if not r.log.exists():
@@ -145,9 +149,10 @@ class Processes(Manifests):
             mark = marks.get(r.spec.name, 0)
             first_new = data[: mark if mark <= len(data) else 0].count(b"\n")
             text = data.decode(errors="replace").splitlines()
-            loud = [i for i, line in enumerate(text) if _LOUD.search(line)][-lines:]
-            tail = range(max(first_new, len(text) - lines), len(text))
-            picked = sorted({*loud, *tail})  # in the order written
+            window = range(first_new, len(text))
+            about = [i for i in window if any(m in text[i] for m in named)][-lines:]
+            loud = [i for i in window if LOUD.search(text[i]) and not any(a in text[i] for a in others)][-lines:]
+            picked = sorted({*about, *loud})  # in the order written
             if picked:
                 out[r.spec.name] = [text[i] for i in picked]
         return out

@@ -88,13 +88,16 @@ DOCS: dict[str, Doc] = {
         "with that reason (the requirement is then partial)",
     ),
     "IMP-17": Doc(
-        "coexistence: from the implementation's readiness until every implementation scenario has ended, a "
-        "suite-owned other driver keeps a DeviceClass, a ResourceSlice and claims with binding conditions that are "
-        "pending, allocated and waiting (timing out and allocated again), and failed; while all these states have "
-        "been seen, an attach-before-bind of the implementation's own device must bind; and none of the other "
-        "driver's objects may be written by anyone but the suite and the control plane (the slice and class keep "
-        "their resourceVersion, the claims' status.devices hold only what the suite wrote, no other field manager), "
-        "checked again once every implementation scenario has ended",
+        "coexistence, judged in its own phase (the coexistence phase: the suite's cluster scenarios keep claims of "
+        "their own drivers live meanwhile): from the implementation's readiness, a suite-owned other driver keeps a "
+        "DeviceClass, a ResourceSlice and claims with binding conditions that are pending, allocated and waiting "
+        "(timing out and allocated again), and failed; while all these states have been seen, an attach-before-bind "
+        "of the implementation's own device must bind; and none of the other driver's objects may be written by "
+        "anyone but the suite and the control plane (the slice and class keep their resourceVersion, the claims' "
+        "status.devices hold only what the suite wrote, no other field manager), checked again when the phase ends. "
+        "Every other implementation requirement is judged afterwards, with no other driver's binding-condition claim "
+        "live (the foreign-free phase), so a stack that breaks on other drivers fails IMP-17 with that cause and its "
+        "other gaps are still reported; the implementation's log lines that name the suite's own pools say so",
         models={
             "keep-in-pool": "its own pod binds on the fabric allocation while the other claims live",
             "reschedule-to-local": "its own pod binds on the node-local copy while the other claims live",

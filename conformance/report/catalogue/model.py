@@ -18,6 +18,10 @@ class Requirement:
     level: str  # MUST or SHOULD
     title: str
     kep_section: str
+    # Which run judges it: the suite (pytest: `dra-conformance run`, `make conformance`), or `dra-conformance
+    # lifecycle` (LIFECYCLE: it switches gates and releases of a cluster of its own, which no suite run may do to the
+    # cluster its scenarios share). A suite run's reports list only the suite's.
+    judged_by: str = "suite"
 
     @property
     def doc(self) -> Doc | None:
@@ -100,8 +104,11 @@ DOCS: dict[str, Doc] = {}
 APPLIES: dict[str, Applies] = {}
 
 
-def _r(id_: str, area: str, level: str, title: str, section: str) -> Requirement:
-    return Requirement(id_, area, level, title, section)
+SUITE, LIFECYCLE = "suite", "lifecycle"
+
+
+def _r(id_: str, area: str, level: str, title: str, section: str, judged_by: str = SUITE) -> Requirement:
+    return Requirement(id_, area, level, title, section, judged_by)
 
 
 _API, _SCH, _IMP = "Design Details / API", "Design Details / Scheduler", "Design Details / Composable controller"

@@ -13,10 +13,18 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     _r("NODE-1", "implementation", "SHOULD", "the pod's container starts with the CDI device prepared for it", _NODE),
     _r("NODE-2", "implementation", "SHOULD", "NodePrepareResources on the allocated node, not before binding", _NODE),
     _r("NODE-3", "implementation", "SHOULD", "after the release, NodeUnprepareResources before the detach", _NODE),
+    _r(
+        "NODE-4",
+        "implementation",
+        "SHOULD",
+        "a force-deleted pod's device is neither detached nor attached elsewhere before NodeUnprepareResources",
+        _NODE,
+    ),
 )
 
 APPLIES: dict[str, Applies] = {
     "NODE-3": _fabric("it orders the kubelet's unprepare before the fabric's detach"),
+    "NODE-4": _fabric("it orders the kubelet's unprepare before the fabric's detach and the next attach"),
 }
 
 _NODE_SKIPS = "where nodes run no kubelet (kwok) or the node's insides cannot be read (any provider but kind)"
@@ -40,5 +48,21 @@ DOCS: dict[str, Doc] = {
         "CDI specs are read after each fabric probe answer: the claim's specs must go, and no probe answer may show "
         "the device no longer attached to the node while a spec read after it is still there",
         skips=_NODE_SKIPS + "; when the devices resolve only in specs that were there before the pod (static specs)",
+    ),
+    "NODE-4": Doc(
+        "force-delete: a pod pinned to a node gets a leased fabric device and its container starts; a second pod "
+        "pinned to another node that device reaches waits for it (identified entries); the first pod is "
+        "force-deleted (grace period 0) while its container runs. The control plane then releases the claim at once "
+        "(kube-controller-manager clears it as soon as the pod object is gone, before the kubelet has stopped the "
+        "container; kubernetes/kubernetes#141471) and kube-scheduler may allocate the device to the second pod. The "
+        "node's CDI specs are read after each fabric probe answer until the claim's spec is gone "
+        "(NodeUnprepareResources): no probe answer received before a read that still found the spec may show the "
+        "device anything but attached to the first node (a detach begun, or an attach for the second pod's node). "
+        "What the control plane, kube-scheduler and the kubelet did is recorded with the outcome (seconds from the "
+        "force delete: claim released, device allocated to the second pod, container ended, unprepared) and never "
+        "fails the implementation",
+        skips=_NODE_SKIPS
+        + "; when the devices resolve only in specs that were there before the pod (static specs); not staged when "
+        "the control plane released the claim only after the node had unprepared it (nothing to hold then)",
     ),
 }

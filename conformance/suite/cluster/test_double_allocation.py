@@ -34,6 +34,7 @@ from conformance.cluster.defects import HOLDER_PAST_TIMEOUT, PROPERTY, KnownDefe
 from conformance.cluster.waits import WaitTimeout
 from conformance.observe.allocations import DoubleAllocation, judge
 from conformance.observe.views import SCHEDULE_S, History
+from conformance.suite.cause import SYMPTOM_LABEL
 from conformance.suite.cluster.owned import PREBIND_POLL_S, start_timed
 from conformance.suite.known import Explained, describe, explain
 from conformance.suite.scenario import ClusterContext, result_fixture, scenario
@@ -105,8 +106,12 @@ def timed_out(history: History, timeout_s: float) -> tuple[int, int, int]:
 def double_allocation(ctx: ClusterContext) -> Overlaps:
     driver, nodes, timeout_s = start_timed(ctx)
     rounds = int(ctx.options.get("double_allocation_rounds", DEFAULT_ROUNDS))
-    known = known_defect("SCH-9", HOLDER_PAST_TIMEOUT, ctx.cluster.info.version)
-    run = Overlaps(nodes[0], timeout_s, max(rounds, PROVOKE_ROUNDS) if known else rounds, known=known)
+    listed = known_defect("SCH-9", HOLDER_PAST_TIMEOUT, ctx.cluster.info.version)
+    # A patched control plane (K8S_PATCHES/K8S_SOURCE) is not the release the defect was measured on: a fix is put
+    # through as many rounds as would provoke the defect, and passes when none shows ("not provoked" is for the
+    # release as shipped, where a quiet run says nothing).
+    known = None if ctx.cluster.info.patched else listed
+    run = Overlaps(nodes[0], timeout_s, max(rounds, PROVOKE_ROUNDS) if listed else rounds, known=known)
     driver.fabric_pool([run.node], count=DEVICES)
     template = driver.claim_template()
     for i in range(PODS):
@@ -164,10 +169,15 @@ def test_no_device_allocated_again_before_a_timed_out_claim_is_cleared(run: Over
     if run.known is not None:  # a pass here would only say the defect did not show this time
         pytest.skip(
             f"not provoked in this run: the known defect {run.known.id} ({run.known.writeup}) is listed for this "
-            f"release, and no double allocation showed in up to {run.rounds} rounds: {run.stopped or run.summary()}"
+            f"release, and no double allocation showed: {run.summary()}" + _stopped(run)
         )
     if not run.staged:
         pytest.skip(
             "not staged: no binding timeout with a pod waiting for the device, so nothing could provoke a double "
-            f"allocation: {run.stopped or run.summary()}"
+            f"allocation: {run.summary()}" + _stopped(run)
         )
+
+
+def _stopped(run: Overlaps) -> str:
+    """The wait that ended the watch, on a line of its own (the first line says what was seen)."""
+    return f"\n{SYMPTOM_LABEL}{run.stopped}" if run.stopped else ""

@@ -18,6 +18,7 @@ from conformance.observe.attachments import stamp
 from conformance.observe.moves import judge_move
 from conformance.observe.recorder import PROBE_PERIOD_S
 from conformance.observe.views import SCHEDULE_S, History
+from conformance.suite.cause import in_one_line
 from conformance.suite.implementation.context import Context
 from conformance.suite.implementation.outcome import bind_timeout, follow, outcome
 from conformance.suite.implementation.restart_cells import Cell, Restart
@@ -196,7 +197,8 @@ def _follow(ctx: Context, s: Staged) -> None:
     try:
         s.seen.outcome = follow(ctx, s.history, s.pod_node, timeout + s.seen.held_s + s.seen.binding_timeout_s)
     except WaitTimeout as exc:
-        s.seen.outcome, s.seen.unbound = outcome(ctx, s.history, s.pod_node), str(exc)
+        s.seen.outcome = outcome(ctx, s.history, s.pod_node)
+        s.seen.unbound = in_one_line(ctx, str(exc), s.began, {s.history.namespace})
     if s.cell.move and ctx.probe is not None and s.seen.outcome.final is not None:
         moved = next((i for i in s.seen.outcome.final_identities() if i), s.seen.device)
         s.seen.move_path, s.seen.move_problems = judge_move(ctx.probe.samples(s.bound_a), moved, s.seen.node_b)

@@ -23,6 +23,7 @@ from conformance.implementation.profile import Role
 from conformance.observe.devices import Lease
 from conformance.observe.recorder import PROBE_PERIOD_S
 from conformance.observe.views import SCHEDULE_S, History
+from conformance.suite.cause import in_one_line
 from conformance.suite.implementation.context import Context
 from conformance.suite.implementation.outcome import bind_timeout, follow, outcome
 from conformance.suite.implementation.restart_cells import CELLS, Cell, Restart, batches, not_staged
@@ -169,10 +170,12 @@ def bound_first(ctx: Context, s: Staged) -> None:
     node, cell = s.seen.node, s.seen.cell
     ns, history = (s.ns_a, s.history_a) if s.history_a is not None else (s.ns, s.history)
     ctx.objects.create(pinned_pod("app", "gpu", node), ns)
+    began = time.time()
     try:
         first = follow(ctx, history, node, bind_timeout(ctx.profile))
     except WaitTimeout as exc:
-        s.seen.walked = f"the pod on {node} did not bind before the restart: {exc}"
+        why = in_one_line(ctx, str(exc), began, {ns})
+        s.seen.walked = f"the pod on {node} did not bind before the restart: {why}"
         s.seen.outcome = outcome(ctx, history, node)
         return
     s.seen.device = next((i for i in first.final_identities() if i), "") or s.lease.identities[0]

@@ -12,6 +12,7 @@ is the scenario's), one class of the model for both requests.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
@@ -23,6 +24,7 @@ from conformance.observe.devices import Lease
 from conformance.observe.views import History
 from conformance.suite.implementation.context import Context
 from conformance.suite.implementation.outcome import Outcome, bind_timeout, follow
+from conformance.suite.phases import register_fixture
 from conformance.suite.record import REGISTRY, scenario
 from conformance.suite.runner import ScenarioFailed
 
@@ -75,13 +77,23 @@ def bound_devices(ctx: Context, claimed: Claimed, history: History, label: str =
 
 def claim_size(ctx: Context, spare: int = 0) -> tuple[int, list[str]]:
     """N (the profile's devicesPerClaim, bounded by the fabric devices reaching one fabric-only node, less `spare`)
-    and the fabric-only nodes that many reach; skips when no node is reached by two plus the spares."""
+    and the fabric-only nodes that many reach. Reach is owed (Context.reach_owed): waited for up to the promise, then
+    failed naming the pools and the labels nodes lack; skipped only when every pool reaches its nodes and still no
+    node is reached by two plus the spares (the fabric's shape)."""
     wanted = ctx.profile.devices_per_claim
-    for n in range(wanted, 1, -1):
-        nodes = ctx.fabric_only_nodes(n + spare)
-        if nodes:
-            return n, nodes
-    pytest.skip(f"no node without node-local {ctx.profile.driver} devices is reached by {2 + spare} fabric devices")
+
+    def found() -> tuple[int, list[str]] | None:
+        for n in range(wanted, 1, -1):
+            if nodes := ctx.fabric_only_nodes(n + spare):
+                return n, nodes
+        return None
+
+    def shape() -> str:
+        most = max((ctx.pool.count("fabric", n.name) for n in ctx.nodes()), default=0)
+        return f"at most {most} fabric devices reach one node ({ctx.reach_cause()})"
+
+    what = f"a node without node-local {ctx.profile.driver} devices reached by {2 + spare} fabric devices"
+    return ctx.reach_owed(what, found, shape)
 
 
 def shaped_claim(
@@ -151,6 +163,8 @@ def shaped_name(name: str, shape: Shape) -> str:
 def shaped_fixture(fixture: str, name: str) -> Any:
     """A module fixture `fixture`, parametrized over the claim shapes, handing each test the observation of
     `name` or `name-multi` (a skip of the scenario skips that test; a failure fails it: see result_fixture)."""
+    caller = sys._getframe(1).f_globals.get("__name__", "")
+    register_fixture(caller, fixture, tuple(shaped_name(name, shape) for shape in SHAPES))  # the phase of its tests
 
     @pytest.fixture(scope="module", name=fixture, params=SHAPES)
     def observed(request: pytest.FixtureRequest) -> Any:

@@ -12,11 +12,16 @@ fails, which is IMP-2's failure (the pod did not end bound where its device is a
 
 from __future__ import annotations
 
+import contextlib
+import time
+from typing import Any
+
 import pytest
 
 from conformance.cluster.client import Cluster
 from conformance.cluster.manifests import pinned_pod
 from conformance.cluster.providers.base import NodeSpec
+from conformance.cluster.waits import WaitTimeout, wait_for
 from conformance.implementation.harness import Implementation
 from conformance.implementation.profile import LoadedProfile
 from conformance.observe.attachments import attaches
@@ -24,6 +29,7 @@ from conformance.observe.reach import explain, pool_reach
 from conformance.observe.slices import device_identity, driver_slices, fabric_slices, model_disagreements
 from conformance.suite.cluster.owned import usable_nodes
 from conformance.suite.implementation.outcome import Outcome, follow, outcome
+from conformance.suite.phases import ForeignFree
 from conformance.suite.scenario import Context, Step, result_fixture, scenario, skip_for_profile
 
 REACHED, BOUND = "a node reached by a fabric device", "the pod bound"
@@ -63,17 +69,26 @@ flow = result_fixture("flow", "attach-before-bind")
 
 @pytest.mark.requirement("IMP-1")
 def test_fabric_devices_are_published_with_binding_fields(
-    cluster: Cluster, implementation: Implementation, profile: LoadedProfile
+    cluster: Cluster, implementation: Implementation, profile: LoadedProfile, foreign_free_phase: ForeignFree
 ) -> None:
+    """Read in the foreign-free phase (other drivers' claims may stop a stack's publishing: that is IMP-17's), once
+    the implementation has published, up to its promise counted from the phase's opening."""
     prof = profile.profile
-    pools = fabric_slices(driver_slices(cluster, prof.driver))
+
+    def published() -> tuple[list[dict[str, Any]], list[NodeSpec], list[str]]:
+        pools = fabric_slices(driver_slices(cluster, prof.driver))
+        nodes = [NodeSpec(n.metadata.name, dict(n.metadata.labels or {})) for n in cluster.core.list_node().items]
+        usable = [n for n in nodes if n.name in set(usable_nodes(cluster))]
+        return pools, usable, sorted(p for p, names in pool_reach(pools, usable).items() if not names)
+
+    left = (foreign_free_phase.publish_deadline or 0.0) - time.time()
+    with contextlib.suppress(WaitTimeout):  # judged below on what is there at the promise
+        wait_for(published, lambda got: bool(got[0]) and not got[2], timeout=max(0.1, left), expected="pools")
+    pools, usable, unreached = published()
     assert pools, f"no slice of {prof.driver} without nodeName offers devices with binding conditions"
     # Identified entries name their physical device; counted entries name their model (capacity of that model).
     label = prof.identity_attribute if prof.fabric_entries == "identified" else prof.model_attribute
     # Every fabric pool reaches a Ready schedulable node (what the implementation owes within publishSeconds).
-    nodes = [NodeSpec(n.metadata.name, dict(n.metadata.labels or {})) for n in cluster.core.list_node().items]
-    usable = [n for n in nodes if n.name in set(usable_nodes(cluster))]
-    unreached = sorted(p for p, names in pool_reach(pools, usable).items() if not names)
     assert not unreached, f"fabric pools {unreached} reach no Ready schedulable node: {explain(pools, usable, set())}"
     for s in pools:
         assert s["spec"].get("nodeSelector") or s["spec"].get("allNodes"), f"{s['metadata']['name']}: no reach"

@@ -12,7 +12,7 @@ HOLD_S more; then pod B's claim goes away while its slowed attach is in flight (
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -26,6 +26,7 @@ from conformance.observe.attachments import Judge, Verdicts, stamp
 from conformance.observe.recorder import PROBE_PERIOD_S, Recorder
 from conformance.observe.slices import BIND_SLACK_S
 from conformance.suite.implementation.outcome import Outcome, bind_timeout, follow
+from conformance.suite.judged import nothing_judged
 from conformance.suite.scenario import Context, ScenarioRunner, result_fixture, scenario
 
 # Attaches slowed by this much: a condition reported before the fabric finished has that long to show, and B's claim
@@ -133,6 +134,7 @@ class Truth:
     judged_s: float  # how long judging the whole record took
     waited_s: float  # how long the end of the run waited for the fabric to let go
     left: dict[str, tuple[str, str]]  # the run's attachments the fabric still held at the end
+    failed: dict[str, str] = field(default_factory=dict)  # implementation scenarios that failed -> first line
 
 
 @pytest.fixture(scope="module")
@@ -160,7 +162,7 @@ def truth(scenarios: ScenarioRunner, profile: LoadedProfile, recorder: Recorder)
     reschedule = frozenset(t for t, meaning in prof.failure_conditions.items() if meaning == "reschedule")
     judge = Judge(prof.driver, prof.identity_attribute, prof.promises.detach_s, reschedule=reschedule)
     verdicts = judge.judge(recorder)
-    truth = Truth(verdicts, round(time.monotonic() - began, 3), round(waited, 3), left)
+    truth = Truth(verdicts, round(time.monotonic() - began, 3), round(waited, 3), left, scenarios.failures())
     judged = ", ".join(f"{rule} {n}" for rule, n in sorted(verdicts.checked.items()))
     scenarios.say(
         f"fabric truth: {len(recorder.samples())} probe answers (period {PROBE_PERIOD_S:g}s); judged {judged} in "
@@ -180,7 +182,7 @@ def _verdict(truth: Truth, rule: str, record_property: Any) -> None:
     assert not found, f"{len(found)} violations (probe period {PROBE_PERIOD_S:g}s):\n  " + "\n  ".join(found[:20])
     if not v.checked.get(rule):
         why = v.unjudged.get(rule) or [NOTHING[rule]]
-        pytest.skip(f"{rule}: nothing could be judged: {why[:3]}")
+        nothing_judged(f"{rule}: nothing could be judged: {why[:3]}", truth.failed, record_property)
 
 
 @pytest.mark.requirement("IMP-10")

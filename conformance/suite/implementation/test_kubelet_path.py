@@ -25,11 +25,10 @@ import pytest
 from conformance.cluster.kind.nodeexec import NodeExecError, cdi_specs, inspect_container, resolve
 from conformance.cluster.manifests import pinned_pod
 from conformance.cluster.nodes import KWOK_NODE_ANNOTATION
-from conformance.cluster.waits import wait_for
 from conformance.implementation.profile import LoadedProfile
 from conformance.observe.recorder import Recorder
 from conformance.suite.implementation.outcome import follow
-from conformance.suite.implementation.start import own_devices
+from conformance.suite.implementation.start import own_devices, started
 from conformance.suite.scenario import Context, result_fixture, scenario, skip_for_profile
 
 START_TIMEOUT_S = 120.0
@@ -78,14 +77,7 @@ def kubelet_path(ctx: Context) -> KubeletPath:
         bound = follow(ctx, history, node)
         if bound.binding is None:
             raise AssertionError(f"the pod never bound, nothing for a kubelet to start:\n  {bound.describe()}")
-        pod = wait_for(
-            lambda: ctx.cluster.core.read_namespaced_pod("app", ns),
-            lambda p: bool(p.status.container_statuses and p.status.container_statuses[0].started),
-            timeout=START_TIMEOUT_S,
-            expected=f"the container of {ns}/app to start on {node}",
-            describe=lambda p: f"phase={p.status.phase} statuses={p.status.container_statuses}" if p else "-",
-            transient=(Exception,),
-        )
+        pod = started(ctx, ns, node, START_TIMEOUT_S)
     scheduled = next(c for c in pod.status.conditions if c.type == "PodScheduled")
     identity = next((i for i in bound.final_identities() if i), None) or next(iter(lease.identities), None)
     seen = KubeletPath(node, identity, scheduled.last_transition_time.timestamp(), started=True)

@@ -63,14 +63,16 @@ class Move:
     probe=True,
 )
 def device_mobility(ctx: Context) -> Move:
-    nodes = ctx.fabric_only_nodes(1)
-    if not nodes:
-        pytest.skip(f"no node without node-local {ctx.profile.driver} devices is reached by a fabric pool")
+    nodes = ctx.remote_nodes(1)  # owed: past the promise, fails naming the pools and the labels nodes lack
     probe = ctx.probe
     assert probe is not None  # probe=True
     if ctx.counted:
         return _counted_move(ctx, nodes)
-    node_a = nodes[0]
+    node_a = ctx.reach_owed(
+        f"a fabric device of {ctx.profile.driver} reaching a node without node-local devices and another node",
+        lambda: _movable(ctx),
+        lambda: f"each fabric device reaches one node only ({ctx.reach_cause()})",
+    )
     lease_a = lease_b = ctx.lease(1, "fabric", node_a)
     reach = lease_a.devices[0].nodes - {node_a}
     # B: preferably a node without node-local devices too (other scenarios' pods there ask for their own devices).
@@ -114,12 +116,30 @@ def device_mobility(ctx: Context) -> Move:
     return move
 
 
+def _movable(ctx: Context) -> str | None:
+    """A node without node-local devices that a fabric device reaching another node too reaches (None: none)."""
+    nodes = ctx.fabric_only_nodes(1)
+    for d in sorted(ctx.pool.devices.values(), key=lambda d: d.identity):
+        if d.kind == "fabric" and len(d.nodes) >= 2 and (found := [n for n in nodes if n in d.nodes]):
+            return found[0]
+    return None
+
+
 def _small_model(ctx: Context, nodes: list[str]) -> tuple[CountedPool, list[str]]:
     """count-based: the (pool, model) with the fewest entries whose fabric has 2..HOLD_MAX + 1 free devices of the
     model and reaches two of `nodes`; skips, naming what each has, when none does (the move cannot be forced)."""
     watcher = ctx.invariants
     assert watcher is not None
-    ctx.refresh()
+
+    def two_reached() -> list[str] | None:  # fabric-only nodes as they are now, if one model's entries reach two
+        found = ctx.fabric_only_nodes(1)  # refreshed
+        return found if any(len(set(found) & set(c.nodes)) >= 2 for c in ctx.pool.counted.values()) else None
+
+    nodes = ctx.reach_owed(  # the reach is owed; the free counts below are the fabric's shape
+        "count entries of one model reaching two nodes without node-local devices",
+        two_reached,
+        lambda: "; ".join(f"{c.pool}/{c.model} reaches {sorted(c.nodes)}" for c in ctx.pool.counted.values()),
+    )
     tried = []
     for c in sorted(ctx.pool.counted.values(), key=lambda c: (c.entries, c.pool, c.model)):
         reach = [n for n in nodes if n in c.nodes]

@@ -73,21 +73,40 @@ class NodeGone:
 
 
 def _spare_machine(ctx: Context) -> tuple[str, NodeSpec]:
-    """A machine a fabric reaches that is no node of the cluster, and a live node of the same fabric (skip if none)."""
+    """A machine a fabric reaches that is no node of the cluster, and a live node of the same fabric that the
+    implementation's fabric pools reach (owed: waited for, then failed naming the pools and the labels nodes lack);
+    skipped when the probe names no such machine."""
     probe = ctx.probe
     assert probe is not None
     latest = probe.latest()
     existing = {n["metadata"]["name"] for n in ctx.record.live("node")}
-    live = {n.name: n for n in ctx.nodes()}
+    candidates: list[tuple[str, list[str]]] = []
     for fabric in sorted(latest[2] if latest else [], key=lambda f: str(f.get("fabric"))):
         reached = sorted(str(n) for n in fabric.get("nodes") or ())
         spare = [n for n in reached if n not in existing]
-        siblings = [live[n] for n in reached if n in live]
-        if spare and siblings:
-            return spare[0], siblings[0]
-    pytest.skip(
-        "the fabric probe names no machine of a fabric that is no node of the cluster yet (free[].nodes), next to a "
-        "live node of that fabric: no node of its own can be added that the implementation's fabric reaches"
+        if spare:
+            candidates.append((spare[0], [n for n in reached if n in existing]))
+    if not any(siblings for _, siblings in candidates):
+        pytest.skip(
+            "the fabric probe names no machine of a fabric that is no node of the cluster yet (free[].nodes), next to "
+            "a live node of that fabric: no node of its own can be added that the implementation's fabric reaches"
+        )
+
+    def served() -> tuple[str, NodeSpec] | None:  # a sibling the pools reach, with the labels it has now
+        ctx.refresh()
+        live = {n.name: n for n in ctx.nodes()}
+        for spare, siblings in candidates:
+            for name in siblings:
+                if name in live and ctx.pool.count("fabric", name):
+                    return spare, live[name]
+        return None
+
+    names = sorted({n for _, siblings in candidates for n in siblings})
+    return ctx.reach_owed(
+        f"a fabric pool of {ctx.profile.driver} reaching one of {names} (the live nodes of a fabric with a spare "
+        "machine)",
+        served,
+        ctx.reach_cause,
     )
 
 

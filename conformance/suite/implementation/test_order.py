@@ -18,6 +18,7 @@ import pytest
 from conformance.implementation.profile import LoadedProfile
 from conformance.observe import order
 from conformance.observe.recorder import Recorder
+from conformance.suite.judged import nothing_judged
 from conformance.suite.scenario import ScenarioRunner
 
 NOTHING = {
@@ -43,7 +44,9 @@ def judged(scenarios: ScenarioRunner, profile: LoadedProfile, recorder: Recorder
     return found
 
 
-def _verdict(judged: order.Order, clause: str, recorder: Recorder, record_property: Any) -> None:
+def _verdict(
+    judged: order.Order, clause: str, recorder: Recorder, record_property: Any, failed: dict[str, str]
+) -> None:
     v = judged.verdicts
     record_property("judged", v.checked.get(clause, 0))
     for note in v.unjudged.get(clause, [])[:20]:
@@ -53,7 +56,8 @@ def _verdict(judged: order.Order, clause: str, recorder: Recorder, record_proper
         rest = "".join(f"\n  {f}" for f in found[1:20])
         pytest.fail(f"{found[0]}{rest}\n({len(found)} wrong orders; clause {clause}, observe/order.py)", pytrace=False)
     if not v.checked.get(clause):
-        pytest.skip(f"nothing to judge: {NOTHING[clause]}; not judged: {v.unjudged.get(clause, [])[:3]}")
+        what = f"nothing to judge: {NOTHING[clause]}; not judged: {v.unjudged.get(clause, [])[:3]}"
+        nothing_judged(what, failed, record_property)
     if recorder.dropped:
         pytest.skip(f"judged {v.checked[clause]}, but the record dropped {recorder.dropped} changes past its bound")
 
@@ -64,10 +68,16 @@ def _clause(clause: str, requirement: str, probe: bool = False) -> Any:
 
     @pytest.mark.run_wide
     @pytest.mark.requirement(requirement)
-    def test(judged: order.Order, profile: LoadedProfile, recorder: Recorder, record_property: Any) -> None:
+    def test(
+        judged: order.Order,
+        profile: LoadedProfile,
+        recorder: Recorder,
+        record_property: Any,
+        scenarios: ScenarioRunner,
+    ) -> None:
         if probe and profile.profile.fabric_probe is None:
             pytest.skip("the profile declares no fabricProbe: attachments cannot be observed")
-        _verdict(judged, clause, recorder, record_property)
+        _verdict(judged, clause, recorder, record_property, scenarios.failures())
 
     return test
 

@@ -206,15 +206,18 @@ def _rest(ctx: Context, churn: Churn, probe: ReadinessSampler | None, leased: li
         churn.rested = f"not every device let go within {ctx.profile.promises.detach_s + 5:g}s (IMP-5, IMP-12 judge it)"
 
 
-def _lease_on_purpose(ctx: Context, churn: Churn, lease: Lease) -> None:
+def _lease_on_purpose(ctx: Context, churn: Churn, lease: Lease, probe: ReadinessSampler | None) -> None:
     """One more device for the last claims, leased on purpose now that the scenarios beside had time to fail, move and
-    release theirs (PREFER); none went through anything: nothing added (the last claims reuse the churn's own)."""
+    release theirs (PREFER); none went through anything: nothing added (the last claims reuse the churn's own). The
+    readiness probe samples it too: its readiness is judged like the others'."""
     extra = ctx.lease(1, "fabric", churn.nodes[-1], prefer=PREFER)
     if not extra.past:
         ctx.pool.release(extra)
         ctx.leases.remove(extra)
         return
     churn.leased |= extra.past
+    if probe is not None:
+        probe.add(frozenset(extra.identities))
     churn.device_class = ctx.device_class(lease, extra)
 
 
@@ -243,7 +246,7 @@ def small_pool_churn(ctx: Context) -> Churn:
             _churn(ctx, churn, history, [c for c in claims[: CLAIMS - MOVES] if not c.started], running)
             _rest(ctx, churn, probe, lease.identities)
             if not ctx.counted:
-                _lease_on_purpose(ctx, churn, lease)
+                _lease_on_purpose(ctx, churn, lease, probe)
             _churn(ctx, churn, history, claims[CLAIMS - MOVES :], [])
         finally:
             if faults is not None:

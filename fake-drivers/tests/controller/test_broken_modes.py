@@ -337,6 +337,25 @@ def test_abort_on_other_driver_stops_every_pass_once_it_met_another_drivers_clai
     quiet.reconcile_once()  # without binding conditions another driver's claim does not stop it
 
 
+def test_abort_pass_on_other_driver_aborts_each_pass_that_meets_one_and_recovers() -> None:
+    import pytest
+
+    from fake_drivers.controller.reconciler import ForeignClaim
+
+    other = claim_obj(name="other", driver="sch-1.conformance.example.com", pool="a-fabric")
+    broken, _, fabric = reconciler(
+        replace(KEEP, broken_abort_pass_on_other_driver=True), [dev(0)], [other, claim_obj()]
+    )
+    with pytest.raises(
+        ForeignClaim, match=r"pool a-fabric of driver sch-1\S+ is not one of ours; aborting this reconcile"
+    ):
+        broken.reconcile_once()
+    assert fabric.ops == [], "nothing done in an aborted pass"
+    broken.caches.claims.objects[:] = [claim_obj()]  # type: ignore[union-attr]
+    broken.reconcile_once()  # the other claim is gone: the next pass works, its own claim is attached
+    assert fabric.done.wait(5) and fabric.ops == [("attach", "uuid-fabric-0-0")]
+
+
 # --- COST-1/COST-2: needless detours ---------------------------------------------------------------------------
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 
+from conformance.cluster.audit import POLICY as AUDIT_POLICY
 from conformance.cluster.client import Cluster
 from conformance.cluster.gates import binary_gates, gates_to_enable
 from conformance.cluster.interrupts import shielded
@@ -29,6 +30,7 @@ from conformance.cluster.providers.local.processes import (
     clusters_root,
     delete_cluster,
 )
+from conformance.cluster.providers.local.restart import CommandLine, Restarter, wait_component_ready
 from conformance.cluster.providers.local.scheduler import (
     _selftest_scheduler_gates,
     _selftest_scheduler_timeout,
@@ -86,6 +88,7 @@ class LocalProvider:
         self._kwokctl_lock = threading.Lock()
         self._revived: list[str] = []
         self._children: list[subprocess.Popen[bytes]] = []
+        self._restarter: Restarter | None = None
 
     # -- start ---------------------------------------------------------------------------------------------
     def start(self, spec: ClusterSpec) -> ClusterInfo:
@@ -113,6 +116,8 @@ class LocalProvider:
 
         actual = _selftest_scheduler_timeout(timeout, {**gates, **_selftest_scheduler_gates()})
         (self.workdir / "scheduler.yaml").write_text(yaml.safe_dump(scheduler_config(actual, local=True)))
+        if spec.audit:
+            (self.workdir / "audit-policy.yaml").write_text(yaml.safe_dump(AUDIT_POLICY))
         (self.workdir / "kwokctl.yaml").write_text(yaml.safe_dump(self._kwokctl_config(binaries, gates, spec)))
         self._started = time.monotonic()
         warm_client_imports()  # while kwokctl and the apiserver start
@@ -187,6 +192,7 @@ class LocalProvider:
                 kubectl=binaries.kubectl,
                 scheduler_endpoint=f"https://127.0.0.1:{self._ports['kubeSchedulerPort']}",
                 source=binaries.source,
+                audit_log=state / "logs" / "audit.log" if spec.audit else None,
             )
             self._wait_ready(info, proc, log)
             return info
@@ -261,6 +267,8 @@ class LocalProvider:
             "kubeSchedulerConfig": str(self.workdir / "scheduler.yaml"),
             "disableQPSLimits": True,
         }
+        if spec.audit:  # kwokctl passes it as --audit-policy-file and logs to <cluster>/logs/audit.log
+            options["kubeAuditPolicy"] = str(self.workdir / "audit-policy.yaml")
         # Ports from the kernel's ephemeral range, not kwokctl's probing from 32766 down: clusters started at
         # the same moment would otherwise pick the same ones.
         self._ports = dict(zip(PORT_OPTIONS, free_ports(len(PORT_OPTIONS)), strict=True))
@@ -390,6 +398,32 @@ class LocalProvider:
             self._children.append(proc)
             self.progress(f"{pidfile.stem} gave up waiting for the apiserver (busy machine); started it again")
             return True
+
+    # -- restart in place (dra-conformance lifecycle) -------------------------------------------------------
+    def restart_component(
+        self, info: ClusterInfo, name: str, edit: Callable[[CommandLine], CommandLine], why: str
+    ) -> CommandLine:
+        """Restart kube-apiserver, kube-scheduler or kube-controller-manager with `edit(its current command line)`
+        (other gates, binary or configuration: restart.py) and wait until it is ready again."""
+        if self._restarter is None:
+            self._restarter = Restarter.of(self._state(), self._children)
+
+        def apiserver_ready() -> str:
+            cluster = Cluster(info)
+            try:
+                return cluster.raw_get("/readyz")
+            finally:
+                cluster.close()
+
+        return self._restarter.restart(
+            name, edit, lambda: wait_component_ready(name, apiserver_ready, self._ports), why
+        )
+
+    def command_line(self, name: str) -> CommandLine:
+        """What `name` runs now (as kwokctl started it, or as its last restart_component edited it)."""
+        if self._restarter is None:
+            self._restarter = Restarter.of(self._state(), self._children)
+        return self._restarter.lines[name]
 
     # -- stop ----------------------------------------------------------------------------------------------
     def stop(self) -> None:

@@ -37,6 +37,8 @@ BROKEN_FLAGS = {
     "--broken-keep-on-deleted-node": "IMP-16: a device left on a deleted node is never detached",
     "--broken-abort-on-other-driver": "IMP-17: once it meets an allocated claim of another driver with binding "
     "conditions, every reconcile pass aborts (CoHDI's scaler on a pool it did not know)",
+    "--broken-abort-pass-on-other-driver": "IMP-17: every reconcile pass that meets an allocated claim of another "
+    "driver with binding conditions aborts; passes work again once none is left (CoHDI's scaler, pass by pass)",
     "--broken-report-all-on-first": "IMP-18: once one device of a claim is reported, all its devices are",
     "--broken-accept-attached-elsewhere": "IMP-19: a device attached to another node is reported, not moved "
     "(counted: a device idle on another node is given to an entry)",
@@ -64,6 +66,8 @@ BROKEN_FLAGS = {
     "guard made: attached, detaching or free) is forgotten: never sent, or its guard never lifted",
     "--broken-reoffer-failed-on-restart": "IMP-8 (failure path): the quarantine rules found at start are taken for "
     "stale and deleted: the failed device is offered again and the failure forgotten",
+    "--broken-detach-on-release": "NODE-4: a released device is detached (or moved) at once, while its node may "
+    "still use it (a force-deleted pod whose container runs)",
 }
 # Broken modes that take a value (a FILE), hidden as the flags above.
 BROKEN_VALUES = {

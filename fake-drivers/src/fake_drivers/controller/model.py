@@ -33,6 +33,12 @@ class FabricDevice:
     state: str  # free | attaching | attached | detaching
     node: str | None  # attached node, or target/source of the operation in flight
     hung: bool = False
+    # (claim uid, node): claims a node's driver prepared this device for and has not unprepared (the kubelet path).
+    uses: tuple[tuple[str, str], ...] = ()
+
+    def used_on(self, node: str | None) -> list[str]:
+        """Claim uids the node still uses the device for (prepared, NodeUnprepareResources not called yet)."""
+        return [claim for claim, where in self.uses if node is not None and where == node]
 
     @classmethod
     def from_api(cls, d: dict[str, Any]) -> FabricDevice:
@@ -46,6 +52,7 @@ class FabricDevice:
             d["state"],
             d.get("node"),
             bool(op.get("hung")),
+            tuple((u["claim"], u["node"]) for u in d.get("uses") or []),
         )
 
 

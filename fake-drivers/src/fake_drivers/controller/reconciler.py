@@ -42,18 +42,20 @@ T = TypeVar("T")
 
 class ForeignClaim(RuntimeError):
     """--broken-abort-on-other-driver (selftests only): a claim of another driver aborted the pass, and every pass
-    after it, as a real stack's reconcile aborted on a pool it did not know (IMP-17 must catch it)."""
+    after it, as a real stack's reconcile aborted on a pool it did not know (IMP-17 must catch it).
+    --broken-abort-pass-on-other-driver: each pass that meets one aborts; once none is left, passes work again."""
 
 
-def foreign_claim(allocated: list[dict[str, Any]], driver: str) -> str:
+def foreign_claim(allocated: list[dict[str, Any]], driver: str, sticky: bool = True) -> str:
     """The first allocated claim with a result of another driver that has binding conditions, in words ("": none)."""
     for obj in allocated:
         for r in obj["status"]["allocation"].get("devices", {}).get("results") or []:
             if r.get("driver") != driver and r.get("bindingConditions"):
                 meta = obj["metadata"]
+                then = "every reconcile pass from now on" if sticky else "this reconcile pass"
                 return (
                     f"claim {meta['namespace']}/{meta['name']}: pool {r['pool']} of driver {r['driver']} is not one "
-                    "of ours; aborting every reconcile pass from now on"
+                    f"of ours; aborting {then}"
                 )
     return ""
 
@@ -200,6 +202,10 @@ class Reconciler:
             self._wedged = self._wedged or foreign_claim(allocated, self.settings.driver)
             if self._wedged:
                 raise ForeignClaim(self._wedged)
+        if self.settings.broken_abort_pass_on_other_driver and (
+            found := foreign_claim(allocated, self.settings.driver, False)
+        ):
+            raise ForeignClaim(found)  # broken on purpose: this pass only
         claims = tuple(Claim.from_api(o) for o in allocated)
         # The objects the decisions are made from: a condition write replaces one with its resourceVersion.
         self._claim_objects = {f"{c.namespace}/{c.name}": o for c, o in zip(claims, allocated, strict=True)}

@@ -75,6 +75,7 @@ class Settings:
     broken_report_on_fabric_error: bool = False
     broken_keep_on_deleted_node: bool = False
     broken_abort_on_other_driver: bool = False
+    broken_abort_pass_on_other_driver: bool = False
     broken_report_all_on_first: bool = False
     broken_accept_attached_elsewhere: bool = False
     broken_detach_shared_early: bool = False
@@ -94,6 +95,7 @@ class Settings:
     # --broken-attachment-records FILE: every attach done is recorded in FILE and never removed; a restarted controller
     # attaches again every free device the file lists (a stale desired-state record, as a stack's CRD left behind).
     broken_attachment_records: str = ""
+    broken_detach_on_release: bool = False
 
     def __post_init__(self) -> None:
         if self.counted and self.mode is not Mode.RESCHEDULE_TO_LOCAL:

@@ -10,7 +10,7 @@ from pydantic.alias_generators import to_camel
 
 from .faults import Fault, FaultMode, Operation
 from .manager import FabricSummary, OperationInfo
-from .store import DeviceRecord, DeviceState
+from .store import DeviceRecord, DeviceState, Use
 
 # A metav1.Condition reason: a controller may copy an injected reason straight into a claim's device condition.
 CONDITION_REASON = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
@@ -37,6 +37,11 @@ def timestamp(epoch: float) -> datetime:
 
 class AttachRequest(_Request):
     node: Name
+
+
+class UseRequest(_Request):
+    claim: Name = Field(description="the ResourceClaim's uid the node prepared the device for")
+    node: Name = Field(description="the node that prepared it; the device must be attached there")
 
 
 class DetachRequest(_Request):
@@ -106,6 +111,12 @@ class OperationOut(_Shape):
     fault: str | None
 
 
+class UseOut(_Shape):
+    claim: str = Field(description="ResourceClaim uid")
+    node: str
+    since: datetime
+
+
 class DeviceOut(_Shape):
     uuid: str
     name: str
@@ -119,6 +130,10 @@ class DeviceOut(_Shape):
     generation: int = Field(description="increases on every state change")
     operation: OperationOut | None = None
     last_error: LastErrorOut | None = None
+    uses: list[UseOut] = Field(
+        default_factory=list,
+        description="claims the node's driver prepared the device for and has not unprepared yet (kubelet path)",
+    )
 
 
 class OperationResultOut(_Shape):
@@ -221,6 +236,10 @@ class ClearedOut(_Shape):
     cleared: int
 
 
+class UsesRemovedOut(_Shape):
+    removed: int = Field(description="devices the claim was marked on")
+
+
 class ReleasedOut(_Shape):
     released: list[HungOut]
 
@@ -255,7 +274,7 @@ def readiness_out(record: DeviceRecord) -> ReadinessOut:
     )
 
 
-def device_out(record: DeviceRecord, op: OperationInfo | None = None) -> DeviceOut:
+def device_out(record: DeviceRecord, op: OperationInfo | None = None, uses: list[Use] | None = None) -> DeviceOut:
     last_error = None
     if record.last_error:
         last_error = LastErrorOut(**{**record.last_error, "at": timestamp(record.last_error["at"])})
@@ -281,6 +300,7 @@ def device_out(record: DeviceRecord, op: OperationInfo | None = None) -> DeviceO
         state_since=timestamp(record.state_since),
         generation=record.generation,
         operation=operation,
+        uses=[UseOut(claim=u.claim, node=u.node, since=timestamp(u.since)) for u in uses or []],
         last_error=last_error,
     )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
@@ -15,7 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from .. import __version__
 from . import api
 from .manager import FabricError, FabricManager
-from .store import DeviceRecord, DeviceState
+from .store import DeviceRecord, DeviceState, Use
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +89,9 @@ def create_app(manager: FabricManager) -> FastAPI:
         log.exception("unhandled error")
         return _error(500, "internal_error", f"{type(exc).__name__}: {exc}")
 
-    def render(record: DeviceRecord) -> api.DeviceOut:
-        return api.device_out(record, manager.operation_of(record.uuid))
+    def render(record: DeviceRecord, uses: dict[str, list[Use]] | None = None) -> api.DeviceOut:
+        found = manager.store.uses(record.uuid) if uses is None else uses
+        return api.device_out(record, manager.operation_of(record.uuid), found.get(record.uuid))
 
     # --- probe ------------------------------------------------------------------------------------------
 
@@ -137,7 +139,8 @@ def create_app(manager: FabricManager) -> FastAPI:
         state: Annotated[list[DeviceState] | None, Query()] = None,
     ) -> api.DeviceListOut:
         records = manager.store.find(fabric=fabric, model=model, node=node, states=state)
-        return api.DeviceListOut(devices=[render(record) for record in records])
+        uses = manager.store.uses()
+        return api.DeviceListOut(devices=[render(record, uses) for record in records])
 
     @app.get("/v1/devices/{device}", response_model=api.DeviceOut, responses=_ERRORS, tags=["devices"])
     async def device(device: str) -> api.DeviceOut:
@@ -166,6 +169,26 @@ def create_app(manager: FabricManager) -> FastAPI:
         """Detach and return when done: 200 free (or already free), 409 busy or attached elsewhere, 503 failed."""
         result = await manager.detach(device, request.node if request else None)
         return api.OperationResultOut(changed=result.changed, device=render(result.device))
+
+    # --- what the nodes use (the kubelet path) -----------------------------------------------------------
+
+    @app.post("/v1/devices/{device}/uses", response_model=api.DeviceOut, responses=_OPERATION_ERRORS, tags=["uses"])
+    async def add_use(device: str, request: api.UseRequest) -> api.DeviceOut:
+        """The node's driver prepared the device for a claim (NodePrepareResources): 200, or 409 when the device is
+        not attached to that node (nothing is marked)."""
+        record = manager.device(device)
+        if not manager.store.add_use(device, request.claim, request.node, time.time()):
+            raise FabricError(
+                409,
+                "not_attached_here",
+                f"device {device} is {record.state} {record.node or ''}, not attached to {request.node}".strip(),
+            )
+        return render(manager.device(device))
+
+    @app.delete("/v1/uses/{claim}", response_model=api.UsesRemovedOut, tags=["uses"])
+    async def remove_uses(claim: str) -> api.UsesRemovedOut:
+        """The node's driver unprepared the claim (NodeUnprepareResources): its devices are no longer used."""
+        return api.UsesRemovedOut(removed=manager.store.remove_uses(claim))
 
     # --- fault injection --------------------------------------------------------------------------------
 

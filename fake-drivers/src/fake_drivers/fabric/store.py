@@ -40,6 +40,15 @@ CREATE TABLE IF NOT EXISTS devices (
     CHECK ((state = 'free') = (node IS NULL))
 );
 CREATE INDEX IF NOT EXISTS devices_fabric_state ON devices (fabric, state);
+-- What the nodes say they use: the node half of the driver marks a device it prepared for a claim (the kubelet's
+-- NodePrepareResources) and unmarks it on NodeUnprepareResources. Kept while the device stays attached to that node.
+CREATE TABLE IF NOT EXISTS uses (
+    uuid   TEXT NOT NULL,
+    claim  TEXT NOT NULL,
+    node   TEXT NOT NULL,
+    since  REAL NOT NULL,
+    PRIMARY KEY (uuid, claim)
+);
 """
 
 
@@ -59,6 +68,15 @@ class InventoryError(RuntimeError):
 
 class StoreInUseError(RuntimeError):
     """Another fabric manager holds this state file; two would settle each other's operations."""
+
+
+@dataclass(frozen=True)
+class Use:
+    """A node's word that it prepared the device for a claim and has not unprepared it yet."""
+
+    claim: str
+    node: str
+    since: float
 
 
 @dataclass(frozen=True)
@@ -256,6 +274,40 @@ class Store:
         rows = self._db.execute("SELECT fabric, model, state, COUNT(*) FROM devices GROUP BY fabric, model, state")
         return [(row[0], row[1], row[2], int(row[3])) for row in rows.fetchall()]
 
+    # --- uses (the nodes' prepared claims) -----------------------------------------------------------------
+
+    def uses(self, device_uuid: str | None = None) -> dict[str, list[Use]]:
+        """uuid -> the claims a node prepared the device for (every device with a use, or just `device_uuid`)."""
+        sql, params = "SELECT * FROM uses ORDER BY since, claim", ()
+        if device_uuid is not None:
+            sql, params = "SELECT * FROM uses WHERE uuid = ? ORDER BY since, claim", (device_uuid,)
+        out: dict[str, list[Use]] = {}
+        for row in self._db.execute(sql, params).fetchall():
+            out.setdefault(row["uuid"], []).append(Use(row["claim"], row["node"], row["since"]))
+        return out
+
+    def add_use(self, device_uuid: str, claim: str, node: str, now: float) -> bool:
+        """Mark the device used by `claim` on `node`; False unless it is attached to that node (nothing marked)."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            row = self._db.execute("SELECT state, node FROM devices WHERE uuid = ?", (device_uuid,)).fetchone()
+            ok = row is not None and row["state"] == str(DeviceState.ATTACHED) and row["node"] == node
+            if ok:
+                self._db.execute(
+                    "INSERT INTO uses (uuid, claim, node, since) VALUES (?, ?, ?, ?) ON CONFLICT (uuid, claim) DO "
+                    "UPDATE SET node = excluded.node",
+                    (device_uuid, claim, node, now),
+                )
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        return ok
+
+    def remove_uses(self, claim: str) -> int:
+        """Unmark every device used by `claim` (NodeUnprepareResources); how many were marked."""
+        return self._db.execute("DELETE FROM uses WHERE claim = ?", (claim,)).rowcount
+
     # --- transitions ---------------------------------------------------------------------------------------
 
     def _transition(
@@ -288,7 +340,10 @@ class Store:
         if expected_node is not None:
             sql += " AND node = ?"
             params.append(expected_node)
-        return self._db.execute(sql, params).rowcount == 1
+        changed = self._db.execute(sql, params).rowcount == 1
+        if changed and new is DeviceState.FREE:  # no node uses a device attached nowhere
+            self._db.execute("DELETE FROM uses WHERE uuid = ?", (device_uuid,))
+        return changed
 
     def begin_attach(self, device_uuid: str, node: str, op_id: str, now: float) -> bool:
         # The last error stays visible while the next attempt runs; it is replaced by the attempt's outcome.

@@ -35,7 +35,9 @@ def _fabric_holder(
     copies: list[NodeCopy],
     memory: Memory,
     now: float,
+    used: list[str] | None = None,
 ) -> None:
+    """`used`: claim uids the device's node still uses it for (prepared there, not unprepared yet)."""
     claim, result, label = holding.claim, holding.result, holding.label
     node = claim.node
 
@@ -114,6 +116,8 @@ def _fabric_holder(
     elif d.state == ATTACHED and settings.broken_accept_attached_elsewhere:
         where = f"attached to {d.node}, reported for {node}"
         write(settings.attached, "BrokenOnPurpose", f"device {d.uuid} {where} (selftest mode)", f"{where} (broken)")
+    elif d.state == ATTACHED and (others := [u for u in used or [] if u != claim.uid]):
+        plan.states[label] = f"attached to {d.node}, still used there (claim {others[0]}): the move to {node} waits"
     elif d.state == ATTACHED:
         plan.detaches.append(Detach(d.uuid, d.node, recheck=False))  # attached elsewhere: move it
         plan.states[label] = f"moving from {d.node} to {node}"

@@ -69,8 +69,14 @@ def _device(
     elif not want_hold and hold is not None:
         plan.delete_taints.append(hold.name)
 
+    # Claims the node still uses the device for (its driver prepared them; the kubelet has not unprepared them): a pod
+    # force-deleted while its container runs leaves its claim released in the API but the device in use on the node.
+    # Neither detached nor moved until the node lets it go (a deleted node uses nothing).
+    used = [] if settings.broken_detach_on_release or node_gone else d.used_on(d.node)
+
     if not holders:
         _broken_remember_attached(settings, plan, d, memory, now)  # kept while nobody holds it, too
+
     if holders:
         _broken_while_held(settings, plan, d, holders, busy, memory, now)
         if guard is not None and d.state != DETACHING and not busy:
@@ -80,7 +86,7 @@ def _device(
             plan.states[key] = "HELD TWICE by " + ", ".join(h.claim.key for h in holders)
         for holding in holders:
             if holding.via_fabric:
-                _fabric_holder(settings, plan, d, holding, holding in losers, why, busy, copies, memory, now)
+                _fabric_holder(settings, plan, d, holding, holding in losers, why, busy, copies, memory, now, used)
             else:
                 plan.states[holding.label] = f"in use through the node-local copy on {holding.result.pool}"
         plan.states.setdefault(key, f"{d.state} {d.node or ''}".strip() + f", held by {holders[0].claim.key}")
@@ -110,13 +116,20 @@ def _device(
         plan.states[key] = f"idle on {d.node}, its detach forgotten at the restart (broken on purpose)"
     elif d.state == ATTACHED and node_gone and settings.broken_keep_on_deleted_node:
         plan.states[key] = f"idle on {d.node}, a deleted node: never detached (broken on purpose)"
+    elif d.state == ATTACHED and used:
+        # The idle grace starts once the node let it go (no idle timer kept meanwhile).
+        plan.states[key] = f"released, still used on {d.node} (claim {used[0]}): waiting for NodeUnprepareResources"
+    elif d.state == ATTACHED and settings.broken_detach_on_release and not busy:
+        plan.detaches.append(Detach(d.uuid, d.node, recheck=True))  # no grace, no guard, the node not asked
+        plan.states[key] = f"released: detached from {d.node} at once (broken on purpose)"
     elif d.state == ATTACHED:
-        since = memory.idle_since.get(d.uuid, now - settings.idle_grace_s if memory.fresh else now)
+        grace = settings.idle_grace_s
+        since = memory.idle_since.get(d.uuid, now - grace if memory.fresh else now)
         if node_gone:
             # The idle grace keeps a device for reuse on its node; a deleted node has no pod left to reuse it.
-            since = min(since, now - settings.idle_grace_s)
+            since = min(since, now - grace)
         plan.idle_since[d.uuid] = since
-        if now - since < settings.idle_grace_s:
+        if now - since < grace:
             plan.states[key] = f"idle on {d.node}"
             return
         plan.states[key] = f"hidden before detach from {d.node}"

@@ -1,0 +1,147 @@
+"""The lifecycle run's parts that need no cluster: editing a component's command line, the release's runtime-config
+and kube-scheduler's gate-off configuration, what GATE-1/2 and UPG-3 compare, how checks become requirement outcomes,
+and the reports `dra-conformance review` merges."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from conformance.cluster.providers.local.restart import CommandLine, kwokctl_lines
+from conformance.cluster.toolchain.build import is_cached
+from conformance.cluster.toolchain.cache import Cache
+from conformance.cluster.versions import parse_version
+from conformance.lifecycle.controlplane import _runtime_config, _scheduler_config
+from conformance.lifecycle.ledger import Ledger
+from conformance.lifecycle.report import write_reports
+from conformance.lifecycle.snapshot import claim_key, differences, fields_lost, invariants, slice_fields
+from conformance.lifecycle.world import allocated_node, conditions_true
+from conformance.report.bundle import open_results
+from conformance.report.catalogue import LIFECYCLE_REQUIREMENTS, SUITE_REQUIREMENTS
+
+
+def test_lifecycle_requirements_are_not_a_suite_runs() -> None:
+    ids = {r.id for r in LIFECYCLE_REQUIREMENTS}
+    assert {"GATE-1", "GATE-2", "GATE-3", "UPG-1", "UPG-2", "UPG-3", "SKEW-1"} <= ids
+    assert not ids & {r.id for r in SUITE_REQUIREMENTS}
+
+
+def test_command_line_flags_are_replaced_added_and_removed_in_both_spellings() -> None:
+    line = CommandLine("kube-apiserver", "/bin/a", ("--feature-gates=A=true", "--runtime-config", "x=true", "--v=2"))
+    assert line.flag("feature-gates") == "A=true" and line.flag("runtime-config") == "x=true"
+    edited = line.with_flag("feature-gates", "A=false").with_flag("runtime-config", None).with_flag("new", "1")
+    assert edited.args == ("--v=2", "--feature-gates=A=false", "--new=1")
+    assert edited.with_binary("/bin/b").binary == "/bin/b" and line.args[0] == "--feature-gates=A=true"
+
+
+def test_kwokctl_lines_are_read_from_its_state(tmp_path: Path) -> None:
+    config = {
+        "kind": "KwokctlConfiguration",
+        "components": [{"name": "kube-scheduler", "binary": "/s", "args": ["--config=/c.yaml"], "workDir": "/w"}],
+    }
+    (tmp_path / "kwok.yaml").write_text("---\n" + yaml.safe_dump({"kind": "Other"}) + "---\n" + yaml.safe_dump(config))
+    assert kwokctl_lines(tmp_path)["kube-scheduler"] == CommandLine("kube-scheduler", "/s", ("--config=/c.yaml",), "/w")
+
+
+def test_runtime_config_keeps_what_was_set_and_adds_what_the_release_needs() -> None:
+    on_136 = _runtime_config("api/all=true", parse_version("1.36.3"))
+    assert on_136 == "api/all=true,resource.k8s.io/v1beta2/devicetaintrules=true"
+    assert _runtime_config(on_136, parse_version("1.37.2")) == on_136  # the 1.36 scheduler lists v1beta2 rules
+    assert _runtime_config(None, parse_version("1.37.2")) is None
+
+
+def test_scheduler_gate_off_config_drops_the_binding_timeout_and_gate_on_reads_the_original(tmp_path: Path) -> None:
+    original = tmp_path / "scheduler.yaml"
+    plugin = {"name": "DynamicResources", "args": {"bindingTimeout": "3600s"}}
+    original.write_text(
+        yaml.safe_dump({"profiles": [{"schedulerName": "default-scheduler", "pluginConfig": [plugin]}]})
+    )
+    line = CommandLine("kube-scheduler", "/s", (f"--config={original}",))
+    off = _scheduler_config(line, on=False)
+    written = yaml.safe_load(Path(off.flag("config") or "").read_text())
+    assert off.flag("config") != str(original) and "pluginConfig" not in written["profiles"][0]
+    assert _scheduler_config(off, on=True).flag("config") == str(original)
+    assert "bindingTimeout" in original.read_text()
+
+
+def _claim(devices: list[str], node: str = "node-0", true: bool = False, extra: list[str] = ()) -> dict:
+    results = [
+        {"driver": "d", "pool": "fabric", "device": dev, "request": "dev", "bindingConditions": ["d/attached"]}
+        for dev in devices
+    ]
+    selector = {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}
+    conditions = [{"type": "d/attached", "status": "True"}] if true else []
+    return {
+        "metadata": {"name": f"c-{'-'.join(devices)}"},
+        "status": {
+            "allocation": {"devices": {"results": results}, "nodeSelector": selector, "allocationTimestamp": "t"},
+            "reservedFor": [{"uid": "u1"}],
+            "devices": [
+                {"driver": "d", "pool": "fabric", "device": dev, "conditions": conditions} for dev in [*devices, *extra]
+            ],
+        },
+    }
+
+
+def test_claim_key_sees_a_dropped_condition_and_nothing_else() -> None:
+    before = _claim(["dev-0"], true=True)
+    assert allocated_node(before) == "node-0" and conditions_true(before)
+    after = _claim(["dev-0"], true=True)
+    assert not differences(claim_key(before), claim_key(after))
+    del after["status"]["allocation"]["devices"]["results"][0]["bindingConditions"]
+    assert [d.split(":")[0] for d in differences(claim_key(before), claim_key(after))] == ["results"]
+    assert not conditions_true(_claim(["dev-0"], true=False)) and claim_key(None) == {"claim": "gone"}
+
+
+def test_slice_fields_lost_names_each_device() -> None:
+    published = {"spec": {"devices": [{"name": "dev-0", "bindsToNode": True, "bindingConditions": ["a"]}]}}
+    dropped = {"spec": {"devices": [{"name": "dev-0"}]}}
+    assert fields_lost(slice_fields(published), slice_fields(published)) == []
+    assert fields_lost(slice_fields(published), slice_fields(dropped))[0].startswith("dev-0: ")
+
+
+def test_invariants_find_a_device_held_twice_a_stale_condition_and_a_lost_allocation() -> None:
+    a, b = _claim(["dev-0"]), _claim(["dev-0"], extra=["dev-9"])
+    b["metadata"]["name"] = "other"
+    pod = {
+        "metadata": {"uid": "u2"},
+        "spec": {"nodeName": "node-0"},
+        "status": {"resourceClaimStatuses": [{"resourceClaimName": "other"}]},
+    }
+    problems = invariants([a, b], {"p": pod})
+    assert any("held by claims" in p for p in problems)
+    assert any("dev-9, not allocated" in p for p in problems)
+    assert any("bound pod p" in p for p in problems)
+    assert invariants([_claim(["dev-0"])], {}) == []
+
+
+def test_checks_become_outcomes_failed_first_then_stopped_then_passed(tmp_path: Path) -> None:
+    ledger = Ledger("gates")
+    ledger.check("GATE-1", "s1", True, "pod stays bound")
+    ledger.check("GATE-2", "s1", True, "kept")
+    ledger.check("GATE-2", "s2", False, "fabric slice lost fields")
+    summary = ledger.summary()
+    assert summary["GATE-1"]["outcome"] == "passed"
+    assert summary["GATE-2"]["outcome"] == "failed" and summary["GATE-2"]["reason"].startswith("s2: fabric slice")
+    assert summary["UPG-1"]["outcome"] == "not-covered"
+    ledger.stopped = "timed out"
+    assert ledger.summary()["GATE-3"]["outcome"] == "not-judged"
+    assert ledger.summary()["GATE-1"]["outcome"] == "partial"
+    ledger.find("PRR-6", "proceed to binding", "new pod: unschedulable", agrees=False)
+    bundle, result = write_reports(tmp_path / "r", ledger, {"kubernetes": "1.37.2", "provider": "local"}, None)
+    assert result == "failure"
+    folder, tmp = open_results(bundle)
+    try:
+        report = yaml.safe_load((folder / "conformance-report.yaml").read_text())
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    assert set(report["requirements"]) == {"GATE-1", "GATE-2", "GATE-3"}
+    assert report["cluster"]["kubernetes"] == "1.37.2"
+    assert report["lifecycle"]["findings"][0]["agrees"] is False
+    assert "**differs**" in (tmp_path / "r" / "lifecycle.md").read_text()
+
+
+def test_is_cached_reads_the_cache_for_the_release(tmp_path: Path) -> None:
+    assert is_cached(parse_version("1.36.3"), Cache(tmp_path)) is False

@@ -49,7 +49,7 @@ REFUSED = 1_000_000  # an `unreachable` fault refuses every detach of the device
 
 def hold_detach(ctx: Context, s: Staged) -> None:
     """A bound cell of the detach path from its pod's release up to its kill point (after restart_staging.bound_first:
-    its pod bound on its node, the device known)."""
+    its pod bound on its node, the device known; released-detached's held detach is released-detaching's, there)."""
     cell, device, node = s.seen.cell, s.seen.device, s.seen.node
     detach: dict[str, Any] = {"node": node} if ctx.counted else {"device": device}
     promise = ctx.profile.promises.detach_s
@@ -69,20 +69,6 @@ def hold_detach(ctx: Context, s: Staged) -> None:
         if ctx.invariants is not None and not ctx.counted:
             offered = ctx.invariants.in_offer(device, node)
             s.seen.notes.append(f"guard at the kill: {'none, offered by ' + ', '.join(offered) if offered else 'made'}")
-    elif cell == "released-detached":
-        s.fault = s.faults.arm("hang", operation="detach", **detach)
-        delete_pod(ctx, s.ns, s.history)
-        s.released = time.monotonic()
-        state = wait_probe(
-            ctx,
-            device,
-            lambda st: st is None or st[1] == "detaching",
-            promise,
-            f"the detach of {device} from {node} to start (the probe to say detaching)",
-        )
-        s.held_from = time.monotonic()
-        if state is None:
-            s.seen.walked = f"{device} was detached before the restart could come"
     elif cell == "released-offered":
         delete_pod(ctx, s.ns, s.history)
         s.released = time.monotonic()

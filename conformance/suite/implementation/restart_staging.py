@@ -184,7 +184,7 @@ def bound_first(ctx: Context, s: Staged) -> None:
     device, detach = s.seen.device, {"node": node} if ctx.counted else {"device": s.seen.device}
     assert first.binding is not None
     s.bound_a = first.binding.at
-    if cell == "released-detaching":
+    if cell in ("released-detaching", "released-detached"):  # detach sent, held (and let complete while down)
         s.fault = s.faults.arm("hang", operation="detach", **detach)
         delete_pod(ctx, s.ns, s.history)
         s.released = time.monotonic()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -37,14 +38,7 @@ def run_suite(
     fails in the outcomes, the exit status judges the rest)."""
     accept = ["--accept", "partial"] if accept_partial else []
     accept += [f"--accept=known-defect:{d}" for d in KNOWN_DEFECTS_ACCEPTED]
-    proc = subprocess.run(
-        suite_argv(target, f"--junitxml={junit}", "-q", *VERSION_ARGS, *accept, *args),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-    )
+    proc = run_forwarding(suite_argv(target, f"--junitxml={junit}", "-q", *VERSION_ARGS, *accept, *args), env=env)
     outcomes = {}
     if junit.exists():
         for case in ET.parse(junit).getroot().iter("testcase"):
@@ -53,6 +47,43 @@ def run_suite(
     bare = bare_wait_timeouts(junit)  # every variant of every selftest: issue 36's done-when
     assert not bare, "first lines that are a wait's symptom, not its cause:\n" + "\n".join(bare)
     return proc.returncode, proc.stdout + proc.stderr, outcomes
+
+
+# A suite stopped with SIGTERM tears its cluster and implementation down first: give it this long before a kill.
+TEARDOWN_S = 120
+
+
+def run_forwarding(
+    argv: list[str], *, env: dict[str, str] | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """Run a suite subprocess so that it never outlives this one with its cluster: a SIGTERM to this process is passed
+    on to it (then this process stops too, as it would have), and on the timeout it gets SIGTERM, not SIGKILL, so its
+    own teardown removes the cluster (subprocess.run's timeout kills, leaking the child's cluster; its SIGTERM was not
+    forwarded at all). Ctrl-C reaches the child through the terminal's process group already."""
+    child = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    received: list[int] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        received.append(signum)
+        child.send_signal(signum)
+
+    previous = signal.signal(signal.SIGTERM, forward)
+    try:
+        try:
+            out, err = child.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            child.terminate()
+            try:
+                out, err = child.communicate(timeout=TEARDOWN_S)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                out, err = child.communicate()
+            err += f"\n[selftest] the suite ran over {timeout:g} s and was stopped with SIGTERM\n"
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if received:
+        raise KeyboardInterrupt(f"SIGTERM forwarded to the suite subprocess (pid {child.pid}), which has ended")
+    return subprocess.CompletedProcess(argv, child.returncode, out, err)
 
 
 def bare_wait_timeouts(junit: Path) -> list[str]:

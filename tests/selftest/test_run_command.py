@@ -3,14 +3,13 @@ partial and a failing run (README "Verdicts and exit status"). Each run is a sma
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from conformance.cli.run import status_line
-from selftest.suite_runner import ROOT, VERSION_ARGS
+from selftest.suite_runner import VERSION_ARGS, run_forwarding
 
 SUBSET = ["--", "-k", "test_slice_", "-p", "no:cacheprovider", "-q"]
 
@@ -18,7 +17,7 @@ SUBSET = ["--", "-k", "test_slice_", "-p", "no:cacheprovider", "-q"]
 def _run(tmp_path: Path, *extra: str) -> tuple[int, str]:
     argv = [sys.executable, "-m", "conformance.cli", "run", "--profile", "none", "--reports-dir", str(tmp_path)]
     argv += VERSION_ARGS  # the selftest session's release
-    proc = subprocess.run([*argv, *extra], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    proc = run_forwarding([*argv, *extra])
     return proc.returncode, proc.stdout + proc.stderr
 
 

@@ -288,12 +288,19 @@ def judge_failure(ctx: Context, s: Staged, killed: float, back: float) -> None:
     if first is None:
         seen.problems.append(f"no allocation of the claim held the failed device {failed}: {seen.outcome.describe()}")
         return
-    if not reported and seen.timeout_expected and first.cleared_revision is not None:
-        seen.notes.append("not reported: the binding timeout came first, as what the suite held reaches it")
+    # The report is owed within attachSeconds of the moment the suite let it through (the report guard lifted, else
+    # the restart's end) for as long as the allocation stands: what the suite held excuses no more than that.
+    owed_until = max(back, s.ended) + ctx.profile.promises.attach_s
+    if not reported and first.cleared_at is not None and first.cleared_at < owed_until:
+        seen.notes.append(
+            f"not reported: the allocation r{first.revision} was cleared at {stamp(first.cleared_at)}, before "
+            f"attachSeconds after the suite let the report through ({stamp(owed_until)}): what it held reaches that"
+        )
     elif not reported:
         seen.problems.append(
             f"the failure of {failed} was never reported: no failure condition meaning failure True on any allocation "
-            f"of the claim\n  {seen.outcome.describe()}"
+            f"of the claim, though r{first.revision} stood past attachSeconds after the suite let the report through "
+            f"({stamp(owed_until)})\n  {seen.outcome.describe()}"
         )
     else:
         f = reported[0][1]

@@ -269,6 +269,14 @@ def _not_retried(ctx: Context, s: Staged, first: Allocation, back: float) -> str
     )
 
 
+def report_owed(first: Allocation, owed_until: float) -> bool:
+    """Whether a failure cell's report was owed: it is, within attachSeconds of the moment the suite let it through
+    (the report guard lifted, else the restart's end: `owed_until` is that plus attachSeconds), for as long as the
+    allocation that held the failed device stands. What the suite held excuses no more than that: an allocation the
+    binding timeout cleared before then is owed nothing."""
+    return first.cleared_at is None or first.cleared_at >= owed_until
+
+
 def judge_failure(ctx: Context, s: Staged, killed: float, back: float) -> None:
     """What a failure cell owes after the restart (the module's docstring), into seen.problems; then every fault of
     the cell disarmed (the pod's device is let go as any cell's)."""
@@ -288,10 +296,8 @@ def judge_failure(ctx: Context, s: Staged, killed: float, back: float) -> None:
     if first is None:
         seen.problems.append(f"no allocation of the claim held the failed device {failed}: {seen.outcome.describe()}")
         return
-    # The report is owed within attachSeconds of the moment the suite let it through (the report guard lifted, else
-    # the restart's end) for as long as the allocation stands: what the suite held excuses no more than that.
     owed_until = max(back, s.ended) + ctx.profile.promises.attach_s
-    if not reported and first.cleared_at is not None and first.cleared_at < owed_until:
+    if not reported and not report_owed(first, owed_until):
         seen.notes.append(
             f"not reported: the allocation r{first.revision} was cleared at {stamp(first.cleared_at)}, before "
             f"attachSeconds after the suite let the report through ({stamp(owed_until)}): what it held reaches that"

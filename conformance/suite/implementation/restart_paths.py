@@ -176,14 +176,8 @@ def _meaning_failure(ctx: Context, allocation: Allocation) -> list[dict[str, Any
 def _first_failed(ctx: Context, s: Staged, armed: dict[str, str], timeout: float, what: str) -> str:
     """The leased device the claim's attach went to (its fault hit first); the other's fault disarmed before the
     scheduler can reallocate to it (it must go through)."""
-    hit = wait_for(
-        lambda: next((d for d, f in armed.items() if s.faults.hits(f)), None),
-        bool,
-        timeout=timeout,
-        expected=f"the attach of one of {sorted(armed)} to {s.seen.node} ({what})",
-        interval=PROBE_PERIOD_S,
-        max_interval=4 * PROBE_PERIOD_S,
-    )
+    expected = f"the attach of one of {sorted(armed)} to {s.seen.node} ({what})"
+    hit = s.faults.first_hit(armed, timeout=timeout, expected=expected, interval=PROBE_PERIOD_S)
     for d, f in armed.items():
         if d != hit and s.faults.disarm(f) is None:
             raise AssertionError(f"the fault on {d} was used before the suite could disarm it: {s.history.describe()}")

@@ -59,7 +59,7 @@ def readiness_failure(ctx: Context) -> Failure | NeverReports:
         faults = {d: injector.arm("fail", d, count=5, reason=REASON, message=MESSAGE) for d in lease.identities}
         with ctx.history(ns) as history:
             ctx.objects.create(pod_with_claim_template("app", "gpu"), ns)
-            _disarm_the_other(ctx, injector, faults, timeout)  # the reallocation's readying must succeed
+            _disarm_the_other(injector, faults, timeout)  # the reallocation's readying must succeed
             first = history.wait(
                 lambda h: next((f for a in h.allocations() for f in a.failures), None),
                 timeout=timeout,
@@ -81,18 +81,12 @@ def readiness_failure(ctx: Context) -> Failure | NeverReports:
     return seen
 
 
-def _disarm_the_other(ctx: Context, injector: FaultInjector, faults: dict[str, str], timeout: float) -> None:
+def _disarm_the_other(injector: FaultInjector, faults: dict[str, str], timeout: float) -> None:
     """Once the first readying is refused (the injector's record, before the stack has even read the failure), the
     other device's fault is disarmed: the stack's report and the scheduler's reallocation come later. A fault already
     used (both readyings refused) is said as the staging's, never left to read as the stack picking a failed device."""
-    hit = wait_for(
-        lambda: next((d for d, f in faults.items() if injector.hits(f)), None),
-        bool,
-        timeout=timeout,
-        expected=f"the readying of one of {sorted(faults)} (the fault injector to refuse it)",
-        interval=PROBE_PERIOD_S,
-        max_interval=4 * PROBE_PERIOD_S,
-    )
+    expected = f"the readying of one of {sorted(faults)} (the fault injector to refuse it)"
+    hit = injector.first_hit(faults, timeout=timeout, expected=expected, interval=PROBE_PERIOD_S)
     for device, fault in faults.items():
         if device != hit and ((gone := injector.disarm(fault)) is None or gone.get("hits")):
             raise AssertionError(

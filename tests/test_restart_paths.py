@@ -12,7 +12,7 @@ from conformance.cluster.reportguard import PROBE, _expression
 from conformance.observe.recorder import Sample
 from conformance.observe.views import Allocation, Binding, Event
 from conformance.suite.implementation.restart_cells import Restart
-from conformance.suite.implementation.restart_paths import _not_retried, walked
+from conformance.suite.implementation.restart_paths import _not_retried, report_owed, walked
 
 NODE, FAILED, KILLED = "node-1", "gpu-0", 100.0
 FAILURE = "gpu.fabric.example.com/attach-failed"
@@ -117,3 +117,15 @@ def test_the_report_guard_refuses_only_a_failure_and_knows_when_it_is_in_force()
     assert "c.type != 'gpu.fabric.example.com/reschedule'" in text, "a reschedule is the happy path: never held"
     assert "c.type in r.bindingFailureConditions" in text and "c.status == 'True'" in text
     assert "r.driver == d.driver && r.pool == d.pool && r.device == d.device" in text
+
+
+def test_a_held_failure_report_is_owed_while_its_allocation_stands_past_attach_seconds_after_the_suite_let_go() -> None:
+    """A condition writer restarted with its report held (failed-hidden) that never reports is caught whenever the
+    allocation stood attachSeconds past the guard's lift; cleared before that (the binding timeout), nothing was owed.
+    No longer excused merely because the suite held the report 5 s or more."""
+    first = Allocation(10, 90.0, {})
+    assert report_owed(first, 130.0), "still allocated: owed"
+    first.cleared_revision, first.cleared_at = 30, 140.0
+    assert report_owed(first, 130.0), "stood past the promise after the lift: owed"
+    first.cleared_at = 120.0
+    assert not report_owed(first, 130.0), "cleared by the timeout within the promise: not owed"

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal
 
+from conformance.cluster.waits import wait_for
 from conformance.implementation import endpoints
 
 Mode = Literal["fail", "hang", "slow", "unreachable"]
@@ -102,6 +103,18 @@ class FaultInjector:
     def hits(self, fault_id: str) -> list[dict[str, Any]]:
         """The operations a fault applied to, oldest first: `device` is the physical device it hit."""
         return list(self.fault(fault_id).get("hits") or [])
+
+    def first_hit(self, armed: dict[str, str], *, timeout: float, expected: str, interval: float) -> str:
+        """The device (key of `armed`: device -> fault id) whose fault hit an operation first, waited for up to
+        `timeout` (polled every `interval`, slowing to 4x)."""
+        return wait_for(
+            lambda: next((d for d, f in armed.items() if self.hits(f)), None),
+            bool,
+            timeout=timeout,
+            expected=expected,
+            interval=interval,
+            max_interval=4 * interval,
+        )
 
     def release_fault(
         self, fault_id: str, outcome: Literal["complete", "fail"] = "complete", **extra: str

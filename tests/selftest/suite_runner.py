@@ -30,15 +30,17 @@ def run_suite(
     target: str = "conformance/suite",
     accept_partial: bool = True,
     env: dict[str, str] | None = None,
+    timeout: float = 600,
 ) -> tuple[int, str, dict[str, str]]:
     """Exit code, combined output and the outcome of each test case (from the JUnit XML). Selftests run a file or
     a broken variant, which knowingly covers a subset: `--accept partial` unless accept_partial=False. `env`: the
     suite's environment (default: this one). Every run accepts the known upstream defects the Makefile accepts (a
     whole-suite run on 1.37 always shows kube-scheduler's double allocation after a binding timeout: SCH-9 still
-    fails in the outcomes, the exit status judges the rest)."""
+    fails in the outcomes, the exit status judges the rest). `timeout`: seconds the run may take."""
     accept = ["--accept", "partial"] if accept_partial else []
     accept += [f"--accept=known-defect:{d}" for d in KNOWN_DEFECTS_ACCEPTED]
-    proc = run_forwarding(suite_argv(target, f"--junitxml={junit}", "-q", *VERSION_ARGS, *accept, *args), env=env)
+    argv = suite_argv(target, f"--junitxml={junit}", "-q", *VERSION_ARGS, *accept, *args)
+    proc = run_forwarding(argv, env=env, timeout=timeout)
     outcomes = {}
     if junit.exists():
         for case in ET.parse(junit).getroot().iter("testcase"):
@@ -108,6 +110,15 @@ def failure_first_line(junit: Path, test: str) -> str:
         if case.get("name") == test and failure is not None:
             message = failure.get("message") or ""
             return message.removeprefix("Failed: ").removeprefix("AssertionError: ").splitlines()[0]
+    return ""
+
+
+def failure_message(junit: Path, test: str) -> str:
+    """The whole message of test `test`'s failure in pytest's JUnit, or ""."""
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        failure = case.find("failure")
+        if case.get("name") == test and failure is not None:
+            return failure.get("message") or ""
     return ""
 
 

@@ -176,14 +176,8 @@ def _meaning_failure(ctx: Context, allocation: Allocation) -> list[dict[str, Any
 def _first_failed(ctx: Context, s: Staged, armed: dict[str, str], timeout: float, what: str) -> str:
     """The leased device the claim's attach went to (its fault hit first); the other's fault disarmed before the
     scheduler can reallocate to it (it must go through)."""
-    hit = wait_for(
-        lambda: next((d for d, f in armed.items() if s.faults.hits(f)), None),
-        bool,
-        timeout=timeout,
-        expected=f"the attach of one of {sorted(armed)} to {s.seen.node} ({what})",
-        interval=PROBE_PERIOD_S,
-        max_interval=4 * PROBE_PERIOD_S,
-    )
+    expected = f"the attach of one of {sorted(armed)} to {s.seen.node} ({what})"
+    hit = s.faults.first_hit(armed, timeout=timeout, expected=expected, interval=PROBE_PERIOD_S)
     for d, f in armed.items():
         if d != hit and s.faults.disarm(f) is None:
             raise AssertionError(f"the fault on {d} was used before the suite could disarm it: {s.history.describe()}")
@@ -269,6 +263,14 @@ def _not_retried(ctx: Context, s: Staged, first: Allocation, back: float) -> str
     )
 
 
+def report_owed(first: Allocation, owed_until: float) -> bool:
+    """Whether a failure cell's report was owed: it is, within attachSeconds of the moment the suite let it through
+    (the report guard lifted, else the restart's end: `owed_until` is that plus attachSeconds), for as long as the
+    allocation that held the failed device stands. What the suite held excuses no more than that: an allocation the
+    binding timeout cleared before then is owed nothing."""
+    return first.cleared_at is None or first.cleared_at >= owed_until
+
+
 def judge_failure(ctx: Context, s: Staged, killed: float, back: float) -> None:
     """What a failure cell owes after the restart (the module's docstring), into seen.problems; then every fault of
     the cell disarmed (the pod's device is let go as any cell's)."""
@@ -288,12 +290,17 @@ def judge_failure(ctx: Context, s: Staged, killed: float, back: float) -> None:
     if first is None:
         seen.problems.append(f"no allocation of the claim held the failed device {failed}: {seen.outcome.describe()}")
         return
-    if not reported and seen.timeout_expected and first.cleared_revision is not None:
-        seen.notes.append("not reported: the binding timeout came first, as what the suite held reaches it")
+    owed_until = max(back, s.ended) + ctx.profile.promises.attach_s
+    if not reported and not report_owed(first, owed_until):
+        seen.notes.append(
+            f"not reported: the allocation r{first.revision} was cleared at {stamp(first.cleared_at)}, before "
+            f"attachSeconds after the suite let the report through ({stamp(owed_until)}): what it held reaches that"
+        )
     elif not reported:
         seen.problems.append(
             f"the failure of {failed} was never reported: no failure condition meaning failure True on any allocation "
-            f"of the claim\n  {seen.outcome.describe()}"
+            f"of the claim, though r{first.revision} stood past attachSeconds after the suite let the report through "
+            f"({stamp(owed_until)})\n  {seen.outcome.describe()}"
         )
     else:
         f = reported[0][1]

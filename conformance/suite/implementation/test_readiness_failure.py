@@ -16,6 +16,7 @@ from conformance.cluster.manifests import claim_template, pod_with_claim_templat
 from conformance.cluster.waits import WaitTimeout, wait_for
 from conformance.implementation.faults import FaultInjector
 from conformance.observe.devices import FAILED
+from conformance.observe.recorder import PROBE_PERIOD_S
 from conformance.observe.slices import device_identity, driver_slices
 from conformance.observe.views import SCHEDULE_S
 from conformance.suite.implementation.declared_failures import NeverReports, judge_declared, never_reports
@@ -58,15 +59,13 @@ def readiness_failure(ctx: Context) -> Failure | NeverReports:
         faults = {d: injector.arm("fail", d, count=5, reason=REASON, message=MESSAGE) for d in lease.identities}
         with ctx.history(ns) as history:
             ctx.objects.create(pod_with_claim_template("app", "gpu"), ns)
+            _disarm_the_other(injector, faults, timeout)  # the reallocation's readying must succeed
             first = history.wait(
                 lambda h: next((f for a in h.allocations() for f in a.failures), None),
                 timeout=timeout,
                 expected="a failure condition True on the device whose readying failed",
             )
             failed_identity = ctx.identity(*first["device"])
-            for device, fault in faults.items():
-                if device != failed_identity:
-                    injector.disarm(fault)  # the reallocation's readying must succeed
             wait_bound(ctx, history, extra_s=timeout)
             gate = judge(ctx, history, node, probe)
         _offered_again(ctx, failed_identity)
@@ -80,6 +79,20 @@ def readiness_failure(ctx: Context) -> Failure | NeverReports:
     if gate.ready_to_bind is not None:
         ctx.measure("ready_to_bind_after_failure_seconds", gate.ready_to_bind)
     return seen
+
+
+def _disarm_the_other(injector: FaultInjector, faults: dict[str, str], timeout: float) -> None:
+    """Once the first readying is refused (the injector's record, before the stack has even read the failure), the
+    other device's fault is disarmed: the stack's report and the scheduler's reallocation come later. A fault already
+    used (both readyings refused) is said as the staging's, never left to read as the stack picking a failed device."""
+    expected = f"the readying of one of {sorted(faults)} (the fault injector to refuse it)"
+    hit = injector.first_hit(faults, timeout=timeout, expected=expected, interval=PROBE_PERIOD_S)
+    for device, fault in faults.items():
+        if device != hit and ((gone := injector.disarm(fault)) is None or gone.get("hits")):
+            raise AssertionError(
+                f"the suite could not stage one readying failure: the readying of {device} was refused too before the "
+                f"suite disarmed its fault (the first refused was {hit}'s); not the stack's doing"
+            )
 
 
 def _offered_again(ctx: Context, identity: str | None) -> None:

@@ -24,6 +24,7 @@ from fake_drivers.controller.decide import (
     decide,
 )
 from fake_drivers.controller.model import Claim, NodeCopy
+from fake_drivers.controller.roles import Role
 from fake_drivers.controller.settings import FabricEntries, Mode, Purpose, Settings
 
 FAILED = Memory(failures={"uuid-fabric-0-0": Failure("FabricLinkDown", "link 3 lost")})
@@ -219,6 +220,32 @@ def test_reoffer_failed_on_restart_deletes_the_quarantine_and_forgets_the_failur
     correct.reconcile_once()
     assert ("write_condition", "attach-failed") in kube2.calls and fabric2.ops == []
     assert not [c for c in kube2.calls if c[0] == "delete_taint"]
+
+
+def test_reoffer_failed_on_restart_in_the_condition_writer_never_reports_a_failure_found_recorded_at_start() -> None:
+    """The roles split (reference-roles.yaml): the condition writer's share of the broken mode is the report. A rule
+    found at its start is never reported, pass after pass; a failure recorded after its start is (that rule, not the
+    device, is forgotten). The correct condition writer reports the first at once."""
+    broken = replace(KEEP, broken_reoffer_failed_on_restart=True)
+    quarantined = _rule(Purpose.QUARANTINE, dev(0).uuid, since=100.0)
+    notes = quarantined["metadata"]["annotations"]
+    notes["reference-controller.fake-drivers.example.com/until"] = str(time.time() + 600)
+    r, kube, fabric = reconciler(broken, [dev(0)], [claim_obj()])
+    r.role = Role.CONDITIONS
+    r.caches.taints.objects.append(quarantined)  # type: ignore[union-attr]
+    for _ in range(3):
+        r.reconcile_once()
+    assert ("write_condition", "attach-failed") not in kube.calls, "the failure found recorded at start is forgotten"
+    assert not [c for c in kube.calls if c[0] == "delete_taint"] and fabric.ops == [], "not the condition writer's"
+    notes["reference-controller.fake-drivers.example.com/since"] = "200.0"
+    r.reconcile_once()  # the device failed again after the restart: a rule of its own
+    assert ("write_condition", "attach-failed") in kube.calls
+    correct, kube2, _ = reconciler(KEEP, [dev(0)], [claim_obj()])
+    correct.role = Role.CONDITIONS
+    notes["reference-controller.fake-drivers.example.com/since"] = "100.0"
+    correct.caches.taints.objects.append(quarantined)  # type: ignore[union-attr]
+    correct.reconcile_once()
+    assert ("write_condition", "attach-failed") in kube2.calls
 
 
 def test_attachment_records_attach_again_at_restart_a_free_device_once_attached(tmp_path: Path) -> None:

@@ -104,3 +104,24 @@ def test_broken_flags_are_hidden_and_each_is_broken_by_a_selftest() -> None:
     selftests = (Path(__file__).resolve().parents[3] / "tests" / "selftest").glob("test_*breakage.py")
     text = "".join(path.read_text() for path in selftests)
     assert all(flag in text for flag in BROKEN_FLAGS)
+
+
+def test_a_failure_stamped_after_the_rounds_now_is_hidden_before_it_is_reported() -> None:
+    """A round takes `now` before it reads the claims and the device manager: a readying that fails in between is read
+    in the same round with a later stamp. It is hidden in that round's slice, then reported, never the other way round
+    (RDY-5's order; a run under load once reported it while the device was still published). Broken on purpose, the
+    claim is still told first."""
+    fresh = device("a", FREE, failed_at=NOW + 0.4)
+    plan = decide(NODE, [fresh], [held("a")], CONDITIONS, set(), {}, NOW, Policy())
+    assert [d.name for d in plan.publish] == [], "hidden in the round that reads the failure"
+    assert [h.device for h, _, _ in plan.report_failed] == ["a"]
+    broken = decide(NODE, [fresh], [held("a")], CONDITIONS, set(), {}, NOW, Policy(broken_report_before_unpublish=True))
+    assert broken.report_failed and [d.name for d in broken.publish] == ["a"], "reported, still published"
+
+
+def test_a_failed_device_still_published_is_never_reported() -> None:
+    """Whatever the clocks say: no plan both offers a failed device and tells its claim (the quarantine over before the
+    claim was told: the binding timeout, not a late report, ends that allocation)."""
+    over = device("a", FREE, failed_at=NOW - 30)
+    plan = decide(NODE, [over], [held("a", allocated_at=NOW - 31)], CONDITIONS, set(), {}, 1000.0, Policy(20.0))
+    assert [d.name for d in plan.publish] == ["a"] and not plan.report_failed

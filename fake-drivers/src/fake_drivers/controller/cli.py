@@ -65,7 +65,8 @@ BROKEN_FLAGS = {
     "--broken-forget-detach-on-restart": "IMP-8 (detach path): a detach found begun at start (the device's detach "
     "guard made: attached, detaching or free) is forgotten: never sent, or its guard never lifted",
     "--broken-reoffer-failed-on-restart": "IMP-8 (failure path): the quarantine rules found at start are taken for "
-    "stale and deleted: the failed device is offered again and the failure forgotten",
+    "stale, deleted and the failures they record forgotten: the failed device offered again (--role publisher), "
+    "attached again for its claim (attacher), never reported (conditions)",
     "--broken-detach-on-release": "NODE-4: a released device is detached (or moved) at once, while its node may "
     "still use it (a force-deleted pod whose container runs)",
 }

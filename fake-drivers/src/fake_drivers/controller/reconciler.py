@@ -25,6 +25,7 @@ from urllib3.exceptions import HTTPError
 from ..nodes import NodeLister
 from ..pools import brief
 from .decide import decide
+from .decide.broken import forgotten_failure
 from .decide.holdings import assignment_key, holdings
 from .decide.plan import Assignment, AssignmentKey, Attach, ConditionWrite, Detach, Failure, Memory, Plan, Snapshot
 from .fabric import FabricClient, FabricUnavailable
@@ -260,7 +261,8 @@ class Reconciler:
         --broken-forget-on-restart: the attaches in flight or done for an allocated claim;
         --broken-forget-unsent-on-restart: what was decided but not yet sent to the fabric (an allocated claim whose
         device is still free: its attach; an attached device nobody holds: its detach);
-        --broken-forget-move-on-restart: a claim whose device is attached to, or detaching from, another node."""
+        --broken-forget-move-on-restart: a claim whose device is attached to, or detaching from, another node;
+        --broken-reoffer-failed-on-restart: the failures the quarantine rules found record (forgotten_failure)."""
         s = self.settings
         state = {d.uuid: d for d in snap.devices}
         held = holdings(s, snap)
@@ -283,12 +285,14 @@ class Reconciler:
         if s.broken_forget_detach_on_restart:  # a detach begun: its guard is there, nobody holds the device
             guarded = {t.uuid for t in snap.taints if t.purpose is Purpose.DETACH}
             found |= {(d.uuid, "detach") for d in snap.devices if d.uuid in guarded and not held.get(d.uuid)}
+        if s.broken_reoffer_failed_on_restart:  # these rules, not a later failure of the same device
+            found |= {(t.uuid, forgotten_failure(t)) for t in snap.taints if t.purpose is Purpose.QUARANTINE}
         return frozenset(found)
 
     def _broken_at_start(self, plan: Plan, snap: Snapshot) -> None:
         """The broken modes that act once, at the first pass (selftests only): --broken-reoffer-failed-on-restart
-        deletes the quarantine rules it finds; --broken-attachment-records attaches again the free devices its stale
-        record lists."""
+        deletes the quarantine rules it finds (the failures they record are forgotten from then on: _found_at_start);
+        --broken-attachment-records attaches again the free devices its stale record lists."""
         s = self.settings
         if s.broken_reoffer_failed_on_restart:
             plan.delete_taints += [t.name for t in snap.taints if t.purpose is Purpose.QUARANTINE]

@@ -80,9 +80,14 @@ BROKEN_UNPUBLISH_AFTER_S = 1.0  # --broken-report-before-unpublish: the failure 
 
 
 def quarantined(device: NodeDevice, now: float, policy: Policy) -> bool:
-    """Its readying failed within the quarantine and it is not in use: not offered again meanwhile."""
+    """Its readying failed within the quarantine and it is not in use: not offered again meanwhile.
+
+    A failure stamped after `now` counts as just failed: a round takes `now` before it lists the claims and asks the
+    device manager, so a readying that fails in between is read in the same round (and the manager's clock is its
+    own). Counted as not failed, the device stayed published while the same round reported the failure (RDY-5's
+    order, seen once under load)."""
     late = BROKEN_UNPUBLISH_AFTER_S if policy.broken_report_before_unpublish else 0.0  # broken on purpose
-    failed = device.failed_at is not None and late <= now - device.failed_at < policy.quarantine_s
+    failed = device.failed_at is not None and late <= max(0.0, now - device.failed_at) < policy.quarantine_s
     return failed and device.state == FREE
 
 
@@ -101,6 +106,10 @@ def decide(
     plan = Plan()
     by_name = {d.name: d for d in devices}
     plan.publish = [d for d in devices if not quarantined(d, now, policy)]
+    # Told only once hidden: a failed device this plan still publishes is not reported (broken on purpose:
+    # --broken-report-before-unpublish tells the claim first, --broken-stale-failure tells it after the quarantine)
+    told_first = policy.broken_report_before_unpublish or policy.broken_stale_failure
+    offered = set() if told_first else {d.uuid for d in plan.publish}
     holding: set[str] = set()
     for h in held:
         device = by_name.get(h.device)
@@ -112,7 +121,7 @@ def decide(
         failed_for_it = device.failed_at is not None and device.failed_at >= h.allocated_at - 1.0
         failed_for_it = failed_for_it or (policy.broken_stale_failure and device.failed_at is not None)
         if device.state == FREE and failed_for_it and device.uuid not in inflight:
-            if not policy.broken_no_failure_condition:
+            if not policy.broken_no_failure_condition and device.uuid not in offered:
                 plan.report_failed.append(
                     (h, device.reason or "PreparationFailed", device.message or "readying failed")
                 )

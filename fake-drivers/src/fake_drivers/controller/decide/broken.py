@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..model import FabricDevice
+from ..model import FabricDevice, TaintRule
 from ..settings import Settings
 from .holdings import Holding
 from .plan import ATTACHED, ConditionWrite, Detach, Memory, Plan, Snapshot
@@ -12,6 +12,13 @@ BROKEN_REPORT_AFTER_S = 0.3  # --broken-report-while-attaching: attach in flight
 BROKEN_NOTICE_AFTER_S = 2.0  # --broken-no-hold: the unheld node-local copy is noticed this late
 BROKEN_QUARANTINE_AFTER_S = 10.0  # --broken-late-quarantine: the failed device is hidden only this long after
 BROKEN_HIDE_AFTER_S = 1.0  # --broken-report-before-hiding: the failure reported, the device hidden this long after
+
+
+def forgotten_failure(rule: TaintRule) -> str:
+    """--broken-reoffer-failed-on-restart: the key (with the device's uuid) of a quarantine rule found at start, whose
+    failure the restarted process forgets: each role its share (the publisher deletes the rule, the attacher attaches
+    the device again for the claim that holds it, the condition writer never reports the failure)."""
+    return f"quarantine@{rule.since}"
 
 
 def _timer(plan: Plan, memory: Memory, key: str, now: float) -> float:

@@ -12,6 +12,7 @@ from .broken import (
     _broken_remember_attached,
     _broken_while_held,
     _timer,
+    forgotten_failure,
 )
 from .holdings import Holding
 from .plan import ATTACHED, ATTACHING, DETACHING, FREE, Detach, Failure, Memory, Plan, TaintCreate
@@ -50,6 +51,8 @@ def _device(
     elif quarantine is not None:
         if (quarantine.until or 0) <= now and d.state == FREE and not failure:
             plan.delete_taints.append(quarantine.name)  # healthy again: offered from the next scheduling on
+        elif (d.uuid, forgotten_failure(quarantine)) in memory.forgotten:
+            plan.states[key] = "quarantined before the restart, its failure forgotten (broken on purpose)"
         else:
             why = Failure(quarantine.reason or "AttachFailed", quarantine.message or "the last attach failed")
 

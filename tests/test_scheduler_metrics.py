@@ -201,3 +201,37 @@ def test_the_end_is_read_once_every_wait_whose_end_the_record_did_not_see_has_en
         sleep=slept.append,
     )
     assert slept == [pytest.approx(31 + 20 + 5 + 3 - 40)] and run.scrapes == 2 and result.problems() == []
+
+
+def _two_devices(
+    rev: int, reserved: list[str], conditions: dict[str, dict[str, str]], at: float | None = None
+) -> Record:
+    """A claim of two devices (dev-0, dev-1, in that order), reserved for `reserved`, with `conditions` per device."""
+    record = _claim(rev, reserved, name="c2", at=at)
+    results = record.obj["status"]["allocation"]["devices"]["results"]
+    results.append(results[0] | {"device": "dev-1"})
+    record.obj["status"]["devices"] = [
+        {
+            "driver": DRIVER,
+            "pool": "fabric",
+            "device": d,
+            "conditions": [{"type": t, "status": s} for t, s in c.items()],
+        }
+        for d, c in conditions.items()
+    ]
+    return record
+
+
+def test_a_failure_behind_a_device_the_scheduler_stops_at_is_no_failure_it_reads() -> None:
+    """kube-scheduler reads a claim's results in order and stops at the first device not ready: dev-1's failure
+    condition behind a dev-0 with no status entry is never read, and the wait ends by the binding timeout (1.37.2
+    counted a hung attach's multi-device claim `timeout` where the record, reading every device, said `failure`).
+    Behind a ready dev-0 it is read: `failure`."""
+    failed = {"failed": "True"}
+    hidden = [_pod(1), _two_devices(2, ["p"], {}), _two_devices(3, ["p"], {"dev-1": failed})]
+    [wait] = prebind_waits([*hidden, _two_devices(21, [], {"dev-1": failed}, at=T0 + 20.5)], timeout_s=20)
+    assert wait.possible == {"timeout"} and wait.failure_at is None and wait.failure_seen_at is not None
+    ready = {"dev-0": {"attached": "True"}, "dev-1": failed}
+    seen = [_pod(1), _two_devices(2, ["p"], {}), _two_devices(3, ["p"], ready), _two_devices(5, [], ready)]
+    [wait] = prebind_waits(seen, timeout_s=20)
+    assert wait.possible == {"failure"}

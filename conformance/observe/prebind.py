@@ -5,7 +5,12 @@ A PreBind that waits starts with the scheduler's own write reserving the claim f
 written with the allocation) and ends, as the record sees it, with one of:
 - the pod bound: `success`;
 - the pod's reservation removed (Unreserve, after the PreBind returned an error): `failure` when a failure condition
-  of one of its devices was True in time for a poll before the timeout, `timeout` when the removal came a binding
+  of one of its devices was True where the scheduler's poll reads it, in time for a poll before the timeout
+  (kube-scheduler 1.37 and 1.38 read a claim's results in order and stop at the first device with binding conditions
+  that has no status entry or a binding condition not True, and a pod's claims in order, stopping at the first claim
+  not ready: a failure condition of a device after such a one is never read, so a multi-device claim with one attach
+  hung and another device's failure reported ends by the binding timeout; where the claims' order decides, both),
+  `timeout` when the removal came a binding
   timeout after the allocation's `allocationTimestamp` (less a second: the stamp is cut to whole seconds), both when
   the failure came within a poll of the timeout; otherwise `error`;
 - the claim deleted while the pod waited: `error` (the scheduler cannot read it any more);
@@ -48,7 +53,9 @@ class Wait:
     every_claim: set[str] = field(default_factory=set)
     devices: dict[str, int] = field(default_factory=dict)  # driver -> results with binding conditions
     results: dict[str, int] = field(default_factory=dict)  # driver -> allocated results
-    failure_at: float | None = None  # first failure condition True seen while it waited
+    failure_at: float | None = None  # first failure condition True seen where the scheduler's poll reads it
+    failure_maybe_at: float | None = None  # ... seen where the poll reads it or not, by the pod's claims' order
+    failure_seen_at: float | None = None  # a failure condition True on any device, read by the poll or not
     ready_at: float | None = None  # when every binding condition of its claims was last seen turning True
     timeout_at: float | None = None  # allocationTimestamp + binding timeout, the earliest of its claims
     end: str = "open"  # bound, unreserved, claim deleted, pod deleted, open (still waiting when the record ends)
@@ -70,6 +77,25 @@ def _reserved(obj: dict[str, Any]) -> dict[str, str]:
     """pod uid -> name of every pod the claim is reserved for."""
     entries = (obj.get("status") or {}).get("reservedFor") or []
     return {e["uid"]: e.get("name", "") for e in entries if e.get("resource", "pods") == "pods" and e.get("uid")}
+
+
+FAILED, WAITING, READY = "failed", "waiting", "ready"
+
+
+def _scan(claim: dict[str, Any]) -> str:
+    """What kube-scheduler's PreBind poll reads of one claim (isClaimReadyForBinding): its results in order, each with
+    binding conditions read until the first one with a failure condition True (failed) or without a status entry or
+    with a binding condition not True (waiting: the results after it are not read)."""
+    for r in allocation_results(claim):
+        conditions = r.get("bindingConditions") or []
+        if not conditions:
+            continue
+        states = device_conditions(claim, r)
+        if any(states.get(t) == "True" for t in r.get("bindingFailureConditions") or []):
+            return FAILED
+        if not all(states.get(t) == "True" for t in conditions):
+            return WAITING
+    return READY if allocation_results(claim) else WAITING
 
 
 def _stamp(obj: dict[str, Any]) -> float | None:
@@ -97,7 +123,7 @@ class _Walk:
         """The wait's devices and results as of now; where to look for its conditions' state."""
         devices: dict[str, int] = {}
         results: dict[str, int] = {}
-        wanted, ready, stamps = 0, True, []
+        wanted, ready, stamps, scans = 0, True, [], []
         for uid in wait.every_claim:
             claim = self.claims.get(uid)
             if claim is None:
@@ -113,10 +139,15 @@ class _Walk:
                 states = device_conditions(claim, r)
                 ready = ready and all(states.get(t) == "True" for t in conditions)
                 if any(states.get(t) == "True" for t in r.get("bindingFailureConditions") or []):
-                    wait.failure_at = wait.failure_at or self.now
+                    wait.failure_seen_at = wait.failure_seen_at or self.now
+            scans.append(_scan(claim))
             wanted += gated
             if gated and (stamp := _stamp(claim)) is not None:
                 stamps.append(stamp + self.timeout_s)
+        if FAILED in scans and WAITING not in scans:  # every claim read up to its failure: the poll sees it
+            wait.failure_at = wait.failure_at or self.now
+        elif FAILED in scans:  # a claim the poll may stop at first, or not: the pod's order decides
+            wait.failure_maybe_at = wait.failure_maybe_at or self.now
         if results:  # a claim cleared in the meantime keeps what it had: the scheduler's copy is older
             wait.devices, wait.results = devices, results
         if stamps:
@@ -148,6 +179,8 @@ class _Walk:
             possible = {"timeout"}
         else:
             possible = {"error"}
+        if not failed and wait.failure_maybe_at is not None:
+            possible.add("failure")
         self.close(wait, "unreserved", record, possible)
 
     def claim(self, record: Record) -> None:

@@ -145,3 +145,21 @@ def test_checks_become_outcomes_failed_first_then_stopped_then_passed(tmp_path: 
 
 def test_is_cached_reads_the_cache_for_the_release(tmp_path: Path) -> None:
     assert is_cached(parse_version("1.36.3"), Cache(tmp_path)) is False
+
+
+def test_gates_on_a_release_whose_gate_is_locked_are_not_applicable_and_start_nothing(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from conformance.cli import main
+
+    out = tmp_path / "gates"
+    result = CliRunner().invoke(main, ["lifecycle", "gates", "--k8s-version", "1.38.0-beta.0", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "lifecycle gates on 1.38.0-beta.0: not applicable: Kubernetes 1.38.0-beta.0: DRADeviceBindingConditions" in (
+        result.output
+    )
+    report = yaml.safe_load((out / "conformance-report.yaml").read_text())
+    outcomes = {rid: e["outcome"] for rid, e in report["requirements"].items()}
+    assert outcomes == {"GATE-1": "not-applicable", "GATE-2": "not-applicable", "GATE-3": "not-applicable"}
+    assert "locked on" in report["lifecycle"]["notApplicable"] and report["lifecycle"]["steps"] == []
+    assert (out / "results.tar.gz").exists()

@@ -222,6 +222,26 @@ def test_make_review_runs_gates_per_switchable_release_and_upgrade_per_adjacent_
     assert "upgrade 1.35.4 <-> 1.36.3 (and its skew): no binaries of both in the cache" in notes
 
 
+def test_review_yaml_names_its_sources_without_this_machines_folders(tmp_path: Path) -> None:
+    # The docs site commits a copy of review.yaml (docs/review-measured.yaml): bundles of the review's own runs are
+    # named from its folder, others by their folder and file name, the default scale curve from the repository.
+    out = tmp_path / "review"
+    (out / "runs").mkdir(parents=True)
+    (tmp_path / "shard").mkdir()
+    inside = _bundles(out / "runs")
+    elsewhere = _bundles(tmp_path / "shard")
+    result = CliRunner().invoke(main, ["review", *map(str, [*inside, *elsewhere]), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    doc = yaml.safe_load((out / "review.yaml").read_text())
+    sources = [r["source"] for r in doc["runs"]]
+    assert sources == [
+        *(str(b.relative_to(out)) for b in inside),
+        *(f"{b.parent.name}/{b.name}" for b in elsewhere),
+    ]
+    assert doc["scaleFigures"] == ["docs/figures/scale.json"]
+    assert str(tmp_path) not in (out / "review.yaml").read_text() + (out / "review.md").read_text()
+
+
 def test_the_docs_page_lists_every_question_and_renders_the_measured_review(tmp_path: Path) -> None:
     from conformance.docs import review_page
 

@@ -43,7 +43,8 @@ def _exit(result: str) -> None:
 def gates_command(version: KubeVersion, out: Path | None, variant: str | None) -> None:
     """DRADeviceBindingConditions switched off on kube-scheduler and kube-apiserver (the PRR's rollback order, then
     the other order) and on again, with a pod bound on a fabric device and a pod waiting in PreBind: GATE-1..3 and
-    what each kind of object did, beside the KEP's sentences. Needs a release whose gate is not locked (1.34-1.37)."""
+    what each kind of object did, beside the KEP's sentences. On a release whose gate is locked on (1.38) nothing is
+    started: GATE-1..3 are reported not applicable, with the reason, and the exit status is 0."""
     from conformance.lifecycle.gates import VARIANTS
     from conformance.lifecycle.run import run_gates
 
@@ -55,7 +56,9 @@ def gates_command(version: KubeVersion, out: Path | None, variant: str | None) -
         outcome = run_gates(version, out or Path("reports/lifecycle") / f"gates-{version}", variant)
     except (ValueError, NotCached) as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(f"lifecycle gates on {version}: {outcome.result} ({outcome.out / 'lifecycle.md'})")
+    na = {e["reason"] for e in outcome.summary.values() if e["outcome"] == "not-applicable"}
+    shown = f"not applicable: {na.pop()}" if na else outcome.result
+    click.echo(f"lifecycle gates on {version}: {shown} ({outcome.out / 'lifecycle.md'})")
     _exit(outcome.result)
 
 

@@ -49,6 +49,7 @@ class Ledger:
     findings: list[Finding] = field(default_factory=list)
     steps: list[dict[str, Any]] = field(default_factory=list)  # each step: name, components, seconds
     stopped: str | None = None  # why the run ended before its last step
+    not_applicable: str | None = None  # why this kind of run cannot be made on the release (nothing was started)
     _started: float = field(default_factory=time.monotonic)
 
     def check(self, requirement: str, step: str, ok: bool, what: str) -> bool:
@@ -77,13 +78,15 @@ class Ledger:
         """Every lifecycle requirement with its outcome, in the shape of a suite run's conformance report: failed
         where a check failed (the first failed check is the reason), passed where every check passed, partial where
         the run stopped after some passed, not-judged where it stopped before any, not-covered where this kind of run
-        does not judge it."""
+        does not judge it, not-applicable (every one it judges) where it cannot be made on the release."""
         out: dict[str, dict[str, Any]] = {}
         for req in LIFECYCLE_REQUIREMENTS:
             mine = [c for c in self.checks if c.requirement == req.id]
             failed = [c for c in mine if not c.ok]
             entry: dict[str, Any]
-            if failed:
+            if self.not_applicable and req.id in self.judged():
+                entry = {"outcome": "not-applicable", "reason": self.not_applicable}
+            elif failed:
                 more = f" (and {len(failed) - 1} more failed checks)" if len(failed) > 1 else ""
                 entry = {"outcome": "failed", "reason": f"{failed[0].step}: {failed[0].what}{more}"}
             elif mine and self.stopped:
@@ -106,6 +109,7 @@ class Ledger:
             "kind": self.kind,
             "seconds": round(self.seconds, 1),
             **({"stopped": self.stopped} if self.stopped else {}),
+            **({"notApplicable": self.not_applicable} if self.not_applicable else {}),
             "steps": self.steps,
             "findings": [asdict(f) for f in self.findings],
             "observations": [asdict(o) for o in self.observations],

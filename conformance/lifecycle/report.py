@@ -38,7 +38,15 @@ def markdown(
         lines += ["", f"Broken variant **{variant}** (a wrong procedure on purpose: its checks must fail)."]
     if ledger.stopped:
         lines += ["", f"**Stopped before its last step:** {esc(ledger.stopped)}"]
-    lines += ["", "## Requirements", "", "| requirement | outcome | checks | first failure |", "|---|---|---|---|"]
+    if ledger.not_applicable:
+        lines += ["", f"**Not applicable** (nothing was started): {esc(ledger.not_applicable)}"]
+    lines += [
+        "",
+        "## Requirements",
+        "",
+        "| requirement | outcome | checks | first failure, or why not judged |",
+        "|---|---|---|---|",
+    ]
     for rid, e in summary.items():
         reason = e["reason"] if e["outcome"] != "passed" else ""
         lines.append(f"| {rid} {esc(e['title'])} | {e['outcome']} | {e.get('checks', 0)} | {esc(reason)} |")

@@ -74,6 +74,20 @@ class Run:
         return (self.report.get("requirements") or {}).get(requirement)
 
 
+def portable(source: str, base: Path | None = None) -> str:
+    """A source named without this machine's folders, so that a review.yaml can be shared and committed (the docs
+    site's copy): relative to `base` (the review's folder: its own runs), the working folder or the repository when
+    it is in one of them, else its folder's and its own name, as a run's label says it."""
+    path = Path(source)
+    if not path.is_absolute():
+        return source
+    path = path.resolve()
+    for root in (base, Path.cwd(), scale_evidence.REPO):
+        if root is not None and path.is_relative_to(root.resolve()):
+            return str(path.relative_to(root.resolve()))
+    return f"{path.parent.name}/{path.name}"
+
+
 def load_runs(sources: Iterable[Path]) -> list[Run]:
     """Every bundle's conformance report (checksums verified, as `dra-conformance report` does)."""
     runs = []
@@ -246,13 +260,14 @@ class Review:
             out.append(f"{d.id} ({what}): {shown}{measured}; {d.summary} [{d.writeup}]")
         return out
 
-    def document(self) -> dict[str, Any]:
+    def document(self, base: Path | None = None) -> dict[str, Any]:
+        """The review as data (review.yaml); `base`: the folder it is written to, which its sources are named from."""
         return {
             **KIND,
             "date": self.date,
             "runs": [
                 {
-                    "source": r.source,
+                    "source": portable(r.source, base),
                     "label": r.label,
                     "kubernetes": r.release,
                     "profile": r.profile,
@@ -263,7 +278,7 @@ class Review:
                 for r in self.runs
             ],
             "notRun": self.missing,
-            "scaleFigures": self.scale_sources,
+            "scaleFigures": [portable(s, base) for s in self.scale_sources],
             **({"lifecycleNotRun": self.notes} if self.notes else {}),
             "questions": [
                 {

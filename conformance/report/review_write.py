@@ -27,9 +27,10 @@ def write_review(review: Review, out: Path) -> dict[str, Path]:
         "yaml": out / "review.yaml",
     }
     paths["html"].write_text(to_html(review))
-    paths["markdown"].write_text(markdown(review.document()))
+    document = review.document(out)
+    paths["markdown"].write_text(markdown(document))
     paths["junit"].write_text(junit(review))
-    paths["yaml"].write_text(yaml.safe_dump(review.document(), sort_keys=False, allow_unicode=True, width=120))
+    paths["yaml"].write_text(yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=120))
     return paths
 
 

@@ -11,7 +11,11 @@ import pytest
 from conformance.cluster.defects import catalogue
 from conformance.observe.recorder import Record
 from conformance.observe.views import History
+from conformance.report.catalogue import DOCS
 from conformance.suite.cluster.test_double_allocation import (
+    DEVICES,
+    PODS,
+    PROVOKE_ROUNDS,
     Overlaps,
     timed_out,
 )
@@ -71,6 +75,7 @@ def test_a_known_defects_release_that_did_not_show_it_is_not_a_pass() -> None:
     outcome, why, props = _verdict(_run(known=True, timeouts=12, staged=12))
     assert outcome == "skipped" and why.startswith("not provoked in this run"), why
     assert "double-allocation-after-binding-timeout" in why and "up to 6 rounds" in why
+    assert "none of its 12 binding timeouts with a pod waiting was followed by a double allocation" in why
     assert props["timeouts_with_waiting_pods"] == 12
 
 
@@ -78,3 +83,10 @@ def test_elsewhere_a_pass_needs_timeouts_with_waiting_pods() -> None:
     assert _verdict(_run(known=False, timeouts=4, staged=4))[0] == "passed"
     outcome, why, _ = _verdict(_run(known=False, timeouts=4, staged=0))
     assert outcome == "skipped" and why.startswith("not staged"), why
+
+
+def test_the_catalogue_describes_the_scenario_as_it_runs() -> None:
+    checks = DOCS["SCH-9"].checks
+    assert f"{PODS} pods race for {DEVICES} fabric devices" in checks
+    assert f"a round being {DEVICES} timeouts" in checks and f"at most {PROVOKE_ROUNDS}: " in checks
+    assert f"{DEVICES * PROVOKE_ROUNDS} chances" in checks

@@ -74,10 +74,11 @@ DOCS: dict[str, Doc] = {
         skips=_NO_NODE,
     ),
     "SCH-9": Doc(
-        "double-allocation: 5 pods race for 2 fabric devices whose binding conditions are never written; after each "
-        "binding timeout no device may be allocated to a waiting claim before the timed-out claim is cleared "
-        "(`--double-allocation-rounds`, default 2; the double allocations per timeout and each overlap in revisions "
-        "and ms are reported; on a release a known defect lists, rounds go on until one shows, at most 6). It passes "
+        "double-allocation: 12 pods race for 6 fabric devices whose binding conditions are never written; after "
+        "each binding timeout no device may be allocated to a waiting claim before the timed-out claim is cleared "
+        "(`--double-allocation-rounds`, default 2, a round being 6 timeouts; the double allocations per timeout and "
+        "each overlap in revisions and ms are reported; on a release a known defect lists, rounds go on until one "
+        "shows, at most 6: 36 chances, each about 1 in 2 on 1.37.2). It passes "
         "only having seen binding timeouts with a pod waiting (their count is reported). And run-wide, once every "
         "scenario has ended: every claim of the run (suite drivers and the implementation's) is judged from the "
         "run-wide record: no device entry (driver, pool, device) is held by two claims over overlapping etcd "
@@ -86,8 +87,8 @@ DOCS: dict[str, Doc] = {
         "followed a binding timeout on kube-scheduler 1.37 reads `failed (known upstream defect: "
         "double-allocation-after-binding-timeout)`",
         skips="no claim was allocated in the run, or no binding timeout with a pod waiting: nothing to judge; on a "
-        "release a known defect lists, none shown in 6 rounds: `not provoked in this run`; the release fixes the "
-        "binding timeout (1.34: 600 s)",
+        "release a known defect lists, none shown in 6 rounds: `not provoked in this run` (the run partial: the "
+        "build may not have the defect); the release fixes the binding timeout (1.34: 600 s)",
     ),
     "SCH-10": Doc(
         "run-wide, once every scenario has ended: kube-scheduler's `/metrics` is read before the first scenario and "

@@ -374,8 +374,7 @@ class Judge:
             return  # never identified by a fabric entry, or held until the end
         last = max(ends)
         start = _attach_end(samples, identity, last)
-        due = start + self.detach_s + self.period
-        due += record.held_between(identity, start, end)  # the suite's holds from the release on
+        due = _deadline(record, identity, start, self.detach_s + self.period)  # the suite's holds up to it counted out
         if due > end:
             return
         entries = [r for r in records if r.kind == "slice" and r.obj.get("driver") == self.driver]
@@ -392,6 +391,18 @@ class Judge:
             f"{identity}: released at {stamp(last)}, offered by no fabric entry (of its pool's newest generation, "
             f"untainted) from then until {stamp(due)} (detachSeconds {self.detach_s:g} later)",
         )
+
+
+def _deadline(record: Recorder, identity: str, start: float, allowance: float) -> float:
+    """`allowance` seconds of the stack's own time from `start`: the time the suite held the device back (or had the
+    stack down) before that moment does not count."""
+    due = start + allowance
+    for _ in range(100):  # each hold found moves the deadline, which may reach the next hold
+        moved = start + allowance + record.held_between(identity, start, due)
+        if moved <= due:
+            break
+        due = moved
+    return due
 
 
 def _attach_end(samples: list[Sample], identity: str, release: float) -> float:

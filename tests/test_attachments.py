@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from conformance.observe.attachments import Judge, attaches
-from conformance.observe.recorder import Record, Recorder, Sample
+from conformance.observe.recorder import ANY_DEVICE, Record, Recorder, Sample
 from conformance.observe.summaries import slice_summary
 
 DRIVER = "gpu.example.com"
@@ -165,6 +165,23 @@ def test_a_detach_the_suite_held_back_counts_out_of_detach_seconds() -> None:
     found = _judge(short, detach_s=5.0)
     assert set(found) == {"IMP-12"} and "1.0s of it held back by the suite" in found["IMP-12"][0], found
     assert held.held_between("U0", T0, T0 + 14) == 2.0 and held.held_between("U1", T0, T0 + 20) == 0.0
+
+
+def test_a_restart_of_the_stack_by_the_suite_counts_out_of_every_devices_detach_seconds_once() -> None:
+    """While the suite restarts a process of the stack (IMP-8, device-lifecycle), nothing of it can act: the window
+    counts out of every device's detachSeconds (ANY_DEVICE), overlapping holds counted once; a restart that is over
+    before the release, or comes after the deadline, gives nothing."""
+    down = _life(detached_at=T0 + 19)  # released at +11: 3 s late for detachSeconds 5
+    down.hold_back(ANY_DEVICE, T0 + 12, T0 + 15)
+    down.hold_back("U0", T0 + 13, T0 + 16)  # overlaps the restart: 4 s held in all, not 6
+    assert _judge(down, detach_s=5.0) == {}
+    assert down.held_between("U0", T0, T0 + 20) == 4.0 and down.held_between("U1", T0, T0 + 20) == 3.0
+    early = _life(detached_at=T0 + 19)
+    early.hold_back(ANY_DEVICE, T0 + 5, T0 + 10)  # before the release
+    assert set(_judge(early, detach_s=5.0)) == {"IMP-12"}
+    late = _life(detached_at=T0 + 19)
+    late.hold_back(ANY_DEVICE, T0 + 30, T0 + 40)  # after the detach: no allowance for what came later
+    assert set(_judge(late, detach_s=5.0)) == {"IMP-12"}
 
 
 def test_a_claim_released_before_ready_must_let_go_too() -> None:

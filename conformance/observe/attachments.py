@@ -12,7 +12,8 @@ answer came back, so an answer is the fabric's state at some moment inside [sent
   says the device is attached to the allocation's node;
 - IMP-12 no attachment outlives its claim: every probe answer that lists a device (attaching, attached,
   detaching) falls while an allocation holds it, or within detachSeconds (plus one probe period, plus what the suite
-  itself held back: IMP-8's refused or hung detach across a restart) of the last release (of the end of the attach,
+  itself held back: IMP-8's refused or hung detach across a restart, a release made while the role was down, any
+  restart of a stack process by the suite) of the last release (of the end of the attach,
   if one was still in flight then); a device with identified fabric entries is offered again by then (or held again).
 
 Devices are identified by their published copies (the identity attribute), else by status.devices[].data (a
@@ -344,7 +345,7 @@ class Judge:
                     continue
                 last = max((h.end for h in holders if h.end is not None and h.end <= s.sent), default=None)
                 due = _attach_end(samples, identity, last) if last is not None else None
-                # What the suite itself held back (IMP-8's held detach across a restart) is not the stack's delay.
+                # What the suite itself held back (IMP-8's held detach, a restart it made) is not the stack's delay.
                 if due is not None and s.sent - due <= grace + record.held_between(identity, due, s.sent):
                     continue
                 why = "no allocation of the run ever held it"
@@ -374,8 +375,7 @@ class Judge:
             return  # never identified by a fabric entry, or held until the end
         last = max(ends)
         start = _attach_end(samples, identity, last)
-        due = start + self.detach_s + self.period
-        due += record.held_between(identity, start, end)  # the suite's holds from the release on
+        due = _deadline(record, identity, start, self.detach_s + self.period)  # the suite's holds up to it counted out
         if due > end:
             return
         entries = [r for r in records if r.kind == "slice" and r.obj.get("driver") == self.driver]
@@ -392,6 +392,18 @@ class Judge:
             f"{identity}: released at {stamp(last)}, offered by no fabric entry (of its pool's newest generation, "
             f"untainted) from then until {stamp(due)} (detachSeconds {self.detach_s:g} later)",
         )
+
+
+def _deadline(record: Recorder, identity: str, start: float, allowance: float) -> float:
+    """`allowance` seconds of the stack's own time from `start`: the time the suite held the device back (or had the
+    stack down) before that moment does not count."""
+    due = start + allowance
+    for _ in range(100):  # each hold found moves the deadline, which may reach the next hold
+        moved = start + allowance + record.held_between(identity, start, due)
+        if moved <= due:
+            break
+        due = moved
+    return due
 
 
 def _attach_end(samples: list[Sample], identity: str, release: float) -> float:

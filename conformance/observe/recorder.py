@@ -60,6 +60,9 @@ def _without_field_sets(obj: dict[str, Any]) -> None:
             entry["fieldsV1"] = {"f:status": {key: {} for key in owned}}
 
 
+ANY_DEVICE = "*"  # Recorder.hold_back: every device (the suite had the stack down)
+
+
 @dataclass(frozen=True)
 class Record:
     seq: int
@@ -152,10 +155,19 @@ class Recorder:
             self.held_back.setdefault(device, []).append((start, end))
 
     def held_between(self, device: str, start: float, end: float) -> float:
-        """Seconds of [start, end] during which the suite held `device`'s fabric step back."""
+        """Seconds of [start, end] during which the suite held `device`'s fabric step back, or had the stack down
+        (ANY_DEVICE: a restart of one of its processes), overlaps counted once."""
         with self._lock:
-            spans = list(self.held_back.get(device, ()))
-        return sum(max(0.0, min(b, end) - max(a, start)) for a, b in spans)
+            spans = sorted(
+                (max(a, start), min(b, end))
+                for a, b in [*self.held_back.get(device, ()), *self.held_back.get(ANY_DEVICE, ())]
+            )
+        total, reached = 0.0, start
+        for a, b in spans:
+            if b > max(a, reached):
+                total += b - max(a, reached)
+                reached = b
+        return total
 
     def probe(self, url: str) -> None:
         """Sample the fabric probe every PROBE_PERIOD_S from now on; the first answer is in before this returns."""

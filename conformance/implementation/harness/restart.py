@@ -37,13 +37,19 @@ class Restarting(Starting):
             finally:
                 if window is not None:
                     window[:] = [began, time.time()]
+                if role.process is None:  # a process's restart notes its own window
+                    self.down.append((began, time.time()))
 
     def restart(self, name: str, while_down: Callable[[], None] | None = None) -> int:
         """Kill process `name` without warning (SIGKILL: no clean shutdown) and start it again; wait until it is
         ready. Returns the new pid. The killed run's log is kept next to the new one. `while_down` runs once the
         killed process is gone, before the new one starts."""
         with self._restarting:
-            return self._restart(name, while_down)
+            began = time.time()
+            try:
+                return self._restart(name, while_down)
+            finally:
+                self.down.append((began, time.time()))
 
     def _restart(self, name: str, while_down: Callable[[], None] | None) -> int:
         """`name`: a process, an instance NAME@NODE, or a perNode process (all its instances, killed together)."""

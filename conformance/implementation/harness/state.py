@@ -59,6 +59,9 @@ class State:
     applied: list[tuple[Any, str, str | None]] = field(default_factory=list)
     _client: client.ApiClient | None = field(default=None, repr=False)
     restarts: int = 0
+    # Every restart's window (time.time(): from before the kill until the process was ready again, or the restart
+    # command's run): the suite had the stack down then (IMP-12 counts it out of detachSeconds).
+    down: list[tuple[float, float]] = field(default_factory=list)
     # One restart at a time, never two kills of one process (restart scenarios run alone: suite/exclusive.py; this
     # guards the harness itself).
     _restarting: threading.RLock = field(default_factory=threading.RLock, repr=False)

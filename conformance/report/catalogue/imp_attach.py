@@ -215,7 +215,8 @@ DOCS: dict[str, Doc] = {
     ),
     "IMP-12": Doc(
         "judged over the whole record: every attachment is held by a live allocation or gone (and, for identified "
-        "fabric entries, offered again) within `detachSeconds` of its last release; none left at the end",
+        "fabric entries, offered again) within `detachSeconds` of its last release, the time the suite itself held "
+        "the device's detach or the stack back (IMP-8's held detaches, its restarts) counted out; none left at the end",
         skips="no implementation scenario ran, or nothing could be identified and judged (said so)",
     ),
     "IMP-13": Doc(

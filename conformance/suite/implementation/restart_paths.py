@@ -33,7 +33,7 @@ from conformance.observe.recorder import PROBE_PERIOD_S
 from conformance.observe.views import SCHEDULE_S, Allocation
 from conformance.suite.implementation.context import Context
 from conformance.suite.implementation.outcome import bind_timeout, follow, outcome
-from conformance.suite.implementation.restart_staging import Staged, wait_probe
+from conformance.suite.implementation.restart_staging import Staged, held_since, wait_probe
 from conformance.suite.implementation.settle import LetGo, delete_pod, let_go
 
 DETACH_STEPS = ("released-guarded", "released-detached", "released-offered")
@@ -65,7 +65,7 @@ def hold_detach(ctx: Context, s: Staged) -> None:
             interval=PROBE_PERIOD_S,
             max_interval=4 * PROBE_PERIOD_S,
         )
-        s.held_from = time.monotonic()
+        s.held_from = held_since(s)
         if ctx.invariants is not None and not ctx.counted:
             offered = ctx.invariants.in_offer(device, node)
             s.seen.notes.append(f"guard at the kill: {'none, offered by ' + ', '.join(offered) if offered else 'made'}")
@@ -106,15 +106,25 @@ def offered_after(ctx: Context, s: Staged, killed: float, back: float) -> None:
             return
 
 
+HELD_DETACH = ("released-detaching", "released-guarded", "released-detached", "move-detaching-a")
+RELEASED_WHILE_DOWN = ("released-attached", "move-attached-a")
+
+
 def note_held_back(ctx: Context, s: Staged, back_mono: float) -> None:
-    """Tell the run-wide record how long the suite held a released device's detach back (refused or hung, then the
-    role down or restarting): IMP-12's deadline there is the stack's, without it."""
-    if s.seen.cell not in ("released-detaching", "released-guarded", "released-detached") or not s.held_from:
-        return
-    until = back_mono if s.seen.cell == "released-detached" else (s.let_on or back_mono)
+    """Tell the run-wide record how long the suite held a released device's way out back: its detach held refused or
+    hung (from the injector's first hit until let go, or until the role was back), or the device released while the
+    suite had the role down (from the release until the role was back: nothing could act on it). IMP-12's deadline
+    there is the stack's, without it."""
     offset = time.time() - time.monotonic()
+    cell = s.seen.cell
+    if cell in HELD_DETACH and s.held_from:
+        start, until = s.held_from, back_mono if cell == "released-detached" else (s.let_on or back_mono)
+    elif cell in RELEASED_WHILE_DOWN and (s.released or s.began):
+        start, until = s.released or s.began - offset, back_mono  # `began` (a move's A released) is time.time()
+    else:
+        return
     for device in {s.seen.device} - {""}:
-        ctx.record.hold_back(device, s.held_from + offset, until + offset)
+        ctx.record.hold_back(device, start + offset, until + offset)
 
 
 def let_go_window(s: Staged, back_mono: float) -> tuple[float, float]:

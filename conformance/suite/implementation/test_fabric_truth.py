@@ -23,7 +23,7 @@ from conformance.cluster.waits import WaitTimeout, wait_for
 from conformance.implementation.faults import FaultInjector
 from conformance.implementation.profile import LoadedProfile
 from conformance.observe.attachments import Judge, Verdicts, stamp
-from conformance.observe.recorder import PROBE_PERIOD_S, Recorder
+from conformance.observe.recorder import ANY_DEVICE, PROBE_PERIOD_S, Recorder
 from conformance.observe.slices import BIND_SLACK_S
 from conformance.suite.implementation.outcome import Outcome, bind_timeout, follow
 from conformance.suite.judged import nothing_judged
@@ -138,12 +138,18 @@ class Truth:
 
 
 @pytest.fixture(scope="module")
-def truth(scenarios: ScenarioRunner, profile: LoadedProfile, recorder: Recorder) -> Truth:
+def truth(
+    scenarios: ScenarioRunner, profile: LoadedProfile, recorder: Recorder, request: pytest.FixtureRequest
+) -> Truth:
     prof = profile.profile
     if prof.fabric_probe is None:
         pytest.skip("the profile declares no fabricProbe: attachments cannot be observed")
     if not scenarios.wait_all():
         pytest.skip("no implementation scenario ran in this session: nothing to judge")
+    # While the suite restarted a process of the stack (IMP-8, device-lifecycle), nothing of it could act: IMP-12
+    # counts those windows out of every device's detachSeconds, as the holds of the restart matrix's own cells.
+    for began, ended in request.getfixturevalue("implementation").down:
+        recorder.hold_back(ANY_DEVICE, began, ended)
     before = set(recorder.samples()[0].states) if recorder.samples() else set()
     began = time.monotonic()
     try:

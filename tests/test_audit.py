@@ -26,6 +26,7 @@ def _event(
     namespace: str = "ns-a",
     at: str = "2026-12-07T00:41:02.000000Z",
     message: str = DRIVER_422,
+    uri: str = "/apis/resource.k8s.io/v1/namespaces/ns-a/resourceclaims/app-gpu-x/status",
 ) -> str:
     ref: dict[str, Any] = {"resource": resource, "namespace": namespace, "name": "app-gpu-x", "apiGroup": "x"}
     if subresource:
@@ -37,6 +38,7 @@ def _event(
             "level": "Metadata",
             "stage": "ResponseComplete",
             "verb": verb,
+            "requestURI": uri,
             "user": {"username": user, "groups": ["system:serviceaccounts"]},
             "objectRef": ref,
             "responseStatus": {"metadata": {}, "status": "Failure", "message": message, "code": code},
@@ -115,3 +117,11 @@ def test_the_policy_logs_service_accounts_only_once_per_request() -> None:
     assert POLICY["rules"][0] == {"level": "Metadata", "userGroups": ["system:serviceaccounts"]}
     assert POLICY["rules"][-1] == {"level": "None"}
     assert set(POLICY["omitStages"]) == {"RequestReceived", "ResponseStarted"}
+
+
+def test_a_dry_runs_refusal_is_no_stacks_refusal() -> None:
+    """IMP-9 and RDY-8 write with a stack's token on purpose, as dry runs, to see them refused: those refusals must not
+    lead another scenario's first line (a node-local run's RDY-5 once read "create resourceslices refused 3 times")."""
+    probe = "/apis/resource.k8s.io/v1/resourceslices?dryRun=All"
+    assert parse(_event(422, verb="create", resource="resourceslices", subresource=None, uri=probe)) is None
+    assert parse(_event(422, verb="create", resource="resourceslices", subresource=None, uri=probe[:-11])) is not None

@@ -3,7 +3,10 @@
 A stack that lacks a right does not say so in any object: its writes are refused and it retries. The audit log is
 the API server's own word for that. The policy (POLICY) logs every request of a service account at level Metadata
 (who, verb, resource, subresource, namespace, name, the response's code and message; never a body), at
-ResponseComplete only; requests of every other user are not logged. A refusal is an answer 401, 403 or 422: 403 for
+ResponseComplete only; requests of every other user are not logged. A dry run's refusal is not kept: it changes
+nothing, so no stack's work waits on it, and the suite's own probes with a stack's token (IMP-9, RDY-8: writes
+refused on purpose) are dry runs; blamed, they led the first line of another scenario's failure on a node-local run.
+A refusal is an answer 401, 403 or 422: 403 for
 RBAC, 422 for what a strategy refuses, among them a status.devices write without `resourceclaims/driver`
 (`arbitrary-node:<verb>` for a central writer, `associated-node:<verb>` for a token bound to a pod on the claim's node),
 which RBAC checks inside the resourceclaims/status request; its audit event names resourceclaims/status, so the
@@ -68,6 +71,8 @@ def parse(line: str) -> Refusal | None:
     user = (event.get("user") or {}).get("username") or ""
     if status.get("code") not in REFUSED or not user.startswith(SA_PREFIX):
         return None
+    if "dryRun=" in str(event.get("requestURI") or ""):
+        return None  # a dry run changes nothing, so no stack's work waits on it: the suite's own probes (IMP-9, RDY-8)
     ref = event.get("objectRef") or {}
     message = str(status.get("message") or "")
     resource = ref.get("resource") or event.get("requestURI", "?")

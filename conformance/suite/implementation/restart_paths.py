@@ -14,7 +14,7 @@ fault injector's or a guard the suite controls (conformance/cluster/reportguard.
   refused by the report guard until the role is back, the device out of offer before the kill; `failed-reported` the
   role restarted as soon as the record shows the failure condition True. Each owes: the failure reported, the failed
   device out of offer from the report until the pod bound elsewhere and never attached again for the claim once the
-  stack had acted on the failure, the pod bound on the other device.
+  stack had acted on the failure, the pod bound on the other device (the quarantine is judged up to that binding).
 """
 
 from __future__ import annotations
@@ -293,7 +293,10 @@ def judge_failure(ctx: Context, s: Staged, killed: float, back: float) -> None:
         seen.outcome = follow(ctx, s.history, node, timeout)
     except WaitTimeout as exc:
         seen.outcome, seen.unbound = outcome(ctx, s.history, node), str(exc)
-    cleared = time.time()
+    # The quarantine owed lasts until the pod was bound elsewhere (else until now): not until the suite came to judge
+    # this cell, which follows the other cells of the batch (a broken role's 60 s binding timeouts in them once
+    # stretched it past the reference's 60 s quarantine, and its due return read as "came back after the restart").
+    cleared = seen.outcome.binding.at if seen.outcome.binding is not None else time.time()
     allocations = seen.outcome.allocations
     first = next((a for a in allocations if failed in {seen.outcome.identity_in(a, d) for d in a.devices}), None)
     reported = [(a, f) for a in allocations for f in _meaning_failure(ctx, a)]

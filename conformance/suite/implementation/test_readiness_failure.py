@@ -16,6 +16,7 @@ from conformance.cluster.manifests import claim_template, pod_with_claim_templat
 from conformance.cluster.waits import WaitTimeout, wait_for
 from conformance.implementation.faults import FaultInjector
 from conformance.observe.devices import FAILED
+from conformance.observe.readiness import ReadinessSampler
 from conformance.observe.recorder import PROBE_PERIOD_S
 from conformance.observe.slices import device_identity, driver_slices
 from conformance.observe.views import SCHEDULE_S
@@ -55,6 +56,7 @@ def readiness_failure(ctx: Context) -> Failure | NeverReports:
     url = ctx.implementation.resolve(ctx.profile.fault_injector.url)
     timeout = ctx.profile.promises.attach_s + 2 * 5.0 + SCHEDULE_S
     with FaultInjector(url, frozenset(lease.identities)) as injector, sampler(ctx, lease) as probe:
+        _unprepared(ctx, probe, lease.identities)
         # count: a stack may retry a readying before it reports the failure
         faults = {d: injector.arm("fail", d, count=5, reason=REASON, message=MESSAGE) for d in lease.identities}
         with ctx.history(ns) as history:
@@ -79,6 +81,29 @@ def readiness_failure(ctx: Context) -> Failure | NeverReports:
     if gate.ready_to_bind is not None:
         ctx.measure("ready_to_bind_after_failure_seconds", gate.ready_to_bind)
     return seen
+
+
+def _unprepared(ctx: Context, probe: ReadinessSampler | None, devices: list[str]) -> None:
+    """The failure is staged on a readying, so the leased devices must be readied afresh: one still ready from its
+    last use (a stack may keep a device prepared a while after its claim went: the reference for 2 s, for reuse) is
+    given to the claim with no readying, and no fault can hit (a run under load bound the claim at once and waited
+    60 s for a refusal). Waited for by the readiness probe up to detachSeconds, the stack's promise to let a released
+    device go, and a scheduling step; without a probe the readying is assumed to come."""
+    if probe is None:
+        return
+    timeout = ctx.profile.promises.detach_s + SCHEDULE_S
+
+    def still_ready() -> list[str]:
+        return [f"{d} on {s.node}" for d in devices if (s := probe.latest(d)) and s.ready]
+
+    try:
+        wait_for(still_ready, lambda ready: not ready, timeout=timeout, expected="the leased devices not ready")
+    except WaitTimeout as exc:
+        raise AssertionError(
+            f"no readying to make fail: the leased devices {still_ready()} were still ready (the readiness probe) "
+            f"{timeout:g}s after the scenario leased them, past detachSeconds ({ctx.profile.promises.detach_s:g}s) for "
+            "a released device to be let go"
+        ) from exc
 
 
 def _disarm_the_other(injector: FaultInjector, faults: dict[str, str], timeout: float) -> None:

@@ -162,4 +162,7 @@ def test_gates_on_a_release_whose_gate_is_locked_are_not_applicable_and_start_no
     outcomes = {rid: e["outcome"] for rid, e in report["requirements"].items()}
     assert outcomes == {"GATE-1": "not-applicable", "GATE-2": "not-applicable", "GATE-3": "not-applicable"}
     assert "locked on" in report["lifecycle"]["notApplicable"] and report["lifecycle"]["steps"] == []
+    # The KEP's PRR answer (written for beta) beside the binaries: on 1.38 the feature cannot be disabled.
+    [finding] = report["lifecycle"]["findings"]
+    assert finding["question"] == "PRR-2" and not finding["agrees"] and "locked on" in finding["measured"]
     assert (out / "results.tar.gz").exists()

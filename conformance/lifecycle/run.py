@@ -20,6 +20,7 @@ from conformance.cluster.providers.base import ProviderNotReady
 from conformance.cluster.versions import KubeVersion
 from conformance.cluster.waits import WaitTimeout
 from conformance.lifecycle.controlplane import ControlPlane, binaries_of
+from conformance.lifecycle.gates import KEP as GATES_KEP
 from conformance.lifecycle.gates import GatesRun, Stop
 from conformance.lifecycle.ledger import Ledger
 from conformance.lifecycle.report import write_reports
@@ -51,6 +52,7 @@ def run_gates(
     ledger = Ledger("gates")
     if reason := version.release.gate_off_reason("DRADeviceBindingConditions"):
         ledger.not_applicable = f"Kubernetes {version}: {reason}; the gate cannot be switched off there"
+        ledger.find("PRR-2", GATES_KEP["PRR-2"], f"not on Kubernetes {version}: {reason}", False)
         say(f"not applicable: {ledger.not_applicable}")
         return _written(out, ledger, {"kubernetes": str(version), "provider": "local"}, variant, say)
     plane = ControlPlane(version, say)

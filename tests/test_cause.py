@@ -21,7 +21,7 @@ from conformance.implementation.profile import API_VERSION, KIND, Profile
 from conformance.observe.devices import DevicePool
 from conformance.observe.recorder import Recorder
 from conformance.observe.views import History
-from conformance.suite.cause import SYMPTOM_LABEL, Evidence, in_one_line, is_wait_symptom, lead_with
+from conformance.suite.cause import SYMPTOM_LABEL, Dealings, Evidence, in_one_line, is_wait_symptom, lead_with
 from conformance.suite.scenario import Context, Scenario, ScenarioRunner
 
 ACCOUNT = "dra-fabric-system/reference-controller"
@@ -168,3 +168,31 @@ def test_the_runner_leads_a_scenarios_timed_out_wait_with_the_record_and_the_ref
     )
     assert lines[1:3] == [f"{SYMPTOM_LABEL}{SYMPTOM}", "last seen: pod not bound"]
     assert any(line.startswith("  [controller] E1207 update") for line in lines)
+
+
+def test_imp17_leads_with_what_the_stack_did_with_other_drivers_objects_strongest_first() -> None:
+    """IMP-17's first line (suite/cause.py Dealings): its writes to another driver's objects, else its requests on
+    them the API server refused, else its log lines naming them (a loud one first, with whose each name is)."""
+    refused = parse(_refusal(time.time(), "other-ns"))
+    assert refused is not None
+    said = "[controller] reconcile failed: claim other-ns/waiting-1: pool other-driver-fabric is not one of ours"
+    line = f"  [controller] 2026-12-07 04:38:44,038 {said.removeprefix('[controller] ')}"
+    found = Dealings(
+        writes=["ResourceClaim other-ns/waiting-1 at revision 9: status.devices p/d holds what the suite never wrote"],
+        refusals=[refused],
+        lines=["  [controller] saw other-ns/pending-1", line],
+        names={"other-driver-fabric": "a pool of the suite's coexistence check (IMP-17: ...) (driver o.example.com)"},
+        spaces={"other-ns": "claims of driver o.example.com"},
+    )
+    assert found.cause().startswith("the implementation wrote another driver's objects: ResourceClaim other-ns/")
+    found.writes = []
+    assert found.cause() == (
+        f"the implementation acted on another driver's objects and was refused: update resourceclaims/driver "
+        f"arbitrary-node refused once for {ACCOUNT} (422), first on other-ns/c"
+    )
+    found.refusals = []
+    assert found.cause() == (
+        f"the implementation logged about another driver's objects: {said} (other-driver-fabric: a pool of the "
+        "suite's coexistence check)"
+    )
+    assert Dealings().cause() == ""

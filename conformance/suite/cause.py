@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from conformance.cluster.audit import NOT_AVAILABLE, Refusal, audit_log, summarize
+from conformance.implementation.harness.process import LOUD
 from conformance.observe.story import lead, stories
+from conformance.suite.ownpools import mentioned
 
 if TYPE_CHECKING:
     from conformance.suite.context import ClusterContext
@@ -74,6 +76,47 @@ class Evidence:
         if self.logs:
             lines.append(self.logs)
         return lines
+
+
+@dataclass
+class Dealings:
+    """What the suite's evidence shows a stack did with other drivers' objects (IMP-17), strongest first: its writes
+    to them (the objects' resourceVersions, status.devices and field managers: suite/others.py), its requests on them
+    the API server refused (audit log), its log lines that name them."""
+
+    writes: list[str] = field(default_factory=list)
+    refusals: list[Refusal] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)  # "[process] line", each naming one of `names` or `spaces`
+    names: dict[str, str] = field(default_factory=dict)  # another driver's name or pool -> whose it is
+    spaces: dict[str, str] = field(default_factory=dict)  # a namespace of other drivers' claims -> whose it is
+
+    def about(self, line: str) -> list[str]:
+        """The other drivers' names and namespaces `line` mentions (a namespace also as NS/claim)."""
+        return mentioned([line], self.names) + [n for n in self.spaces if n in line]
+
+    def cause(self) -> str:
+        """One clause for a first line: what the implementation did with them ("" where the evidence shows nothing)."""
+        if self.writes:
+            more = f" (and {len(self.writes) - 1} more writes)" if len(self.writes) > 1 else ""
+            return f"the implementation wrote another driver's objects: {self.writes[0]}{more}"
+        if self.refusals:
+            first = self.refusals[0]
+            where = f"{first.namespace}/{first.name}" if first.namespace else first.name
+            return (
+                f"the implementation acted on another driver's objects and was refused: "
+                f"{summarize(self.refusals, 1, short=True)[0]}, first on {where}"
+            )
+        if self.lines:
+            line = next((x for x in self.lines if LOUD.search(x)), self.lines[0])
+            named = self.about(line)[:1]  # the first a line names, whose in short (the details say the rest)
+            whose = "".join(f" ({n}: {(self.names.get(n) or self.spaces[n]).split(' (')[0]})" for n in named)
+            said = _STAMP.sub("", line.strip(), count=1)
+            return f"the implementation logged about another driver's objects: {said[:300]}{whose}"
+        return ""
+
+
+_STAMP = re.compile(r"(?<=\] )\d{4}-\d\d-\d\d[ T][\d:.,]+Z?\s+")  # a log line's own time: the details keep it
+NO_DEALINGS = "nothing the implementation wrote, was refused or logged names another driver's objects"
 
 
 def gather(

@@ -21,18 +21,22 @@ a stack that breaks here fails IMP-17 with that cause and still gets its other g
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
+from conformance.cluster.audit import audit_log
 from conformance.cluster.client import Cluster
 from conformance.cluster.manifests import pinned_pod
 from conformance.cluster.versions import PREBIND_POLL_S
 from conformance.observe.views import SCHEDULE_S
+from conformance.suite.cause import NO_DEALINGS, SYMPTOM_LABEL, Dealings, Evidence, gather, is_wait_symptom
 from conformance.suite.implementation.outcome import Outcome, follow
 from conformance.suite.implementation.start import own_devices
 from conformance.suite.others import STATES, OtherDrivers
+from conformance.suite.ownpools import annotate, whose
 from conformance.suite.phases import COEXISTENCE
 from conformance.suite.scenario import Context, ImplementationOwes, ScenarioRunner, result_fixture, scenario
 
@@ -70,6 +74,7 @@ def coexistence(ctx: Context) -> Coexistence:
     seen.states = others.wait_states(bound)
     ctx.say(f"other driver's states seen: {sorted(seen.states)}; now the implementation's own claim")
     seen.live = others.live_claims()
+    began = time.time()
     try:
         node, _, ns = own_devices(ctx)
         with ctx.history(ns) as history:
@@ -77,18 +82,85 @@ def coexistence(ctx: Context) -> Coexistence:
             seen.flow = follow(ctx, history, node)
     except (ImplementationOwes, AssertionError) as exc:
         seen.live = others.live_claims() or seen.live
-        first, _, rest = str(exc).partition("\n")
-        logged = ctx.suite_names_logged()  # what it tripped over: the suite's own pools, not its own
-        said = f"its log lines name the suite's own pools or drivers: {logged}\n" if logged else ""
-        # the binding model's word: a node-local readiness gate readies its device, a fabric stack attaches it
-        made = "ready" if ctx.profile.binding_model == "node-local" else "attach"
-        raise AssertionError(
-            f"IMP-17: while {seen.others()} were live, the implementation did not {made} and report its own claim: "
-            f"{first}\n{said}{rest}"
-        ) from exc
+        raise AssertionError(_failure(ctx, others, seen, str(exc), began)) from exc
     seen.live = others.live_claims() or seen.live
     seen.writes = others.foreign_writes(ctx.cluster)
     return seen
+
+
+# What the own claim did not get, in the binding model's words (a node-local gate readies, a fabric stack attaches).
+NOT_SERVED = {
+    "keep-in-pool": "was not attached with its binding conditions set",
+    "reschedule-to-local": "was not attached and moved onto its device's node-local copy",
+    "counted": "got no device of its model attached and was not moved onto the node-local copy",
+    "node-local": "was not readied with its binding conditions set",
+}
+
+
+def _failure(ctx: Context, others: OtherDrivers, seen: Coexistence, message: str, since: float) -> str:
+    """The failure's message: on its first line what the implementation did with the other drivers' objects (the
+    suite's evidence: its writes to them, its refused requests on them, its log lines naming them), then what its own
+    claim did not get and the record's story of it; the wait's symptom on the next line."""
+    first, _, rest = message.partition("\n")
+    dealt = dealings(ctx, others)
+    try:
+        evidence = gather(ctx, since, namespaces=set(ctx.namespaces))
+    except Exception as exc:  # evidence that cannot be read must not hide the failure
+        evidence = Evidence(audit=f"(the own claim's evidence could not be read: {exc!r})")
+    model = "counted" if ctx.counted else ctx.profile.binding_model
+    own = f"its own claim {NOT_SERVED.get(model, NOT_SERVED['keep-in-pool'])}"
+    symptom = is_wait_symptom(first)
+    if cause := dealt.cause():  # the own claim's story beside it; its other evidence follows in the details
+        head = f"IMP-17: {cause}; {own}" + (f": {evidence.story}" if evidence.story else "")
+    else:
+        told = evidence.cause() if symptom else ""
+        head = f"IMP-17: {own} beside another driver's claims: {told or first}; {NO_DEALINGS}"
+    logged = ctx.suite_names_logged()  # what it tripped over: the suite's own pools, not its own
+    lines = [head]
+    lines += [f"its log lines name the suite's own pools or drivers: {logged}"] if logged else []
+    lines += [f"{SYMPTOM_LABEL}{first}" if symptom else first, f"while {seen.others()} were live"]
+    if dealt.lines:  # what it logged about them, each name it quotes followed by whose it is
+        lines += [
+            "the implementation's log lines that name other drivers' objects:",
+            *annotate(dealt.lines[:5], dealt.names),
+        ]
+    lines += [rest] if rest else []
+    return "\n".join(lines)
+
+
+def dealings(ctx: Context, others: OtherDrivers) -> Dealings:
+    """What the suite's evidence shows the implementation did with other drivers' objects since it started (they were
+    live from its start: the cluster scenarios' claims and the other driver's): its writes to the other driver's
+    objects, its requests the API server refused on other drivers' claims and slices, and its log lines (whole logs)
+    that name them. Never a reason for a second failure."""
+    found = Dealings(names=ctx.suite_names())
+    foreign: set[str] = set()  # other drivers' slices (cluster-scoped)
+    for r in ctx.record.select(("claim", "slice")):
+        if r.kind == "slice":
+            if (r.obj.get("driver") or "") not in ("", ctx.profile.driver):
+                foreign.add(r.name)
+            continue
+        allocation = (r.obj.get("status") or {}).get("allocation") or {}
+        drivers = {x.get("driver") for x in (allocation.get("devices") or {}).get("results") or []}
+        for driver in drivers - {ctx.profile.driver, None}:
+            found.spaces.setdefault(r.namespace, f"claims of driver {driver} ({whose(driver)})")
+    if others.namespace:
+        found.spaces[others.namespace] = f"claims of driver {others.driver} ({whose(others.driver)})"
+    try:
+        found.writes = others.foreign_writes(ctx.cluster)
+    except Exception as exc:  # the API could not be read: said beside the log lines
+        found.lines.append(f"(the other driver's objects could not be read: {exc!r})")
+    log = audit_log(ctx.cluster.info.audit_log)
+    if log is not None:
+        accounts = ctx.stack_accounts() or None
+        found.refusals = [
+            r
+            for r in log.refusals(ctx.record.started, accounts=accounts)
+            if (r.namespace and r.namespace in found.spaces) or (not r.namespace and r.name in foreign)
+        ]
+    written = ctx.implementation.log_since({}, [*found.spaces, *found.names], lines=20)
+    found.lines += [f"  [{name}] {line}" for name, lines in written.items() for line in lines if found.about(line)]
+    return found
 
 
 observed = result_fixture("coexist", "coexistence")

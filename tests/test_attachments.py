@@ -144,6 +144,22 @@ def test_an_allocation_pinned_to_another_node_is_not_the_one_the_pod_bound_with(
     assert "IMP-10" not in found, found
 
 
+def test_an_allocation_cleared_before_the_bind_is_not_the_one_the_pod_bound_with_late_stream_or_not() -> None:
+    """Seen on reference-counted under load: the fabric allocation (same node, bindsToNode) was cleared at a revision
+    before the pod's bind, the claim stream delivered that clearing after the pod stream delivered the bind, and the
+    device, by then another claim's, was detached while the pod ran on its node-local copy: no IMP-10 violation of
+    this pod. A clearing at a revision after the bind still ends a holding the pod bound with."""
+    events = [
+        (T0 + 1, "claim", "ADDED", _claim(10, "n1", False)),
+        (T0 + 3, "pod", "MODIFIED", _pod(13, "n1")),  # bound at revision 13, seen at +3
+        (T0 + 4, "claim", "MODIFIED", {**_claim(12, "n1", False), "status": {}}),  # cleared at 12, seen at +4
+        (T0 + 10, "pod", "DELETED", _pod(14, "n1")),
+    ]
+    assert "IMP-10" not in _judge(_record(events, _probe(T0 + 20, (T0 + 1.5, T0 + 5))))
+    after = [*events[:2], (T0 + 4, "claim", "MODIFIED", {**_claim(15, "n1", False), "status": {}}), events[3]]
+    assert "IMP-10" in _judge(_record(after, _probe(T0 + 20, (T0 + 1.5, T0 + 3.5))))
+
+
 def test_a_condition_true_while_the_attach_is_in_flight_breaks_imp11() -> None:
     rec = _life(detached_at=T0 + 12, condition_at=T0 + 1.2)  # the probe lists U0 only from +1.5
     assert set(_judge(rec)) == {"IMP-11"}

@@ -58,6 +58,7 @@ class Held:
     true: list[tuple[float, float | None]] = field(default_factory=list)  # stretches with all conditions True
     # stretches with a condition True that the profile says means reschedule: "attached, now reallocate me"
     again: list[tuple[float, float | None]] = field(default_factory=list)
+    end_revision: int | None = None  # the revision of the write that cleared it
 
     def covers(self, sent: float, received: float) -> bool:
         return self.start - SKEW_S <= received and (self.end is None or self.end >= sent)
@@ -147,7 +148,7 @@ def holdings(
         key = (allocation.get("allocationTimestamp"), tuple(result_key(x) for x in results)) if allocation else None
         if name in current and current[name][0] != key:
             for h in current.pop(name)[1]:
-                h.end = r.at
+                h.end, h.end_revision = r.at, r.revision
                 _stretch(h.true, False, r.at)
                 _stretch(h.again, False, r.at)
         if not results:
@@ -264,7 +265,9 @@ class Judge:
         rule = "IMP-10"
         for u in used:
             # The scheduler binds a pod only where its claims' allocations allow: an allocation pinned to another node
-            # is not the one it bound with (the claim stream may record a reallocation after the bind, under load).
+            # is not the one it bound with (the claim stream may record a reallocation after the bind, under load),
+            # nor is one cleared at a revision before the bind's, whenever the claim stream delivered that clearing
+            # (reschedule-to-local: the fabric allocation, cleared before the node-local copy's, same node).
             devices = [
                 h
                 for h in held
@@ -272,6 +275,7 @@ class Judge:
                 and h.node in (None, u.node)
                 and h.start <= u.bound
                 and (h.end is None or h.end > u.bound)
+                and not (h.end_revision and u.revision and h.end_revision < u.revision)
             ]
             for h in devices:
                 if h.identity is None:

@@ -61,7 +61,11 @@ def test_an_allocation_edited_in_place_fails() -> None:
 
 def test_a_detour_through_a_failure_condition_fails_and_a_timeout_fails_only_when_strict() -> None:
     failed = _alloc(1, "fabric", "f2", fabric=True, cleared=5, failures=[{"type": FAILED}])
-    assert any("meaning failure" in p for p in _outcome([failed, _alloc(6, "fabric", "f1", fabric=True)]).detours())
+    via_failure = _outcome([failed, _alloc(6, "fabric", "f1", fabric=True)])
+    assert any("meaning failure" in p for p in via_failure.detours())
+    assert not via_failure.detours(failures=True)  # a scenario's staging pod: its failure path is judged elsewhere
+    edited = _alloc(1, "fabric", "f2", fabric=True, cleared=5, rewritten=True)
+    assert _outcome([edited, _alloc(6, "fabric", "f1", fabric=True)]).detours(failures=True)  # never tolerated
     timed_out = _alloc(1, "fabric", "f1", fabric=True, cleared=5)
     seen = _outcome([timed_out, _alloc(6, "n1", "f1", fabric=False)])
     assert not seen.detours() and seen.detours(timeouts=False) and not seen.rescheduled()

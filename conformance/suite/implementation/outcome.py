@@ -72,9 +72,10 @@ class Outcome:
     def _identity_of_final(self, device: tuple[str, str]) -> str | None:
         return self.identity_in(self.final, device) if self.final else self.identity.get(device)
 
-    def detours(self, *, timeouts: bool = True, failed: int | None = None) -> list[str]:
+    def detours(self, *, timeouts: bool = True, failed: int | None = None, failures: bool = False) -> list[str]:
         """Allocations cleared on the way to the final one that the happy path does not allow: edited in place,
-        cleared by a condition that means failure, and (timeouts=False) cleared by the binding timeout. A timeout is
+        cleared by a condition that means failure (unless failures=True: a scenario's staging pods, whose failure
+        path other requirements judge), and (timeouts=False) cleared by the binding timeout. A timeout is
         tolerated by default: scenarios run side by side with IMP-8's controller restart, which may delay another
         scenario's conditions past the suite's short bindingTimeout; the pod must still end where its device is."""
         out = []
@@ -90,7 +91,7 @@ class Outcome:
                 out.append(
                     f"allocation {a.devices} was cleared after {lasted} with no failure condition True (timeout)"
                 )
-            elif meanings and "reschedule" not in meanings.values():
+            elif meanings and "reschedule" not in meanings.values() and not failures:
                 out.append(f"allocation {a.devices} failed after {lasted}: {sorted(meanings)} (meaning failure)")
         return out
 
@@ -120,9 +121,12 @@ class Outcome:
 
     # --- the requirements -----------------------------------------------------------------------------------
 
-    def binding_problems(self, *, timeouts: bool = True, failed: int | None = None) -> list[str]:
+    def binding_problems(
+        self, *, timeouts: bool = True, failed: int | None = None, failures: bool = False
+    ) -> list[str]:
         """IMP-2 (and the start of IMP-7/IMP-8): bound on the node, with devices the fabric says are attached
-        there, reached by an allowed path (`failed`: the revision of an allocation the scenario made fail)."""
+        there, reached by an allowed path (`failed`: the revision of an allocation the scenario made fail;
+        `failures`: a detour through a failure condition tolerated, see detours)."""
         if self.binding is None or self.final is None:
             return [f"the pod was not bound:\n  {self.describe()}"]
         problems = []
@@ -141,7 +145,7 @@ class Outcome:
             if seen != (self.binding.node, "attached"):
                 said = f"the fabric says {seen}, pod on {self.binding.node}"
                 problems.append(f"{device} ({ident}) at the binding: {said}")
-        problems += self.detours(timeouts=timeouts, failed=failed)
+        problems += self.detours(timeouts=timeouts, failed=failed, failures=failures)
         if self.path == "local":
             problems += self._same_physical_device()
         return problems

@@ -5,7 +5,9 @@ and the reports `dra-conformance review` merges."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import pytest
 import yaml
 
 from conformance.cluster.providers.local.restart import CommandLine, kwokctl_lines
@@ -166,3 +168,21 @@ def test_gates_on_a_release_whose_gate_is_locked_are_not_applicable_and_start_no
     [finding] = report["lifecycle"]["findings"]
     assert finding["question"] == "PRR-2" and not finding["agrees"] and "locked on" in finding["measured"]
     assert (out / "results.tar.gz").exists()
+
+
+def test_a_pod_the_scheduler_fails_with_an_error_is_a_decision_not_pending(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PodScheduled=False with reason SchedulerError (a plugin failed, e.g. a write the server refused; the pod is
+    retried) is what the scheduler decided, printed beside the KEP; only a pod with no PodScheduled verdict is pending.
+    World's reads are replaced by fixed objects (no cluster)."""
+    from conformance.lifecycle.world import PENDING, SCHEDULER_ERROR, UNSCHEDULABLE, World
+
+    def pod(reason: str | None) -> dict[str, Any]:
+        conditions = [{"type": "PodScheduled", "status": "False", "reason": reason, "message": "m"}] if reason else []
+        return {"metadata": {"uid": "u"}, "spec": {}, "status": {"conditions": conditions}}
+
+    world = World.__new__(World)
+    monkeypatch.setattr(World, "claim_of", lambda self, p: None)
+    for reason, state in (("SchedulerError", SCHEDULER_ERROR), ("Unschedulable", UNSCHEDULABLE), (None, PENDING)):
+        served = pod(reason)
+        monkeypatch.setattr(World, "read_pod", lambda self, name, served=served: served)
+        assert world.fate("p").state == state

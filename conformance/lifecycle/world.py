@@ -33,11 +33,12 @@ SCHEDULE_S = 60.0  # a scheduling decision (allocation, or Unschedulable) on a l
 BIND_S = 60.0
 
 # What became of a pod (PodFate.state).
-BOUND, BOUND_EARLY, WAITING, UNSCHEDULABLE, PENDING, GONE = (
+BOUND, BOUND_EARLY, WAITING, UNSCHEDULABLE, SCHEDULER_ERROR, PENDING, GONE = (
     "bound",
     "bound without its binding conditions",
     "waiting in PreBind",
     "unschedulable",
+    "failing in the scheduler with an error, retried",
     "pending",
     "gone",
 )
@@ -237,10 +238,10 @@ class World:
         if alloc_node and reserved:
             return PodFate(name, WAITING, None, uid, claim_name, alloc_node, true)
         for cond in (pod.get("status") or {}).get("conditions") or []:
-            if cond.get("type") == "PodScheduled" and cond.get("reason") == "Unschedulable":
-                return PodFate(
-                    name, UNSCHEDULABLE, None, uid, claim_name, None, False, str(cond.get("message") or "")[:300]
-                )
+            # Unschedulable: no node fits; SchedulerError: a plugin failed (e.g. a write refused), the pod is retried.
+            reason = {"Unschedulable": UNSCHEDULABLE, "SchedulerError": SCHEDULER_ERROR}.get(cond.get("reason") or "")
+            if cond.get("type") == "PodScheduled" and reason:
+                return PodFate(name, reason, None, uid, claim_name, None, False, str(cond.get("message") or "")[:300])
         return PodFate(name, PENDING, None, uid, claim_name)
 
     def settle(self, name: str, timeout: float = SCHEDULE_S) -> PodFate:
@@ -250,7 +251,7 @@ class World:
             lambda: self.fate(name),
             lambda f: f.state not in (PENDING,),
             timeout=timeout,
-            expected=f"a scheduling decision for pod {name} (bound, waiting in PreBind or unschedulable)",
+            expected=f"a scheduling decision for pod {name} (bound, waiting in PreBind, unschedulable or an error)",
             describe=str,
             max_interval=1.0,
         )

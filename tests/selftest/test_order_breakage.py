@@ -8,8 +8,8 @@ Runs the real suite in a subprocess against its own local cluster (needs the cac
   is still before the scheduler's next PreBind poll deallocates (IMP-4's quarantine alone would pass it);
 - `--broken-early-reschedule` (reschedule-to-local, a node driver that hot-plugs 5 s late): the reschedule is asked for
   before the node-local copy is published (IMP-7);
-- `--broken-report-while-attaching` (keep-in-pool): `attached` True 0.3 s into a 1 s attach: the pod binds at the
-  next poll, attached by then (IMP-2 passes), the condition came first (IMP-3);
+- `--broken-report-while-attaching` (keep-in-pool): `attached` True as soon as a 1 s attach is in flight: the pod binds
+  at the next poll, attached by then (IMP-2 passes), the condition came first (IMP-3);
 - `--broken-detach-on-claim-delete` (keep-in-pool): a claim deleted 2 s before its pod loses its device at once
   (IMP-10);
 - `--broken-stale-ready` (node-local): a device readied once is reported ready to its next claim without readying it

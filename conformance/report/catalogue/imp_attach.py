@@ -142,7 +142,7 @@ DOCS: dict[str, Doc] = {
         "the probe's first answer sent after it: attached to THAT node, or the failure names the write's revision and "
         "time and when the probe first said attached there (a condition set True and the attach done before the "
         "scheduler's next 5 s PreBind poll fails too). Broken on purpose (tests/selftest/test_order_breakage.py): "
-        "attached reported 0.3 s into the attach (`--broken-report-while-attaching`)",
+        "attached reported while the attach is in flight (`--broken-report-while-attaching`)",
         models={
             "keep-in-pool": "every binding condition of the fabric allocation",
             "reschedule-to-local": 'the same for the condition meaning `reschedule` ("attached, reallocate")',

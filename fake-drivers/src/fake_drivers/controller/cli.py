@@ -30,7 +30,7 @@ BROKEN_FLAGS = {
     "--broken-no-failure-condition": "SCH-5/IMP-4: no failure condition on an attach failure; the claim stays pending",
     "--broken-forget-on-restart": "IMP-8: attaches found at start are never reported; their pods never bind",
     "--broken-detach-while-used": "IMP-10: a device is detached about a second after its claim is ready",
-    "--broken-report-while-attaching": "IMP-11: attached reported once the attach has been in flight for 0.3 s",
+    "--broken-report-while-attaching": "IMP-11: attached reported as soon as the attach is in flight",
     "--broken-keep-unready-attach": "IMP-12: a device whose claim went away before it was ready stays attached",
     "--broken-detach-all-on-restart": "IMP-10: at start, every attached device is detached, also those in use",
     "--broken-report-on-fabric-error": "IMP-15: an attach the fabric answered with an error is reported attached",

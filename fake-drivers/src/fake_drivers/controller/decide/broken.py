@@ -8,7 +8,9 @@ from .holdings import Holding
 from .plan import ATTACHED, ConditionWrite, Detach, Memory, Plan, Snapshot
 
 BROKEN_DETACH_AFTER_S = 1.0  # --broken-detach-while-used: ready (or in use node-locally) this long, then detached
-BROKEN_REPORT_AFTER_S = 0.3  # --broken-report-while-attaching: attach in flight this long, then reported
+# --broken-report-while-attaching: reported at the first pass that sees the attach in flight (was 0.3 s in flight: since
+# the controller no longer polls in a tight loop, its next pass often came after the 1 s attach, so it broke nothing)
+BROKEN_REPORT_AFTER_S = 0.0
 BROKEN_NOTICE_AFTER_S = 2.0  # --broken-no-hold: the unheld node-local copy is noticed this late
 BROKEN_QUARANTINE_AFTER_S = 10.0  # --broken-late-quarantine: the failed device is hidden only this long after
 BROKEN_HIDE_AFTER_S = 1.0  # --broken-report-before-hiding: the failure reported, the device hidden this long after

@@ -9,7 +9,6 @@ import json
 import ssl
 import subprocess
 import sys
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from json_server import serving
 
 from conformance.implementation import endpoints
 from conformance.implementation.harness import Implementation, ImplementationFailed
@@ -157,25 +157,14 @@ def tls_server(tmp_path: Path) -> Iterator[tuple[str, Path, list[str]]]:
     )
     seen: list[str] = []
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            seen.append(self.headers.get("Authorization", ""))
-            body = json.dumps({"attachments": []}).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def answer(request: http.server.BaseHTTPRequestHandler) -> dict[str, list[object]]:
+        seen.append(request.headers.get("Authorization", ""))
+        return {"attachments": []}
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"https://127.0.0.1:{server.server_address[1]}", cert, seen
-    server.shutdown()
+    with serving(answer, tls=context) as port:
+        yield f"https://127.0.0.1:{port}", cert, seen
 
 
 def test_https_endpoint_with_its_own_ca_and_token(tls_server: tuple[str, Path, list[str]], tmp_path: Path) -> None:

@@ -4,15 +4,13 @@ the probe; the pools are ResourceSlice documents as the API returns them (no clu
 
 from __future__ import annotations
 
-import http.server
-import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from json_server import serving
 
 from conformance.cli import main
 from conformance.implementation.profile import load_profile
@@ -60,27 +58,9 @@ def test_counted_entries_need_the_free_counts_and_the_shape_is_checked() -> None
 
 @pytest.fixture
 def probe() -> Iterator[str]:
-    answer = json.dumps({"attachments": [], "free": [FREE | {"model": "A100"}]}).encode()
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _answering(answer))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1/attachments"
-    server.shutdown()
-
-
-def _answering(answer: bytes) -> type[http.server.BaseHTTPRequestHandler]:
-    """A handler that answers every GET with `answer` (a probe's JSON)."""
-
-    class Probe(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(answer)))
-            self.end_headers()
-            self.wfile.write(answer)
-
-        def log_message(self, *args: object) -> None:
-            """Quiet: the test reads the CLI's output."""
-
-    return Probe
+    answer = {"attachments": [], "free": [FREE | {"model": "A100"}]}
+    with serving(lambda _request: answer) as port:
+        yield f"http://127.0.0.1:{port}/v1/attachments"
 
 
 def test_profile_check_asks_a_running_probe(probe: str) -> None:

@@ -5,12 +5,10 @@ A local HTTP server plays the probe; no cluster."""
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
+from json_server import serving
 
 from conformance.observe.readiness import ReadinessSampler
 
@@ -22,24 +20,10 @@ ANSWER = {
 }
 
 
-class _Probe(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        body = json.dumps(ANSWER).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def url() -> Iterator[str]:
-    server = HTTPServer(("127.0.0.1", 0), _Probe)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}/v1/readiness"
-    server.shutdown()
+    with serving(lambda _request: ANSWER) as port:
+        yield f"http://127.0.0.1:{port}/v1/readiness"
 
 
 def test_a_device_added_later_is_sampled_from_then_on(url: str) -> None:

@@ -4,9 +4,9 @@ the live view follows deletions, and slice summaries carry each device's identit
 
 from __future__ import annotations
 
-import json
 import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
+
+from json_server import serving
 
 from conformance.observe.recorder import Recorder, Sample
 
@@ -65,28 +65,18 @@ def test_the_probe_records_each_change_once() -> None:
     served = {"n": 0}
     done = threading.Event()
 
-    class Probe(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = states[min(served["n"], len(states) - 1)]
-            served["n"] += 1
-            if served["n"] > len(states) + 2:
-                done.set()
-            data = json.dumps({"attachments": body}).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def answer(_request: object) -> dict[str, object]:
+        body = states[min(served["n"], len(states) - 1)]
+        served["n"] += 1
+        if served["n"] > len(states) + 2:
+            done.set()
+        return {"attachments": body}
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Probe)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     rec = _recorder()
-    rec.probe(f"http://127.0.0.1:{server.server_port}/v1/attachments")
-    assert done.wait(10)
-    rec._stop.set()
-    server.shutdown()
+    with serving(answer) as port:
+        rec.probe(f"http://127.0.0.1:{port}/v1/attachments")
+        assert done.wait(10)
+        rec._stop.set()
     changes = [(r.obj["state"], r.obj["previous"]) for r in rec.select(("probe",))]
     assert changes == [("attaching", []), ("attached", ["node-1", "attaching"]), ("free", ["node-1", "attached"])]
     stats = rec.stats()["probe"]

@@ -186,3 +186,56 @@ def test_a_pod_the_scheduler_fails_with_an_error_is_a_decision_not_pending(monke
         served = pod(reason)
         monkeypatch.setattr(World, "read_pod", lambda self, name, served=served: served)
         assert world.fate("p").state == state
+
+
+class _StoppedPlane:
+    """A stand-in for ControlPlane (no cluster): its procedure stops at once; its components logged in `workdir`."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.release: dict[str, str] = {}
+        self.workdir = workdir
+        self.stopped = False
+
+    def start(self) -> None:
+        from conformance.lifecycle.gates import Stop
+
+        raise Stop("new pod got no scheduling verdict in 60 s")
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+def test_a_stopped_run_keeps_the_component_logs_in_its_bundle(tmp_path: Path) -> None:
+    from conformance.lifecycle.run import _drive
+
+    logs = tmp_path / "cluster" / "kwok" / "clusters" / "c" / "logs"
+    logs.mkdir(parents=True)
+    (logs / "kube-scheduler.log").write_text("--- restarted by dra-conformance: gate off ---\nE0101 failed\n")
+    plane, ledger, out = _StoppedPlane(tmp_path / "cluster"), Ledger("gates"), tmp_path / "r"
+    _drive(plane, ledger, out, lambda _: None, lambda world: None)  # type: ignore[arg-type]
+    assert plane.stopped and ledger.stopped == "new pod got no scheduling verdict in 60 s"
+    assert ledger.logs == ["artefacts/control-plane/kwok/clusters/c/logs/kube-scheduler.log"]
+    bundle, _ = write_reports(out, ledger, {"kubernetes": "1.35.4", "provider": "local"}, None)
+    folder, tmp = open_results(bundle)
+    try:
+        assert "E0101 failed" in (folder / ledger.logs[0]).read_text()
+        assert yaml.safe_load((folder / "conformance-report.yaml").read_text())["lifecycle"]["logs"] == ledger.logs
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    assert f"[{ledger.logs[0]}]" in (out / "lifecycle.md").read_text()
+
+
+def test_a_pending_pod_says_which_step_has_not_happened() -> None:
+    from conformance.lifecycle.world import _pending_detail
+
+    pod: dict[str, Any] = {"status": {}}
+    assert _pending_detail(pod, None, None).startswith("no ResourceClaim made from its template yet")
+    assert _pending_detail(pod, "c", None).startswith("its claim c not found")
+    assert _pending_detail(pod, "c", {"status": {}}) == "its claim c not allocated; no PodScheduled condition"
+    pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Waiting", "message": "m"}]
+    allocated = {"status": {"allocation": {"devices": {"results": []}}}}
+    assert (
+        _pending_detail(pod, "c", allocated)
+        == "its claim c allocated, not reserved for it; PodScheduled False Waiting m"
+    )

@@ -23,6 +23,9 @@ APISERVER, SCHEDULER, MANAGER = "kube-apiserver", "kube-scheduler", "kube-contro
 # A pod may wait in PreBind for the whole run (a waiting pod is carried across every switch): far above its length.
 BINDING_TIMEOUT_S = 3600
 NODES = 2
+# kube-scheduler's log, kept with the reports, says why a pod got no decision after a restart (V(4): each attempt and
+# why a pod waits); a run is a few minutes, its log a few MB at most.
+SCHEDULER_VERBOSITY = 4
 
 
 class NotCached(RuntimeError):
@@ -56,7 +59,12 @@ class ControlPlane:
     def start(self) -> ClusterInfo:
         binaries_of(self.version)
         self.provider = LocalProvider(progress=self.say)
-        spec = ClusterSpec(version=self.version, nodes=default_nodes(NODES, 1), binding_timeout_s=BINDING_TIMEOUT_S)
+        spec = ClusterSpec(
+            version=self.version,
+            nodes=default_nodes(NODES, 1),
+            binding_timeout_s=BINDING_TIMEOUT_S,
+            scheduler_verbosity=SCHEDULER_VERBOSITY,
+        )
         self.info = self.provider.start(spec)
         for component in (APISERVER, SCHEDULER, MANAGER):
             self.release[component] = self.version
@@ -66,6 +74,12 @@ class ControlPlane:
     def stop(self) -> None:
         if getattr(self, "provider", None) is not None:
             self.provider.stop()
+
+    @property
+    def workdir(self) -> Path | None:
+        """The cluster's folder (its components log under it); None before a start."""
+        provider = getattr(self, "provider", None)
+        return provider.workdir if provider is not None else None
 
     def describe(self) -> dict[str, str]:
         """What every component runs now, e.g. {"kube-apiserver": "1.37.2, gate on"}."""

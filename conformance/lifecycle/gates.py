@@ -162,8 +162,9 @@ class GatesRun:
                 self.fates.setdefault(self._state("waiting"), fate)
             if fate.state in (BOUND, BOUND_EARLY):
                 self.left.remove(pod)
+        asked = time.monotonic()
         fate = w.settle(new_pod)
-        led.observe(step, "new pod", str(fate))
+        led.observe(step, "new pod", f"{fate}; settled {time.monotonic() - asked:.0f} s after it was made")
         self.fates.setdefault(self._state("new"), fate)
         if fate.state not in (BOUND, BOUND_EARLY):
             self.left.append(new_pod)

@@ -50,6 +50,7 @@ class Ledger:
     steps: list[dict[str, Any]] = field(default_factory=list)  # each step: name, components, seconds
     stopped: str | None = None  # why the run ended before its last step
     not_applicable: str | None = None  # why this kind of run cannot be made on the release (nothing was started)
+    logs: list[str] = field(default_factory=list)  # the components' logs kept beside the reports (relative paths)
     _started: float = field(default_factory=time.monotonic)
 
     def check(self, requirement: str, step: str, ok: bool, what: str) -> bool:
@@ -114,6 +115,7 @@ class Ledger:
             "findings": [asdict(f) for f in self.findings],
             "observations": [asdict(o) for o in self.observations],
             "checks": [asdict(c) for c in self.checks],
+            **({"logs": self.logs} if self.logs else {}),
         }
 
 

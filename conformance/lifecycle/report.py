@@ -60,6 +60,10 @@ def markdown(
         lines.append(f"| {esc(s['step'])} | {esc(comps)} | {s['switchSeconds']} |")
     lines += ["", "## What each kind of object did", "", "| step | object | what |", "|---|---|---|"]
     lines += [f"| {esc(o.step)} | {esc(o.subject)} | {esc(o.what)} |" for o in ledger.observations]
+    if ledger.logs:
+        lines += ["", "## Component logs", "", "Each restart is marked in its component's log (`--- restarted by"]
+        lines[-1] += " dra-conformance: ... ---`, with the command line it ran)."
+        lines += ["", *(f"- [{path}]({path})" for path in ledger.logs)]
     failed = [c for c in ledger.checks if not c.ok]
     if failed:
         lines += ["", "## Failed checks", ""]

@@ -26,6 +26,7 @@ from conformance.lifecycle.ledger import Ledger
 from conformance.lifecycle.report import write_reports
 from conformance.lifecycle.upgrade import UpgradeRun
 from conformance.lifecycle.world import World
+from conformance.report.gather import Artefacts
 from conformance.report.reasons import headline
 
 # What ends a procedure early with its cause (anything else is a bug of the suite, raised).
@@ -56,13 +57,16 @@ def run_gates(
         say(f"not applicable: {ledger.not_applicable}")
         return _written(out, ledger, {"kubernetes": str(version), "provider": "local"}, variant, say)
     plane = ControlPlane(version, say)
-    components = _drive(plane, ledger, say, lambda world: GatesRun(plane, world, ledger, variant).run())
+    components = _drive(plane, ledger, out, say, lambda world: GatesRun(plane, world, ledger, variant).run())
     cluster = {"kubernetes": str(version), "provider": "local", "components": components}
     return _written(out, ledger, cluster, variant, say)
 
 
-def _drive(plane: ControlPlane, ledger: Ledger, say: Callable[[str], None], run: Callable[[World], Any]) -> dict:
-    """Start the cluster, run the procedure on it, note where it stopped; the components it ran, once stopped."""
+def _drive(
+    plane: ControlPlane, ledger: Ledger, out: Path, say: Callable[[str], None], run: Callable[[World], Any]
+) -> dict:
+    """Start the cluster, run the procedure on it, note where it stopped; keep the components' logs (every restart is
+    marked in them: the cause of a stop is often only there); the components it ran, once stopped."""
     try:
         info = plane.start()
         run(World(Cluster(info), unique_driver("life"), [n.name for n in info.nodes]))
@@ -71,6 +75,8 @@ def _drive(plane: ControlPlane, ledger: Ledger, say: Callable[[str], None], run:
         say(f"stopped: {ledger.stopped}")
     finally:
         components = plane.describe() if plane.release else {}
+        if (workdir := plane.workdir) is not None:
+            ledger.logs = Artefacts(out / "artefacts").copy_logs(workdir, "control-plane", "control-plane logs")
         plane.stop()
     return components
 
@@ -84,7 +90,9 @@ def run_upgrade(
     binaries_of(new)  # before anything starts: a release without cached binaries is said at once (NotCached)
     ledger = Ledger("upgrade")
     plane = ControlPlane(old, say)
-    components = _drive(plane, ledger, say, lambda world: UpgradeRun(plane, world, ledger, old, new, variant).run())
+    components = _drive(
+        plane, ledger, out, say, lambda world: UpgradeRun(plane, world, ledger, old, new, variant).run()
+    )
     cluster = {"kubernetes": str(new), "provider": "local", "upgradedFrom": str(old), "components": components}
     return _written(out, ledger, cluster, variant, say)
 

@@ -29,7 +29,12 @@ PENDING_EVENT = "BindingConditionsPending"
 # A pod is "waiting in PreBind" once its claim is allocated and reserved for it and it stayed unbound for two of
 # the scheduler's polls and a second (a scheduler that does not wait binds within one poll).
 HOLD_S = 2 * PREBIND_POLL_S + 1.0
-SCHEDULE_S = 60.0  # a scheduling decision (allocation, or Unschedulable) on a loaded machine
+# After kube-apiserver restarts, every other component's informers list again, but client-go's reflector backs off
+# between attempts up to [30, 60) s, and resets its back-off only after 2 min without one (tools/cache/reflector.go,
+# the same in 1.35-1.38): with two restarts in a minute, kube-controller-manager made a new pod's claim from its
+# template only after 60 s (1.35.4, measured). Every wait of a lifecycle run comes after restarts.
+RELIST_S = 60.0
+SCHEDULE_S = 60.0 + RELIST_S  # a scheduling decision (allocation, or Unschedulable) on a loaded machine
 BIND_S = 60.0
 
 # What became of a pod (PodFate.state).
@@ -242,7 +247,7 @@ class World:
             reason = {"Unschedulable": UNSCHEDULABLE, "SchedulerError": SCHEDULER_ERROR}.get(cond.get("reason") or "")
             if cond.get("type") == "PodScheduled" and reason:
                 return PodFate(name, reason, None, uid, claim_name, None, False, str(cond.get("message") or "")[:300])
-        return PodFate(name, PENDING, None, uid, claim_name)
+        return PodFate(name, PENDING, None, uid, claim_name, alloc_node, true, _pending_detail(pod, claim_name, claim))
 
     def settle(self, name: str, timeout: float = SCHEDULE_S) -> PodFate:
         """Wait for the scheduler's decision on a pod: bound, unschedulable, or allocated and then still unbound for
@@ -344,3 +349,21 @@ def conditions_true(claim: dict[str, Any] | None) -> bool:
         if not set(r.get("bindingConditions") or []) <= true:
             return False
     return True
+
+
+def _pending_detail(pod: dict[str, Any], claim_name: str | None, claim: dict[str, Any] | None) -> str:
+    """Where a pending pod stands, from what the API serves: a stop on it names the step that did not happen (its claim
+    not made from the template, not allocated, allocated but not reserved) and the scheduler's last word."""
+    if claim_name is None:
+        where = "no ResourceClaim made from its template yet (kube-controller-manager)"
+    elif claim is None:
+        where = f"its claim {claim_name} not found"
+    elif not (claim.get("status") or {}).get("allocation"):
+        where = f"its claim {claim_name} not allocated"
+    else:
+        where = f"its claim {claim_name} allocated, not reserved for it"
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "PodScheduled":
+            said = f"{cond.get('status')} {cond.get('reason') or ''} {cond.get('message') or ''}".strip()
+            return f"{where}; PodScheduled {said[:200]}"
+    return f"{where}; no PodScheduled condition"

@@ -15,7 +15,16 @@ from conformance.cli import main
 from conformance.report.bundle import make_bundle
 from conformance.report.catalogue import CATALOGUE, SUITE_REQUIREMENTS
 from conformance.report.kep_questions import QUESTIONS, unknown_requirements
-from conformance.report.review import ANSWERED, FAILED, NOT_ANSWERED, NOT_RUN, PARTLY, Review, load_runs
+from conformance.report.review import (
+    ANSWERED,
+    FAILED,
+    NOT_ANSWERED,
+    NOT_APPLICABLE,
+    NOT_RUN,
+    PARTLY,
+    Review,
+    load_runs,
+)
 
 
 def _bundle(tmp: Path, version: str, outcomes: dict[str, str], **extra: Any) -> Path:
@@ -96,6 +105,7 @@ def test_each_question_is_answered_per_release_from_the_merged_outcomes(tmp_path
     )
     assert answers["TP-2"]["1.36.3"].status == ANSWERED
     assert answers["GA-4"]["1.36.3"].status == NOT_ANSWERED  # SCH-10 skipped: not shown
+    assert answers["GA-4"]["1.36.3"].why == "SCH-10 skipped: SCH-10 skipped on 1.36.3"  # the skip's own reason
     assert answers["TP-5"]["1.36.3"].status == PARTLY  # SCALE-1 passed, SCH-10 skipped
     assert answers["PRR-2"]["1.37.2"].status == NOT_ANSWERED  # no lifecycle run of 1.37.2 here
     assert "GATE-1 not-covered" in answers["PRR-2"]["1.37.2"].why
@@ -254,3 +264,23 @@ def test_the_docs_page_lists_every_question_and_renders_the_measured_review(tmp_
     page = review_page.render(measured)
     assert "## Last measured on this project's machine" in page and "### Questions and their answers" in page
     assert 'PRR-6 DIFFERS: KEP: "will proceed to binding"' in page
+
+
+def test_a_question_whose_requirements_are_all_not_applicable_says_so_with_the_reason(tmp_path: Path) -> None:
+    locked = "Kubernetes 1.38.0-beta.0: DRADeviceBindingConditions is GA and locked on"
+    gates = _lifecycle(tmp_path, "1.38.0-beta.0", dict.fromkeys(("GATE-1", "GATE-2", "GATE-3"), "not-applicable"))
+    folder = gates.parent
+    report = yaml.safe_load((folder / "conformance-report.yaml").read_text())
+    for entry in report["requirements"].values():
+        entry["reason"] = locked
+    (folder / "conformance-report.yaml").write_text(yaml.safe_dump(report))
+    review = Review(load_runs([make_bundle(folder)]))
+    answers = {row[0].question.id: {a.release: a for a in row} for row in review.answers()}
+    prr2 = answers["PRR-2"]["1.38.0-beta.0"]
+    assert prr2.status == NOT_APPLICABLE and prr2.why == f"GATE-1, GATE-2: {locked}"
+    from conformance.report.review_write import write_review
+
+    paths = write_review(review, tmp_path / "review")
+    assert "⊘ not applicable" in paths["markdown"].read_text()
+    [case] = [c for c in ET.parse(paths["junit"]).getroot().iter("testcase") if c.get("name", "").startswith("PRR-2")]
+    assert case.find("skipped").get("message") == f"not applicable: GATE-1, GATE-2: {locked}"

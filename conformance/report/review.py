@@ -22,10 +22,14 @@ from conformance.report import scale_evidence
 from conformance.report.bundle import BundleError, open_results
 from conformance.report.catalogue import CATALOGUE, KEP_URL
 from conformance.report.kep_questions import QUESTIONS, Question
+from conformance.report.reasons import headline
 
 KIND = {"apiVersion": "conformance.dra.example.com/v1alpha1", "kind": "EnhancementReview", "kep": KEP_URL}
 # A question's answer on one release.
 ANSWERED, PARTLY, FAILED, NOT_ANSWERED, NOT_RUN = "answered", "partly answered", "failed", "not answered", "not run"
+# Every requirement that answers it is not applicable on the release (e.g. the gate cannot be switched off on 1.38).
+NOT_APPLICABLE = "not applicable"
+WHY_CHARS = 240  # of each requirement's reason in a `why`: the cause, the whole of it in the cell's runs
 # Which outcome of several runs tells the most, where none failed and none passed.
 _TELLING = ("partial", "skipped", "not-covered", "not-applicable")
 # The run's figures the review shows (conformance-report.yaml `measurements`), in this order.
@@ -159,7 +163,17 @@ class Answer:
             return f"not answered by any run yet: {self.question.open}"
         if self.note:
             return self.note
-        failing = [f"{rid} {c.shown}" for rid, c in self.cells.items() if c.outcome not in ("passed", "not-applicable")]
+        if self.status == NOT_APPLICABLE:  # one reason usually stands for them all: said once
+            by_reason: dict[str, list[str]] = {}
+            for rid, c in self.cells.items():
+                by_reason.setdefault(headline(c.reason, WHY_CHARS), []).append(rid)
+            return "; ".join(f"{', '.join(rids)}: {reason}" for reason, rids in by_reason.items())
+        # A skip without its reason cannot be acted on ("SCH-10 skipped": the release has no metrics? the run chose?).
+        failing = [
+            f"{rid} {c.shown}" + (f": {headline(c.reason, WHY_CHARS)}" if c.reason and c.outcome != "failed" else "")
+            for rid, c in self.cells.items()
+            if c.outcome not in ("passed", "not-applicable")
+        ]
         return "; ".join(failing)
 
 
@@ -182,6 +196,8 @@ def answer(question: Question, release: str, runs: list[Run], not_run: str | Non
         status = ANSWERED
     elif any(c.outcome == "passed" for c in judged):
         status = PARTLY
+    elif cells and not judged:
+        status = NOT_APPLICABLE
     else:
         status = NOT_ANSWERED
     return Answer(question, release, status, cells)

@@ -11,10 +11,19 @@ from typing import Any
 import yaml
 
 from conformance.report.catalogue import KEP_URL
-from conformance.report.review import ANSWERED, FAILED, NOT_ANSWERED, NOT_RUN, PARTLY, Answer, Review
+from conformance.report.review import (
+    ANSWERED,
+    FAILED,
+    NOT_ANSWERED,
+    NOT_APPLICABLE,
+    NOT_RUN,
+    PARTLY,
+    Answer,
+    Review,
+)
 from conformance.report.review import requirement_title as title
 
-SYMBOL = {ANSWERED: "✅", PARTLY: "◐", FAILED: "❌", NOT_ANSWERED: "—", NOT_RUN: "∅"}
+SYMBOL = {ANSWERED: "✅", PARTLY: "◐", FAILED: "❌", NOT_ANSWERED: "—", NOT_APPLICABLE: "⊘", NOT_RUN: "∅"}
 HEADING = "KEP-5007 device binding conditions: evidence for the enhancement review"
 
 
@@ -129,7 +138,8 @@ _CSS = """
 body{font-family:system-ui,sans-serif;margin:2em}table{border-collapse:collapse;margin-bottom:2em}
 td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top;font-size:90%}th{background:#f4f4f4;text-align:left}
 .answered{background:#e8f7e8}.partly{background:#eef7e0}.failed{background:#fde2e2}.not-answered{background:#fff0c2}
-.not-run{background:#eee}.differs{color:#a40}.open{border:2px solid #c90;padding:0.5em 1em;background:#fff8e0}
+.not-run{background:#eee}.not-applicable{background:#f4f4f4}
+.differs{color:#a40}.open{border:2px solid #c90;padding:0.5em 1em;background:#fff8e0}
 """
 
 
@@ -146,7 +156,8 @@ def to_html(review: Review) -> str:
                 f"<li title='{esc(c.reason[:300])}'>{esc(title(rid))}: <b>{esc(c.shown)}</b></li>"
                 for rid, c in a.cells.items()
             )
-            why = f"<br><small>{esc(a.why)}</small>" if a.status == NOT_ANSWERED and a.why else ""
+            shows_why = a.status in (NOT_ANSWERED, NOT_APPLICABLE, PARTLY) and a.why
+            why = f"<br><small>{esc(a.why)}</small>" if shows_why else ""
             if a.differs:
                 why += f"<br><small class='differs'>{esc(DIFFERS)}: " + esc("; ".join(f["measured"] for f in a.differs))
                 why += "</small>"

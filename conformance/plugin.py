@@ -36,6 +36,7 @@ from conformance.session import interrupts as pytest_interrupts
 # conformance/session/, registered as this plugin's own, in the order they had when written here. Listing the modules
 # in `pytest_plugins` instead would make pytest rewrite their asserts, which changes the fixtures' failure messages.
 from conformance.session.cluster import cluster as cluster
+from conformance.session.cluster import control_plane_crashes as control_plane_crashes
 from conformance.session.interrupts import pytest_keyboard_interrupt as pytest_keyboard_interrupt
 from conformance.session.interrupts import pytest_sessionfinish as pytest_sessionfinish
 from conformance.session.metrics import scheduler_metrics as scheduler_metrics

@@ -128,7 +128,7 @@ def test_sigterm_stops_everything_and_clears_the_state(supervised: tuple[subproc
     assert not list(state.glob("*.pid")) and not (state / "env").exists()
 
 
-def test_restart_without_a_supervisor_says_so(tmp_path: Path) -> None:
+def test_restart_without_a_watchdog_says_so(tmp_path: Path) -> None:
     done = subprocess.run(
         [CLI, "implementation", "restart", "--state", str(tmp_path), "controller"], capture_output=True, text=True
     )

@@ -29,7 +29,7 @@ def implementation_up(profile_path: Path, kubeconfig: Path, state: Path) -> None
 
     from conformance.implementation.harness import Implementation, ImplementationFailed
     from conformance.implementation.profile import ProfileError, load_profile
-    from conformance.implementation.supervise import Supervisor
+    from conformance.implementation.supervise import Watchdog
 
     def say(message: str) -> None:
         stamp = datetime.datetime.now(datetime.UTC).strftime("%H:%M:%S")
@@ -44,7 +44,7 @@ def implementation_up(profile_path: Path, kubeconfig: Path, state: Path) -> None
     state.mkdir(parents=True, exist_ok=True)
     impl = Implementation(loaded, kubeconfig.resolve(), state.resolve(), progress=say)
     try:
-        problems = Supervisor(impl, say).run()
+        problems = Watchdog(impl, say).run()
     except (ImplementationFailed, ProfileError) as exc:
         raise click.ClickException(f"cannot start the implementation of {profile_path}: {exc}") from None
     if problems:

@@ -20,9 +20,14 @@ from conformance.cluster.versions import UnsupportedVersion, parse_server_versio
 FILE = Path(__file__).with_name("known-defects.yaml")
 ACCEPT_PREFIX = "known-defect:"
 # The symptoms a check can report; each is matched by the code that judges its requirement.
-Symptom = Literal["allocated-while-holder-past-binding-timeout", "released-before-node-unprepared"]
+Symptom = Literal[
+    "allocated-while-holder-past-binding-timeout",
+    "released-before-node-unprepared",
+    "scheduler-panicked-in-resourceslice-tracker",
+]
 HOLDER_PAST_TIMEOUT: Symptom = "allocated-while-holder-past-binding-timeout"
 RELEASED_BEFORE_UNPREPARE: Symptom = "released-before-node-unprepared"
+TRACKER_PANIC: Symptom = "scheduler-panicked-in-resourceslice-tracker"
 
 
 class KnownDefect(BaseModel):

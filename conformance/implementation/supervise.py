@@ -54,7 +54,7 @@ def _write(path: Path, text: str) -> None:
 
 
 @dataclass
-class Supervisor:
+class Watchdog:
     impl: Implementation
     say: Callable[[str], None]
     failures: dict[str, int] = field(default_factory=dict)  # consecutive failed starts per process

@@ -3,7 +3,7 @@ namespaces at the end, its logs gathered and torn down."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -12,12 +12,12 @@ from conformance.cluster.client import Cluster
 from conformance.cluster.gates import parse_gate_overrides
 from conformance.cluster.objects import RUN_LABEL
 from conformance.cluster.providers import ClusterSpec, ProviderNotReady, make_provider
-from conformance.cluster.providers.base import KIND_NODES, LOCAL_NODES, default_nodes
+from conformance.cluster.providers.base import KIND_NODES, LOCAL_NODES, Crash, default_nodes
 from conformance.cluster.toolchain.gobuild import BuildError
 from conformance.cluster.versions import parse_version
 from conformance.cluster.waits import CANCELLED, Cancelled, wait_for
 from conformance.implementation.profile import DEFAULT_BINDING_TIMEOUT_S
-from conformance.session.shared import CLUSTER_KEY, EVIDENCE_KEY, PROFILE_KEY, mark, progress
+from conformance.session.shared import CLUSTER_KEY, CRASHES_KEY, EVIDENCE_KEY, PROFILE_KEY, mark, progress
 
 NAMESPACE_GONE_S = 60.0
 
@@ -59,6 +59,7 @@ def cluster(pytestconfig: pytest.Config, run_id: str) -> Iterator[Cluster]:
     except (ProviderNotReady, BuildError) as exc:
         pytest.exit(f"cannot start the {provider.name} cluster: {exc}", returncode=3)
     pytestconfig.stash[CLUSTER_KEY] = (info, getattr(provider, "timings", {}))
+    pytestconfig.stash[CRASHES_KEY] = getattr(provider, "crashes", lambda: None)
     mark(pytestconfig, "clusterReady")
     handle = Cluster(info)
     try:
@@ -72,6 +73,13 @@ def cluster(pytestconfig: pytest.Config, run_id: str) -> Iterator[Cluster]:
         if isinstance(workdir, Path):
             pytestconfig.stash[EVIDENCE_KEY].gather_logs(workdir, "control-plane", "control-plane component logs")
         provider.stop()
+
+
+@pytest.fixture(scope="session")
+def control_plane_crashes(pytestconfig: pytest.Config, cluster: Cluster) -> Callable[[], list[Crash] | None]:
+    """The control-plane components that exited on their own so far, asked when called (SCH-11); None where the
+    provider does not watch them."""
+    return pytestconfig.stash[CRASHES_KEY]
 
 
 def _leftover_namespaces(cluster: Cluster, run_id: str) -> list[str]:

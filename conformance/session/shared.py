@@ -10,6 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from conformance.cluster.providers import ClusterInfo
+from conformance.cluster.providers.base import Crash
 from conformance.implementation.profile import LoadedProfile
 from conformance.report.evidence import Evidence
 from conformance.suite.others import OtherDrivers
@@ -18,6 +19,8 @@ from conformance.suite.scenario import Scenario, ScenarioRunner
 
 PROFILE_KEY = pytest.StashKey[LoadedProfile | None]()
 CLUSTER_KEY = pytest.StashKey[tuple[ClusterInfo, dict[str, float]]]()
+# The control-plane components that exited on their own so far; None where the provider does not watch them (SCH-11).
+CRASHES_KEY = pytest.StashKey[Callable[[], list[Crash] | None]]()
 SELECTED_KEY = pytest.StashKey[list[Scenario]]()
 RUNNER_KEY = pytest.StashKey[ScenarioRunner]()
 CLUSTER_RUNNER_KEY = pytest.StashKey[ScenarioRunner]()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -51,6 +52,9 @@ class ClusterSpec:
     # kube-apiserver's audit log of service accounts' requests (cluster/audit.py), where the provider starts it: the
     # API server's refusals of the stack's accounts are a failure's cause. `make scale` measures without it.
     audit: bool = True
+    # Watch the control-plane components while the run uses the cluster, restarting one that exited on its own as the
+    # kubelet would (local provider: providers/local/watchdog.py); the lifecycle runs restart them deliberately.
+    watch_components: bool = True
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,24 @@ class ClusterInfo:
     @property
     def patched(self) -> bool:
         return self.source is not None and self.source.patched
+
+
+@dataclass(frozen=True)
+class Crash:
+    """A control-plane component that exited on its own while the run used the cluster."""
+
+    component: str
+    at: float  # time.time() when the watch saw it gone
+    cause: str  # the panic or fatal line of its log
+    frame: str  # where it panicked (function and file:line), "" when the log shows no trace
+    log: str  # its log file
+    restarted: bool  # started again (False: it kept dying and was left down)
+
+    def line(self) -> str:
+        when = time.strftime("%H:%M:%S", time.gmtime(self.at))
+        where = f" in {self.frame}" if self.frame else ""
+        after = "started again" if self.restarted else "left down"
+        return f"{self.component} exited at {when} UTC: {self.cause}{where}; {after} (log {self.log})"
 
 
 class Provider(Protocol):

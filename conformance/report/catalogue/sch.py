@@ -22,6 +22,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     # rollback and the SLI; they are ALPHA metrics (their names already differ from the KEP's text), and a scheduler
     # that binds correctly without serving them breaks no workload.
     _r("SCH-10", "scheduler", "SHOULD", "binding-conditions metrics count every PreBind wait, by outcome", _PRR_MON),
+    _r("SCH-11", "scheduler", "MUST", "the control plane stays up through the run: no component crashes", _SCH),
 )
 
 APPLIES: dict[str, Applies] = {}  # every binding model
@@ -108,5 +109,16 @@ DOCS: dict[str, Doc] = {
         skips="a release without the metrics (1.34, 1.35: added in 1.36); kube-scheduler's secure port not reachable "
         "from the suite (kind; an existing cluster without --scheduler-url) or its /metrics not readable; the "
         "scheduler restarted during the run; no PreBind waited on binding conditions; the record dropped changes",
+    ),
+    "SCH-11": Doc(
+        "run-wide, once every scenario has ended: no control-plane component (kube-apiserver, kube-scheduler, "
+        "kube-controller-manager) exited on its own while the run drove DRA with binding conditions through it. The "
+        "local cluster's watch (cluster/providers/local/watchdog.py) sees a component gone within a second, keeps "
+        "the panic or fatal line of its log and the frame it panicked in, and starts it again with the command line "
+        "it ran, as the kubelet restarts a static pod, so the rest of the run meets a cluster that recovered as a "
+        "real one does; the failure's first line is each crash, its time and cause. A crash whose panic is in the DRA "
+        "ResourceSlice tracker is the known upstream defect `scheduler-panic-in-resourceslice-tracker`",
+        skips="a cluster the suite does not watch (kind, existing: the kubelet restarts the components there and "
+        "the run has no view of their processes)",
     ),
 }

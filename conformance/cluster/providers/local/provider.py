@@ -19,7 +19,7 @@ from conformance.cluster.client import Cluster
 from conformance.cluster.gates import binary_gates, gates_to_enable
 from conformance.cluster.interrupts import shielded
 from conformance.cluster.nodes import create_nodes, wait_nodes_ready
-from conformance.cluster.providers.base import ClusterInfo, ClusterSpec, ProviderNotReady
+from conformance.cluster.providers.base import ClusterInfo, ClusterSpec, Crash, ProviderNotReady
 from conformance.cluster.providers.existing import mark_test_cluster
 from conformance.cluster.providers.local.components import COMPONENTS, PORT_OPTIONS, component_patches, free_ports
 from conformance.cluster.providers.local.processes import (
@@ -36,6 +36,7 @@ from conformance.cluster.providers.local.scheduler import (
     _selftest_scheduler_timeout,
     scheduler_config,
 )
+from conformance.cluster.providers.local.watchdog import Watchdog
 from conformance.cluster.readiness import https_get, inline_kubeconfig, side_by_side, warm_client_imports
 from conformance.cluster.toolchain.build import Binaries, ensure_binaries
 from conformance.cluster.toolchain.gobuild import Progress
@@ -89,6 +90,8 @@ class LocalProvider:
         self._revived: list[str] = []
         self._children: list[subprocess.Popen[bytes]] = []
         self._restarter: Restarter | None = None
+        self._watchdog: Watchdog | None = None
+        self._info: ClusterInfo | None = None
 
     # -- start ---------------------------------------------------------------------------------------------
     def start(self, spec: ClusterSpec) -> ClusterInfo:
@@ -135,7 +138,26 @@ class LocalProvider:
             f"cluster {self.cluster_name} ready in {self.timings['bring_up_s']:.1f}s ({phase_summary(self.timings)}; "
             f"kubeconfig: {info.kubeconfig})"
         )
+        self._info = info
+        if spec.watch_components:
+            workdir = self.workdir
+            # The run keeps the cluster folder's logs in its artefacts (session/cluster.py); the folder itself goes.
+            label = lambda log: f"artefacts/control-plane/{log.relative_to(workdir)}"  # noqa: E731
+            self._watchdog = Watchdog(self._state(), self._restart_crashed, self.progress, log_label=label)
+            self._watchdog.start()
         return info
+
+    # -- the control plane's watch (watchdog.py) ----------------------------------------------------------------
+    def crashes(self) -> list[Crash] | None:
+        """The components that exited on their own so far (None: not watched, e.g. the lifecycle runs)."""
+        if self._watchdog is None:
+            return None
+        self._watchdog.check()
+        return list(self._watchdog.crashes)
+
+    def _restart_crashed(self, name: str, why: str) -> None:
+        assert self._info is not None
+        self._restart(self._info, name, lambda line: line, why)
 
     def _bring_up(
         self, spec: ClusterSpec, binaries: Binaries, gates: dict[str, bool], timeout: int | None, attempts: int = 3
@@ -405,6 +427,14 @@ class LocalProvider:
     ) -> CommandLine:
         """Restart kube-apiserver, kube-scheduler or kube-controller-manager with `edit(its current command line)`
         (other gates, binary or configuration: restart.py) and wait until it is ready again."""
+        if self._watchdog is None:
+            return self._restart(info, name, edit, why)
+        with self._watchdog.paused(name):
+            return self._restart(info, name, edit, why)
+
+    def _restart(
+        self, info: ClusterInfo, name: str, edit: Callable[[CommandLine], CommandLine], why: str
+    ) -> CommandLine:
         if self._restarter is None:
             self._restarter = Restarter.of(self._state(), self._children)
 
@@ -432,6 +462,8 @@ class LocalProvider:
             self._stop()
 
     def _stop(self) -> None:
+        if self._watchdog is not None:  # before anything is stopped on purpose
+            self._watchdog.stop()
         if self.workdir is None or not self.workdir.exists():
             return
         if self.keep:

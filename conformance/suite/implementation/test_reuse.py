@@ -29,7 +29,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from conformance.cluster.manifests import pod_with_claim, resource_claim
-from conformance.cluster.waits import WaitTimeout, wait_for
+from conformance.cluster.waits import CANCELLED, WaitTimeout, check_cancelled, wait_for
 from conformance.implementation.faults import FaultInjector
 from conformance.implementation.profile import LoadedProfile
 from conformance.observe import reuse
@@ -177,7 +177,8 @@ def _churn(ctx: Context, churn: Churn, history: History, todo: list[_Claim], run
             else:
                 _delete(ctx, "pod", pod, churn.namespace)
                 running.remove(c)
-        time.sleep(0.2)
+        if CANCELLED.wait(0.2):  # an interrupted run stops here, not when the last claim's deadline passes
+            check_cancelled()
 
 
 def _rest(ctx: Context, churn: Churn, probe: ReadinessSampler | None, leased: list[str]) -> None:

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from conformance.cluster.crashlog import crash_cause
 from conformance.cluster.providers.base import Crash
-from conformance.cluster.providers.local.watchdog import MAX_RESTARTS, Watchdog, crash_cause
+from conformance.cluster.providers.local.watchdog import MAX_RESTARTS, Watchdog
 from conformance.suite.cluster.test_control_plane_up import explained_by_tracker_panic
 
 PANIC_LOG = Path(__file__).parent / "data" / "kube-scheduler-tracker-panic.log"

@@ -13,6 +13,7 @@ from conformance.cluster.gates import parse_gate_overrides
 from conformance.cluster.objects import RUN_LABEL
 from conformance.cluster.providers import ClusterSpec, ProviderNotReady, make_provider
 from conformance.cluster.providers.base import KIND_NODES, LOCAL_NODES, Crash, default_nodes
+from conformance.cluster.staticpods import StaticPodWatch
 from conformance.cluster.toolchain.gobuild import BuildError
 from conformance.cluster.versions import parse_version
 from conformance.cluster.waits import CANCELLED, Cancelled, wait_for
@@ -59,9 +60,10 @@ def cluster(pytestconfig: pytest.Config, run_id: str) -> Iterator[Cluster]:
     except (ProviderNotReady, BuildError) as exc:
         pytest.exit(f"cannot start the {provider.name} cluster: {exc}", returncode=3)
     pytestconfig.stash[CLUSTER_KEY] = (info, getattr(provider, "timings", {}))
-    pytestconfig.stash[CRASHES_KEY] = getattr(provider, "crashes", lambda: None)
-    mark(pytestconfig, "clusterReady")
     handle = Cluster(info)
+    # local: the provider's watchdog; kind and existing: the kubelet restarts static pods, counted from here
+    pytestconfig.stash[CRASHES_KEY] = getattr(provider, "crashes", None) or StaticPodWatch.begin(handle.core)
+    mark(pytestconfig, "clusterReady")
     try:
         yield handle
         if not CANCELLED.is_set():  # an interrupted run deletes its objects but does not wait to check

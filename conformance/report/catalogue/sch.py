@@ -116,9 +116,12 @@ DOCS: dict[str, Doc] = {
         "local cluster's watch (cluster/providers/local/watchdog.py) sees a component gone within a second, keeps "
         "the panic or fatal line of its log and the frame it panicked in, and starts it again with the command line "
         "it ran, as the kubelet restarts a static pod, so the rest of the run meets a cluster that recovered as a "
-        "real one does; the failure's first line is each crash, its time and cause. A crash whose panic is in the DRA "
-        "ResourceSlice tracker is the known upstream defect `scheduler-panic-in-resourceslice-tracker`",
-        skips="a cluster the suite does not watch (kind, existing: the kubelet restarts the components there and "
-        "the run has no view of their processes)",
+        "real one does. On kind and existing clusters the kubelet runs them as static pods: every restart of a "
+        "kube-system pod labelled `tier=control-plane` since the run began is a crash, its cause read from the "
+        "previous container's log with its exit code (cluster/staticpods.py). The failure's first line is each "
+        "crash, its time and cause. A crash whose panic is in the DRA ResourceSlice tracker is the known upstream "
+        "defect `scheduler-panic-in-resourceslice-tracker`",
+        skips="a cluster whose components are not visible to the suite (no `tier=control-plane` pod in kube-system "
+        "it may list, as on a managed control plane)",
     ),
 }

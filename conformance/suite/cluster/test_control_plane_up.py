@@ -1,6 +1,7 @@
 """SCH-11: no control-plane component crashed while the run drove DRA with binding conditions through the cluster,
 judged once every scenario has ended from the provider's watch of the components (local: watchdog.py, which also
-started each crashed one again, so the later scenarios were judged on a cluster that recovered as a real one does).
+started each crashed one again, so the later scenarios were judged on a cluster that recovered as a real one does;
+kind and existing clusters: the restarts of kube-system's static control-plane pods, cluster/staticpods.py).
 
 No scenario of its own: every scenario's DeviceTaintRules, slices and claims are the workload. A crash fails only
 this requirement: the scenarios it disturbed say so in their own lines (their waits name what they last saw).
@@ -39,8 +40,9 @@ def test_no_control_plane_component_crashed(
     crashes = control_plane_crashes()
     if crashes is None:
         pytest.skip(
-            f"the {cluster.info.provider} cluster's component processes are not watched by the suite (the kubelet "
-            "restarts them there): a crash shows only as the failures of the scenarios it disturbed"
+            f"the {cluster.info.provider} cluster's control-plane components are not visible to the suite (no pod "
+            "labelled tier=control-plane in kube-system that it may list, as on a managed control plane): a crash "
+            "shows only as the failures of the scenarios it disturbed"
         )
     record_property("component_crashes", len(crashes))
     if not crashes:

@@ -190,7 +190,8 @@ bench: binaries
 # profile on kind (KIND_N=0: none; kind needs Docker and `make kind-image`), each run's reports in
 # $(REPORTS)/soak/<i>/<profile>/ (kind: <profile>-kind), its exit status in exit-status there; then per test how
 # often it failed and the spread (min/median/max) of every figure. Fails if any run failed (a test, or its exit
-# status: `dra-conformance run`'s own, so a partial run counts).
+# status: `dra-conformance run`'s own, so a partial run counts). Shards side by side (a REPORTS and REFERENCE_PROFILES
+# each) merge into one summary: `dra-conformance soak A/soak B/soak ...`.
 N ?= 20
 KIND_N ?= 5
 soak: binaries $(if $(filter-out 0,$(KIND_N)),kind-image)

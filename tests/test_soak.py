@@ -91,3 +91,19 @@ def test_a_known_defect_failure_is_told_apart_and_does_not_fail_the_soak(tmp_pat
     assert not soak.failed and soak.known == {"reference: suite.test_a::test_one": ["1/reference"]}
     assert "failures on known upstream defects" in "\n".join(lines(soak))
     assert report(tmp_path) == 0
+
+
+def test_shards_merge_into_one_summary_with_runs_per_profile(tmp_path: Path) -> None:
+    """`make soak` side by side with its own REPORTS each: one summary, a run named by its shard."""
+    _run(tmp_path / "a", "1", "reference", failed=False, wall=50)
+    _run(tmp_path / "a", "2", "reference", failed=False, wall=52)
+    _run(tmp_path / "b", "1", "reference-counted", failed=True, wall=90)
+    (tmp_path / "b" / "1" / "reference-counted" / EXIT_STATUS).write_text("1\n")
+    soak = collect(tmp_path / "a", tmp_path / "b")
+    assert soak.per_profile == {"reference": [2, 2], "reference-counted": [1, 0]}
+    assert soak.failed == {"reference-counted: suite.test_a::test_one": ["b:1/reference-counted"]}
+    assert soak.exits == {"b:1/reference-counted": 1}
+    text = "\n".join(lines(soak))
+    assert "  reference: 2 runs, 2 exited 0 with their reports" in text
+    assert "  reference-counted: 1 runs, 0 exited 0 with their reports" in text
+    assert report(tmp_path / "a", tmp_path / "b") == 1

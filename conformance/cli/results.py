@@ -118,9 +118,10 @@ def figures_command(report: Path, history: Path | None) -> None:
 
 
 @click.command("soak")
-@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
-def soak_command(folder: Path) -> None:
-    """Summarise a soak (`make soak`): per test how often it failed, and the spread of every figure."""
+@click.argument("folders", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+def soak_command(folders: tuple[Path, ...]) -> None:
+    """Summarise a soak (`make soak`): per profile its runs, per test how often it failed, and the spread of every
+    figure. Several FOLDERS are the shards of one soak (each `make soak REPORTS=...`'s soak folder), merged."""
     from conformance.report.soak import report
 
-    raise SystemExit(report(folder))
+    raise SystemExit(report(*folders))

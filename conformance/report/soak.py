@@ -33,6 +33,7 @@ class Soak:
     known: dict[str, list[str]] = field(default_factory=dict)
     verdicts: dict[str, int] = field(default_factory=dict)  # the reports' `result` (success, partial, failure) -> runs
     figures: dict[str, list[float]] = field(default_factory=dict)  # "profile: figure" -> one value per run
+    per_profile: dict[str, list[int]] = field(default_factory=dict)  # profile -> [runs, runs that exited 0]
 
 
 def _cases(junit: Path) -> dict[str, str]:
@@ -75,19 +76,30 @@ def _exit_status(path: Path) -> int | None:
     return int(text) if text.lstrip("-").isdigit() else -1  # unreadable: counted as failed, never as passed
 
 
-def collect(root: Path) -> Soak:
-    """Every run folder under root that a soak made (a folder holding junit.xml or conformance-report.yaml, or the
-    empty folder of a run that left nothing)."""
+def collect(*roots: Path) -> Soak:
+    """Every run folder under each root that a soak made (a folder holding junit.xml or conformance-report.yaml, or
+    the empty folder of a run that left nothing). Several roots are the shards of one soak (`make soak` side by side,
+    each with its own REPORTS): a run is then named by its shard's folder too."""
     soak = Soak()
+    for root in roots:
+        _collect(soak, root, f"{root.name}:" if len(roots) > 1 else "")
+    return soak
+
+
+def _collect(soak: Soak, root: Path, shard: str) -> None:
     for run in sorted(p for p in root.glob("*/*") if p.is_dir()):
         junit, report = run / "junit.xml", run / "conformance-report.yaml"
         if not junit.exists() or not report.exists():
             soak.missing.append(run)
         soak.runs.append(run)
-        label = run.relative_to(root).as_posix()
+        label = shard + run.relative_to(root).as_posix()
         profile = run.name
+        counts = soak.per_profile.setdefault(profile, [0, 0])
+        counts[0] += 1
         if (status := _exit_status(run / EXIT_STATUS)) not in (None, 0):
             soak.exits[label] = status
+        else:
+            counts[1] += report.exists()
         if junit.exists():
             for test, outcome in _cases(junit).items():
                 key = f"{profile}: {test}"
@@ -102,11 +114,12 @@ def collect(root: Path) -> Soak:
             soak.verdicts[verdict] = soak.verdicts.get(verdict, 0) + 1
             for name, value in _report_figures(doc).items():
                 soak.figures.setdefault(f"{profile}: {name}", []).append(value)
-    return soak
 
 
 def lines(soak: Soak) -> list[str]:
     out = [f"soak: {len(soak.runs)} runs ({len({r.parent for r in soak.runs})} rounds x profiles)"]
+    for profile, (runs, clean) in sorted(soak.per_profile.items()):
+        out.append(f"  {profile}: {runs} runs, {clean} exited 0 with their reports")
     for run in soak.missing:
         out.append(f"  NO REPORT: {run} (the run crashed or was stopped before writing junit.xml and its report)")
     for label, status in sorted(soak.exits.items()):
@@ -131,9 +144,9 @@ def lines(soak: Soak) -> list[str]:
     return out
 
 
-def report(root: Path) -> int:
+def report(*roots: Path) -> int:
     """Print the soak's summary; 0 when every run wrote its reports and no test failed."""
-    soak = collect(root)
+    soak = collect(*roots)
     for line in lines(soak):
         print(line)
     return 1 if soak.failed or soak.missing or soak.exits or not soak.runs else 0

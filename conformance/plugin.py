@@ -49,14 +49,18 @@ from conformance.session.scenarios import recorder as recorder
 from conformance.session.scenarios import scenarios as scenarios
 from conformance.session.scenarios import scenarios_started as scenarios_started
 from conformance.session.shared import (
+    CLUSTER_RUNNER_KEY,
+    CRASHES_KEY,
     EVIDENCE_KEY,
     NO_PROFILE,
     NO_PROFILE_REASON,
     PROFILE_KEY,
     REPORTER,
+    RUNNER_KEY,
     SELECTED_KEY,
 )
 from conformance.session.terminal import cluster_summary
+from conformance.suite.crashwindow import not_judged_if_crashed
 from conformance.suite.judged import hand_over
 from conformance.suite.phases import CLUSTER_SUITE, phase_of_test
 from conformance.suite.record import REGISTRY
@@ -204,6 +208,20 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> None:
     __tracebackhide__ = True
     loaded = pyfuncitem.config.stash.get(PROFILE_KEY, None)
     hand_over(pyfuncitem, loaded.profile if loaded is not None else None)
+
+
+@pytest.hookimpl(wrapper=True, specname="pytest_pyfunc_call")
+def crash_window_call(pyfuncitem: pytest.Function) -> Iterator[None]:
+    """An implementation test that failed on a scenario the control plane crashed under is not judged
+    (suite/crashwindow.py): the crash is the cluster's (SCH-11), not the implementation's failure."""
+    __tracebackhide__ = True
+    try:
+        return (yield)
+    except (Exception, pytest.fail.Exception) as exc:
+        stash = pyfuncitem.config.stash
+        runners = [stash[k] for k in (CLUSTER_RUNNER_KEY, RUNNER_KEY) if k in stash]
+        not_judged_if_crashed(pyfuncitem, exc, runners, stash.get(CRASHES_KEY, None))
+        raise
 
 
 @pytest.fixture(scope="session")

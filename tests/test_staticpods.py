@@ -92,6 +92,18 @@ def test_several_restarts_say_how_many_and_a_lost_log_says_so() -> None:
     assert not explained_by_tracker_panic(crash)
 
 
+def test_the_kubelets_line_for_a_log_it_cannot_read_is_not_taken_for_the_log() -> None:
+    core = Core([_pod("kube-scheduler", 0)])
+    crashes = StaticPodWatch.begin(core)  # type: ignore[arg-type]
+    core.pods = [_pod("kube-scheduler", 1)]
+    core.logs = {"kube-scheduler-node": "unable to retrieve container logs for containerd://8e57fc5c47d5"}
+    [crash] = crashes()
+    assert crash.cause == (
+        "its previous container's log is not available (200 unable to retrieve container logs for "
+        "containerd://8e57fc5c47d5) (exit code 2, Error)"
+    )
+
+
 def test_nothing_is_watched_where_no_component_is_visible() -> None:
     assert StaticPodWatch.begin(Core([]))() is None  # type: ignore[arg-type]  # a managed control plane
     assert StaticPodWatch.begin(Core([], forbidden=True))() is None  # type: ignore[arg-type]  # no right to list

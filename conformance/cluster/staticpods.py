@@ -23,6 +23,7 @@ from conformance.cluster.providers.base import Crash
 
 NAMESPACE = "kube-system"
 SELECTOR = "tier=control-plane"  # kubeadm's static pods (kind, most self-managed clusters)
+_NO_LOG = "unable to retrieve container logs"  # seen on kind 1.37.2 after a SIGABRT
 LOG_TAIL_LINES = 400  # a panic's trace ends the log; the panicking goroutine fits well within this
 
 
@@ -70,6 +71,8 @@ class StaticPodWatch:
             log = self.core.read_namespaced_pod_log(
                 name, NAMESPACE, container=status.name, previous=True, tail_lines=LOG_TAIL_LINES
             )
+            if (log or "").startswith(_NO_LOG):  # the kubelet answers 200 with this line when it cannot read the log
+                raise ApiException(status=200, reason=log.strip()[:200])
             cause, frame = crash_cause(log or "")
         except ApiException as exc:  # the kubelet keeps one previous container's log, and may have lost it
             cause, frame = f"its previous container's log is not available ({exc.status} {exc.reason})", ""

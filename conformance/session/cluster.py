@@ -61,10 +61,10 @@ def cluster(pytestconfig: pytest.Config, run_id: str) -> Iterator[Cluster]:
         pytest.exit(f"cannot start the {provider.name} cluster: {exc}", returncode=3)
     pytestconfig.stash[CLUSTER_KEY] = (info, getattr(provider, "timings", {}))
     handle = Cluster(info)
-    # local: the provider's watchdog; kind and existing: the kubelet restarts static pods, counted from here
-    pytestconfig.stash[CRASHES_KEY] = getattr(provider, "crashes", None) or StaticPodWatch.begin(handle.core)
-    mark(pytestconfig, "clusterReady")
     try:
+        # local: the provider's watchdog; kind and existing: the kubelet restarts static pods, counted from here
+        pytestconfig.stash[CRASHES_KEY] = getattr(provider, "crashes", None) or StaticPodWatch.begin(handle.core)
+        mark(pytestconfig, "clusterReady")
         yield handle
         if not CANCELLED.is_set():  # an interrupted run deletes its objects but does not wait to check
             leaks = _leftover_namespaces(handle, run_id)

@@ -36,7 +36,8 @@ def render(measured: Path = MEASURED) -> str:
         "requirements whose outcomes answer it, and the answers measured last on this project's machine. "
         "The same table, for your own runs:",
         "",
-        "- `make review` runs the suite on every supported release whose binaries are cached, and the lifecycle "
+        "- `make review` runs the suite on every supported release (building the binaries the cache lacks first), "
+        "and the lifecycle "
         "runs: `dra-conformance lifecycle gates` (DRADeviceBindingConditions switched off on kube-scheduler and "
         "kube-apiserver of a live cluster and on again, per release whose gate is not locked) and "
         "`dra-conformance lifecycle upgrade` (OLD -> NEW -> OLD -> NEW on one etcd, per pair of adjacent releases; "

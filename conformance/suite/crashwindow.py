@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 import pytest
 
 from conformance.cluster.providers.base import Crash
+from conformance.report.catalogue import CATALOGUE
 from conformance.report.outcomes import NOT_JUDGED_PREFIX
 from conformance.report.reasons import exception_reason, headline
 from conformance.report.verdict import NOT_JUDGED, subject_of
@@ -55,7 +56,9 @@ def not_judged_if_crashed(
 ) -> None:
     """Raise the not-judged skip when `error` failed an implementation test whose scenario ran through a crash."""
     marker = item.get_closest_marker("requirement")
-    if marker is None or crashes is None or subject_of(marker.args[0]) != "implementation":
+    if marker is None or crashes is None or marker.args[0] not in CATALOGUE:
+        return
+    if subject_of(marker.args[0]) != "implementation":
         return
     if item.get_closest_marker("run_wide") is not None or not (names := scenarios_of(item)):
         return

@@ -20,6 +20,10 @@ def _cached(version: KubeVersion) -> bool:
     return is_cached(version)
 
 
+def _oldest_first(versions: list[KubeVersion]) -> list[KubeVersion]:
+    return sorted(versions, key=lambda v: (v.major, v.minor, v.patch))
+
+
 def _build_missing(versions: list[KubeVersion]) -> dict[str, str]:
     """--build: each release's binaries built where the cache lacks them (a cold build takes 10-25 min on 2 cores),
     oldest first (1.35's upgrade needs 1.34's); per release whose build failed, why (it is then named as not run)."""
@@ -27,7 +31,7 @@ def _build_missing(versions: list[KubeVersion]) -> dict[str, str]:
     from conformance.cluster.toolchain.gobuild import BuildError
 
     failed = {}
-    for version in sorted(versions, key=lambda v: (v.major, v.minor, v.patch)):
+    for version in _oldest_first(versions):
         if _cached(version):
             continue
         print(f"review: Kubernetes {version}: not in the cache, building it first", file=sys.stderr, flush=True)
@@ -72,7 +76,7 @@ def _run_lifecycle(versions: list[KubeVersion], out: Path) -> tuple[list[Path], 
     from conformance.lifecycle.run import run_gates, run_upgrade
 
     bundles, notes = [], []
-    ordered = sorted(versions, key=lambda v: (v.major, v.minor, v.patch))
+    ordered = _oldest_first(versions)
     for version in ordered:
         # A release whose gate is locked on is run too: it starts nothing and writes GATE-1..3 not applicable with the
         # reason, so PRR-2/3 read "not applicable" there, not "not answered" (make review of 2026-12-07 skipped it).
@@ -157,12 +161,13 @@ def review_command(
     sources, missing, notes = list(bundles), {}, []
     if run_suite:
         args = (*(f"--accept={a}" for a in accept), *shlex.split(pytest_args))
-        unbuilt = _build_missing(releases or supported_versions()) if build else {}
-        ran, missing = _run_releases(releases or supported_versions(), out / "runs", profile, args)
-        missing.update({v: why for v, why in unbuilt.items()})  # the build's cause, not "not in the cache"
+        versions = releases or supported_versions()
+        unbuilt = _build_missing(versions) if build else {}
+        ran, missing = _run_releases(versions, out / "runs", profile, args)
+        missing.update(unbuilt)  # the build's cause, not "not in the cache"
         sources += ran
         if lifecycle:
-            made, notes = _run_lifecycle(releases or supported_versions(), out / "lifecycle")
+            made, notes = _run_lifecycle(versions, out / "lifecycle")
             sources += made
     if not sources:
         raise click.ClickException(

@@ -67,15 +67,8 @@ class StaticPodWatch:
         name = pod.metadata.name
         component = (pod.metadata.labels or {}).get("component") or status.name
         ended = status.last_state.terminated if status.last_state else None
-        try:
-            log = self.core.read_namespaced_pod_log(
-                name, NAMESPACE, container=status.name, previous=True, tail_lines=LOG_TAIL_LINES
-            )
-            if (log or "").startswith(_NO_LOG):  # the kubelet answers 200 with this line when it cannot read the log
-                raise ApiException(status=200, reason=log.strip()[:200])
-            cause, frame = crash_cause(log or "")
-        except ApiException as exc:  # the kubelet keeps one previous container's log, and may have lost it
-            cause, frame = f"its previous container's log is not available ({exc.status} {exc.reason})", ""
+        log, unreadable = self._previous_log(name, status.name)
+        cause, frame = crash_cause(log) if not unreadable else (unreadable, "")
         if ended is not None:
             cause = f"{cause} (exit code {ended.exit_code}{f', {ended.reason}' if ended.reason else ''})"
         if restarts > 1:
@@ -89,3 +82,18 @@ class StaticPodWatch:
             f"{NAMESPACE}/{name} container {status.name} (previous)",
             restarted=status.state is not None and status.state.running is not None,
         )
+
+    def _previous_log(self, pod: str, container: str) -> tuple[str, str]:
+        """The end of the container's previous log, or why it cannot be read ("" : it was)."""
+        try:
+            log = (
+                self.core.read_namespaced_pod_log(
+                    pod, NAMESPACE, container=container, previous=True, tail_lines=LOG_TAIL_LINES
+                )
+                or ""
+            )
+        except ApiException as exc:  # the kubelet keeps one previous container's log, and may have lost it
+            return "", f"its previous container's log is not available ({exc.status} {exc.reason})"
+        if log.startswith(_NO_LOG):  # the kubelet answers 200 with this line when it cannot read the log
+            return "", f"its previous container's log is not available (200 {log.strip()[:200]})"
+        return log, ""

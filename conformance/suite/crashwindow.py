@@ -23,14 +23,14 @@ from conformance.report.catalogue import CATALOGUE
 from conformance.report.outcomes import NOT_JUDGED_PREFIX
 from conformance.report.reasons import exception_reason, headline
 from conformance.report.verdict import NOT_JUDGED, subject_of
-from conformance.suite.phases import FIXTURES
+from conformance.suite.phases import scenarios_read
 from conformance.suite.runner import ScenarioRunner
 
 
 def scenarios_of(item: pytest.Item) -> set[str]:
     """The scenarios whose observations the test reads (its module's result fixtures it uses)."""
     module = getattr(getattr(item, "module", None), "__name__", "")
-    return {n for f in getattr(item, "fixturenames", ()) for n in FIXTURES.get((module, f), ())}
+    return scenarios_read(module, getattr(item, "fixturenames", ()))
 
 
 def crashes_during(

@@ -63,6 +63,11 @@ def register_fixture(module: str, fixture: str, scenarios: tuple[str, ...]) -> N
     FIXTURES[(module, fixture)] = scenarios
 
 
+def scenarios_read(module: str, fixtures: Iterable[str]) -> set[str]:
+    """The scenarios whose observations a test of `module` reads through these fixtures (result_fixture's)."""
+    return {n for f in fixtures for n in FIXTURES.get((module, f), ())}
+
+
 def phase_of(scenarios: Iterable[Scenario], run_wide: bool = False) -> str:
     """The phase a test reading these scenarios is judged in (a run-wide judgement: the whole run)."""
     found = list(scenarios)
@@ -79,8 +84,7 @@ def phase_of_test(
     """The phase of one test: that of the scenarios its fixtures hand over; a test that reads none is judged over
     the whole record (run-wide judgements of an implementation module) or is a plain cluster test (API-*)."""
     fixtures = list(fixtures)
-    names = {n for f in fixtures for n in FIXTURES.get((module, f), ())}
-    scenarios = [registry[n] for n in sorted(names) if n in registry]
+    scenarios = [registry[n] for n in sorted(scenarios_read(module, fixtures)) if n in registry]
     if not scenarios and cluster and not run_wide:
         return CLUSTER
     if not scenarios and not run_wide and FOREIGN_FREE_FIXTURE in fixtures:

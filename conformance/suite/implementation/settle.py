@@ -166,13 +166,24 @@ def attached_at(probe: Recorder, device: str, node: str, since: float) -> float 
     return next((s.sent for s in probe.samples(since) if s.states.get(device) == (node, "attached")), None)
 
 
+def first_listed(probe: Recorder, node: str, since: float) -> dict[str, float]:
+    """When the fabric first listed each device on `node` (attaching, attached, detaching) from `since` (time.time())
+    on: the sending time of that answer."""
+    first: dict[str, float] = {}
+    for sample in probe.samples(since):
+        for device, (where, _) in sample.states.items():
+            if where == node:
+                first.setdefault(device, sample.sent)
+    return first
+
+
 def listed_since(probe: Recorder, node: str, since: float, among: set[str] | None = None) -> list[str]:
     """Devices the fabric listed on `node` (attaching, attached, detaching) from `since` (time.time()) on that its
     first answer then did not list there (an earlier holder's), within `among` where given (identified entries: the
     scenario's leased devices; count-based: a node the scenario has to itself)."""
     samples = probe.samples(since)
     before = {d for d, (n, _) in samples[0].states.items() if n == node} if samples else set()
-    found = {d for s in samples for d, (n, _) in s.states.items() if n == node} - before
+    found = set(first_listed(probe, node, since)) - before
     return sorted(found if among is None else found & among)
 
 

@@ -27,13 +27,13 @@ import pytest
 
 from conformance.cluster.manifests import pinned_pod
 from conformance.implementation.faults import FaultInjector
-from conformance.observe.recorder import Recorder
 from conformance.observe.views import SCHEDULE_S, History
 from conformance.suite.implementation.outcome import Outcome, bind_timeout, follow
 from conformance.suite.implementation.settle import (
     LetGo,
     attaching,
     delete_pod,
+    first_listed,
     let_go,
     listed_since,
     unattached_until,
@@ -115,17 +115,6 @@ def _prebind_delete(ctx: Context, mode: Literal["slow", "hang"], shape: Shape) -
     return seen
 
 
-def _first_listed(probe: Recorder, node: str, since: float) -> dict[str, float]:
-    """When the fabric first listed each device on `node` (attaching, attached, detaching) from `since` on
-    (time.time(), the answer's sending time)."""
-    first: dict[str, float] = {}
-    for sample in probe.samples(since):
-        for device, (where, _) in sample.states.items():
-            if where == node:
-                first.setdefault(device, sample.sent)
-    return first
-
-
 def _claim_devices(ctx: Context, leased: list[str], node: str, began: float, hit: str) -> list[str]:
     """Every device the fabric listed on the node for the claim since `began`, and the one the fault hit."""
     probe = ctx.probe
@@ -189,7 +178,7 @@ def late_attach(ctx: Context, shape: Shape) -> Walk:
     # after the release) from that clearing, when it stopped being the claim's.
     seen.devices = _claim_devices(ctx, claimed.identities, node, began, seen.device)
     left = [d for d in seen.devices if d not in used]
-    listed = _first_listed(probe, node, began)
+    listed = first_listed(probe, node, began)
     later = [d for d in left if d != seen.device and listed.get(d, 0.0) > released_at]
     first = [d for d in left if d not in later]
     since = released + (max(cleared) - released_at if cleared else 0.0)

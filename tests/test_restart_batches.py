@@ -15,12 +15,15 @@ from conformance.suite.implementation.restart_cells import (
     BY_NAME,
     CELLS,
     PATHS,
+    STAGINGS,
     UNREACHABLE,
     Restart,
     batches,
     by_design,
     matrix_report,
     not_staged,
+    note_earlier,
+    stage_again,
 )
 
 CLAIMS = ("pending", "allocated", "ready", "released")
@@ -118,3 +121,44 @@ def test_every_path_is_walked_step_by_step() -> None:
     assert all(c.failure == (c.path == "failure") for c in CELLS)
     report = matrix_report([])
     assert report["paths"]["detach"][1] == {"step": "guard made", "cell": "released-guarded"}
+
+
+def test_a_cell_the_suite_s_timing_missed_is_staged_again_up_to_a_bound() -> None:
+    """Issue 37 item 1: 'not walked' (the stack acted first; a kill left the pool half-published) is never the
+    outcome of a correct stack while a staging is left: the cell is staged again, the earlier staging owes nothing
+    but its let-go, and only the last staging's 'not walked' fails IMP-8."""
+    why = "not its claim allocated while controller was down: pool fabric-0 was left incomplete by the kill"
+    first = Restart("allocated-free", "controller", "node-2", walked=why)
+    passed = Restart("released-attached", "controller", "node-2")
+    other_role = Restart("allocated-free", "fabric-manager", "node-2", walked=why)
+    results = [first, passed, other_role]
+    assert stage_again(results, "controller") == ["allocated-free"]
+    assert first.staged_again and not other_role.staged_again and not passed.staged_again
+    assert first.binding() == [] and first.result() == "not walked, staged again"
+    row = matrix_report([first])["cells"][0]
+    assert row["outcome"] == "not walked, staged again" and row["notWalked"] == why
+    again = [Restart("allocated-free", "controller", "node-2", walked=why, attempt=a) for a in range(2, STAGINGS + 1)]
+    for r in again:
+        results.append(r)
+        assert stage_again(results, "controller") == ([] if r.attempt == STAGINGS else ["allocated-free"])
+    last = again[-1]
+    assert not last.staged_again and last.binding() == [
+        f"the cell was not walked (staged {STAGINGS} times; the last): {why}"
+    ]
+    note_earlier(results)
+    assert last.notes == [
+        f"staged {STAGINGS} times (" + "; ".join(f"staging {a} not walked: {why}" for a in range(1, STAGINGS)) + ")"
+    ]
+    assert matrix_report([last])["cells"][0]["attempt"] == STAGINGS
+
+
+def test_a_later_staging_that_was_walked_is_the_one_judged() -> None:
+    missed = Restart(
+        "pending-free", "controller", "node-1", walked="an attach to its node had begun before the restart"
+    )
+    results = [missed]
+    stage_again(results, "controller")
+    walked = Restart("pending-free", "controller", "node-1", attempt=2)
+    results.append(walked)
+    assert stage_again(results, "controller") == [], "a walked staging is not staged again"
+    assert missed.binding() == [] and walked.result() != "not walked"

@@ -267,14 +267,21 @@ def _restart_matrix(report: dict[str, Any]) -> str:
     cells = matrix.get("cells")
     if not isinstance(cells, list):
         return f"{head}<p>{_e(cells)}</p>"
-    css = {"passed": "passed", "failed": "failed", "not walked": "failed", "not staged": "skipped"}
+    css = {
+        "passed": "passed",
+        "failed": "failed",
+        "not walked": "failed",
+        "not walked, staged again": "skipped",
+        "not staged": "skipped",
+    }
+    seen = [c.get("lastSeen") or [c.get("why") or c.get("notWalked", "")] for c in cells]
     rows = "".join(
         f'<tr class="{css.get(c["outcome"], "")}"><td>{_e(c["role"])}</td><td>{_e(c["cell"])}</td>'
         f"<td>{_e(c.get('path', ''))}: {_e(c.get('step', ''))}</td><td>{_e(c['claim'])}</td>"
         f"<td>{_e(c['fabric'])}</td><td><b>{_e(c['outcome'])}</b></td>"
-        f"<td>{_e(c['expected'])}</td><td><pre>{_e(chr(10).join(c.get('lastSeen') or [c.get('why', '')]))}</pre></td>"
+        f"<td>{_e(c['expected'])}</td><td><pre>{_e(chr(10).join(last))}</pre></td>"
         "</tr>"
-        for c in cells
+        for c, last in zip(cells, seen, strict=True)
     )
     unreachable = "".join(
         f"<tr><td>{_e(u['claim'])}</td><td>{_e(u['fabric'])}</td><td>{_e(u['why'])}</td></tr>"

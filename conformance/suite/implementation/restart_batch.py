@@ -9,12 +9,14 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
+from typing import Any
 
 from conformance.cluster.manifests import held_at_gate, pinned_pod
 from conformance.cluster.versions import PREBIND_POLL_S
 from conformance.cluster.waits import WaitTimeout, wait_for
 from conformance.implementation.profile import Role
 from conformance.observe.attachments import stamp
+from conformance.observe.devices import incomplete_pools
 from conformance.observe.moves import judge_move
 from conformance.observe.recorder import PROBE_PERIOD_S
 from conformance.observe.views import SCHEDULE_S, History
@@ -99,12 +101,17 @@ def _while_down(ctx: Context, staged: dict[str, Staged], came: list[float]) -> C
         if (s := staged.get("failed-seen")) and not s.seen.walked:
             failed_while_down(ctx, s)
         if s := staged.get("allocated-free"):
-            s.history.wait(lambda h: h.allocations(), timeout=SCHEDULE_S, expected="its claim allocated (role down)")
+            _down_wait(ctx, s, s.history, lambda h: h.allocations(), "its claim allocated")
         if (s := staged.get("released-attached")) and not s.seen.walked:
-            s.history.wait(lambda h: not h.latest("claim"), timeout=SCHEDULE_S, expected="its claim gone (role down)")
-        if (s := staged.get("move-attached-a")) and s.history_a is not None and not s.seen.walked:
-            s.history_a.wait(lambda h: not h.latest("claim"), timeout=SCHEDULE_S, expected="A's claim gone")
-            s.history.wait(_tried, timeout=SCHEDULE_S, expected="the pod on B tried by the scheduler (role down)")
+            _down_wait(ctx, s, s.history, _claim_going, "its claim deleted")
+        s = staged.get("move-attached-a")
+        if (
+            s
+            and s.history_a is not None
+            and not s.seen.walked
+            and _down_wait(ctx, s, s.history_a, _claim_going, "A's claim deleted")
+        ):
+            _down_wait(ctx, s, s.history, _tried, "the pod on B tried by the scheduler")
         if s := staged.get("pending-free"):  # last: its claim is still pending when the role starts
             s.began = time.time()
             ctx.objects.create(pinned_pod("app", "gpu", s.seen.node), s.ns)
@@ -113,9 +120,44 @@ def _while_down(ctx: Context, staged: dict[str, Staged], came: list[float]) -> C
     return run
 
 
+def _down_wait(ctx: Context, s: Staged, history: History, done: Callable[[History], Any], what: str) -> bool:
+    """Wait for what the cell needs the cluster to do while the role is down. Not done in time, the cell is not
+    walked (staged again: restart_cells.STAGINGS) with why: a stack killed while publishing a pool in several slices
+    leaves it incomplete, and the scheduler allocates from no incomplete pool until the stack is back; a claim may
+    carry the stack's finalizer. Neither is the stack's fault, nor the scenario's end."""
+    try:
+        history.wait(done, timeout=SCHEDULE_S, expected=f"{what} (role down)")
+        return True
+    except WaitTimeout as exc:
+        why = in_one_line(ctx, str(exc), s.began or time.time() - SCHEDULE_S, {history.namespace})
+        pools = _half_published(ctx, s)
+        if pools:
+            why = (
+                f"pool {', '.join(pools)} was left incomplete by the kill (its newest generation lacks slices): the "
+                f"scheduler allocates from no incomplete pool until the stack publishes it whole; {why}"
+            )
+        s.seen.walked = f"not {what} while {s.seen.role} was down: {why}"
+        return False
+
+
+def _half_published(ctx: Context, s: Staged) -> list[str]:
+    """The pools of the cell's leased devices (else of the driver) whose newest generation lacks slices now."""
+    if ctx.invariants is None:
+        return []
+    driver = ctx.invariants.driver
+    pools = incomplete_pools([x for x in ctx.invariants.record.live("slice") if x["spec"]["driver"] == driver])
+    leased = {pool for d in s.lease.devices for pool, _ in d.copies}
+    return [p for p in pools if p in leased] or pools
+
+
 def _lift_gate(ctx: Context, ns: str, pod: str) -> None:
     """Let the scheduler have a pod held at the suite's scheduling gate (manifests.held_at_gate)."""
     ctx.cluster.core.patch_namespaced_pod(pod, ns, [{"op": "remove", "path": "/spec/schedulingGates"}])
+
+
+def _claim_going(h: History) -> bool:
+    """The namespace's claim is gone, or being deleted (a stack's finalizer may hold it until the stack is back)."""
+    return all((c.get("metadata") or {}).get("deletionTimestamp") for c in h.latest("claim").values())
 
 
 def _tried(h: History) -> bool:
@@ -124,10 +166,13 @@ def _tried(h: History) -> bool:
     return bool(h.allocations()) or unschedulable
 
 
-def run_batch(ctx: Context, role: Role, cells: list[Cell], n: int) -> list[Restart]:
+def run_batch(ctx: Context, role: Role, cells: list[Cell], n: int, attempt: int = 1) -> list[Restart]:
+    """One restart of `role` over `cells` staged side by side (`attempt`: the how-manyth staging of these cells)."""
     process = role.process is not None
     with ExitStack() as stack:
         staged = {cell.name: stage(ctx, stack, cell, role, n) for cell in cells}
+        for s in staged.values():
+            s.seen.attempt = attempt
         skipped = [s.seen for s in staged.values() if s.seen.skipped]
         staged = {name: s for name, s in staged.items() if not s.seen.skipped}
         for s in staged.values():

@@ -104,14 +104,15 @@ def _multi_size(ctx: Context) -> int:
     return 0
 
 
-def plan(ctx: Context, role: Role) -> tuple[list[list[Cell]], list[Restart], int]:
-    """The role's cells in batches, the cells it cannot stage (with why), the multi-device claim's size."""
+def plan(ctx: Context, role: Role, only: list[str] | None = None) -> tuple[list[list[Cell]], list[Restart], int]:
+    """The role's cells (`only`: just these, staged again) in batches, the cells it cannot stage (with why), the
+    multi-device claim's size."""
     nodes = ctx.remote_nodes()  # owed: waited for up to the promise, else the scenario fails with the cause
     n = _multi_size(ctx)
     room = min(len(nodes), ctx.pool.count("fabric")) if ctx.counted else ctx.pool.count("fabric", nodes[0])
     cells, skipped = [], []
     failures = bool(ctx.profile.capabilities.get("attachFailureReporting")) and ctx.profile.promises.reports_failures
-    for cell in CELLS:
+    for cell in CELLS if only is None else [c for c in CELLS if c.name in only]:
         why = not_staged(
             cell,
             command=role.process is None,

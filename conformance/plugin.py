@@ -50,6 +50,7 @@ from conformance.session.scenarios import scenarios as scenarios
 from conformance.session.scenarios import scenarios_started as scenarios_started
 from conformance.session.shared import (
     CLUSTER_RUNNER_KEY,
+    CRASH_WINDOW,
     CRASHES_KEY,
     EVIDENCE_KEY,
     NO_PROFILE,
@@ -169,6 +170,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except ValueError as exc:
         raise pytest.UsageError(f"--accept: {exc}") from None
     config.pluginmanager.register(RequirementReporter(config), REPORTER)
+    config.pluginmanager.register(CrashWindow(), CRASH_WINDOW)
     config.addinivalue_line("markers", "requirement(id): the catalogue requirement a test checks, e.g. API-2")
     config.addinivalue_line("markers", "run_wide: judged over the whole run's record; runs after every other test")
     config.addinivalue_line("markers", "phase(name): the implementation phase the test's evidence is from")
@@ -210,18 +212,23 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> None:
     hand_over(pyfuncitem, loaded.profile if loaded is not None else None)
 
 
-@pytest.hookimpl(wrapper=True, specname="pytest_pyfunc_call")
-def crash_window_call(pyfuncitem: pytest.Function) -> Iterator[None]:
+class CrashWindow:
     """An implementation test that failed on a scenario the control plane crashed under is not judged
-    (suite/crashwindow.py): the crash is the cluster's (SCH-11), not the implementation's failure."""
-    __tracebackhide__ = True
-    try:
-        return (yield)
-    except (Exception, pytest.fail.Exception) as exc:
-        stash = pyfuncitem.config.stash
-        runners = [stash[k] for k in (CLUSTER_RUNNER_KEY, RUNNER_KEY) if k in stash]
-        not_judged_if_crashed(pyfuncitem, exc, runners, stash.get(CRASHES_KEY, None))
-        raise
+    (suite/crashwindow.py): the crash is the cluster's (SCH-11), not the implementation's failure. A plugin object of
+    its own (registered in pytest_configure): pytest reads only `pytest_`-named hooks, so a second
+    pytest_pyfunc_call of this module under another name (specname) was never called (soak, 2026-12-07: IMP-20
+    failed under a kube-scheduler panic)."""
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> Iterator[None]:
+        __tracebackhide__ = True
+        try:
+            return (yield)
+        except (Exception, pytest.fail.Exception) as exc:
+            stash = pyfuncitem.config.stash
+            runners = [stash[k] for k in (CLUSTER_RUNNER_KEY, RUNNER_KEY) if k in stash]
+            not_judged_if_crashed(pyfuncitem, exc, runners, stash.get(CRASHES_KEY, None))
+            raise
 
 
 @pytest.fixture(scope="session")

@@ -5,10 +5,12 @@ reads of them (markers, module, fixtures; the scenarios' start and end)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import yaml
 
 from conformance.cluster.providers.base import Crash
 from conformance.report.outcomes import NOT_JUDGED_PREFIX
@@ -16,6 +18,8 @@ from conformance.report.verdict import NOT_JUDGED
 from conformance.suite.crashwindow import crashes_during, not_judged_if_crashed
 from conformance.suite.phases import FIXTURES
 from conformance.suite.runner import Timing
+
+pytest_plugins = ["pytester"]
 
 MODULE = "tests.stand_in_module"
 
@@ -76,3 +80,55 @@ def test_every_other_failure_stays_a_failure(runners: list[Any], item: Item, cra
     not_judged_if_crashed(item, AssertionError("boom"), runners, lambda: crashes)
     not_judged_if_crashed(item, AssertionError("boom"), runners, None)  # a provider that watches nothing
     assert item.user_properties == []
+
+
+_FAKE = """
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from conformance.cluster.providers.base import Crash
+from conformance.session.shared import CRASHES_KEY, RUNNER_KEY
+from conformance.suite.phases import FIXTURES
+from conformance.suite.runner import Timing
+
+FIXTURES[(__name__, "shared")] = ("fake-shared",)
+
+
+@pytest.fixture(scope="module")
+def shared(request):
+    now, stash = time.time(), request.config.stash
+    cause = "panic: runtime error: index out of range [1] with length 1"
+    crash = Crash("kube-scheduler", now, cause, "tracker.syncSlice", "kube-scheduler.log", restarted=True)
+    stash[CRASHES_KEY] = lambda: [crash]
+    stash[RUNNER_KEY] = SimpleNamespace(timings={"fake-shared": Timing(now - 10, now + 10)})
+    yield "observed"
+    del stash[RUNNER_KEY]
+
+
+@pytest.mark.requirement("IMP-20")
+def test_under_the_crash(shared):
+    raise AssertionError("the pods of the shared claim never bound")
+
+
+@pytest.mark.requirement("IMP-1")
+def test_reading_no_scenario():
+    raise AssertionError("its own failure")
+"""
+
+
+def test_the_plugin_calls_the_rule_around_every_test(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """The rule wired into a whole pytest run (pytester, in-process, the real plugin; no cluster): a wrapper of
+    pytest_pyfunc_call registered under another function name is never called by pytest, which is how the rule
+    went unused in real runs until a soak showed IMP-20 failed under a kube-scheduler panic."""
+    profile = Path(__file__).resolve().parent.parent / "fixtures" / "profiles" / "reference.yaml"
+    pytester.makepyfile(test_fake=_FAKE)
+    reports = tmp_path / "reports"
+    result = pytester.runpytest("-p", "no:cacheprovider", "--profile", str(profile), f"--reports-dir={reports}")
+    requirements = yaml.safe_load((reports / "conformance-report.yaml").read_text())["requirements"]
+    assert requirements["IMP-20"]["outcome"] == NOT_JUDGED
+    assert requirements["IMP-20"]["reason"].startswith("kube-scheduler crashed at ")
+    assert "the pods of the shared claim never bound" in requirements["IMP-20"]["reason"]
+    assert requirements["IMP-1"]["outcome"] == "failed", "a test that reads no scenario keeps its failure"
+    assert result.ret == 1

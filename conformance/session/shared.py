@@ -37,6 +37,7 @@ FOREIGN_FREE_KEY = pytest.StashKey[ForeignFree]()  # the gate of the foreign-fre
 NO_PROFILE = "none"
 NO_PROFILE_REASON = "no implementation profile (--profile none): this run certifies the cluster only"
 REPORTER = "dra-conformance-requirements"  # the name the requirement reporter is registered under
+CRASH_WINDOW = "dra-conformance-crash-window"  # the name the crash window's call wrapper is registered under
 
 
 def mark(config: pytest.Config, moment: str, seconds: float | None = None) -> None:

@@ -126,6 +126,24 @@ def test_keep_in_pool_lists_every_device_reschedule_to_local_only_free_ones() ->
     assert [d.name for d in local.pools["fabric-1"]] == ["fabric-1-gpu-0"]
 
 
+def test_reschedule_to_local_lists_a_detached_device_only_once_its_guard_has_been_gone_a_while() -> None:
+    """kube-scheduler's ResourceSlice tracker panics when a rule is deleted while a slice listing its device grows
+    (docs/upstream/scheduler-panic-in-resourceslice-tracker.md): the guard goes while the device is listed nowhere,
+    the device is listed taint_settle_s later (a pass of the poll); keep-in-pool lists it throughout."""
+    device = dev(0)
+    guard = rule(Purpose.DETACH, device)
+    lifting = plan_for(LOCAL, [device], taints=(guard,))
+    assert lifting.delete_taints == [guard.name] and lifting.pools["fabric-0"] == []
+    assert lifting.idle_since == {f"offer:{device.uuid}": NOW}
+    settling = plan_for(LOCAL, [device], memory=Memory(idle_since={f"offer:{device.uuid}": NOW - 0.5}))
+    assert settling.pools["fabric-0"] == [] and settling.idle_since == {f"offer:{device.uuid}": NOW - 0.5}
+    offered = plan_for(LOCAL, [device], memory=Memory(idle_since={f"offer:{device.uuid}": NOW - 1}))
+    assert offered.pools["fabric-0"] == [device] and offered.idle_since == {}
+    assert plan_for(KEEP, [device], taints=(guard,)).pools["fabric-0"] == [device]
+    others = plan_for(LOCAL, [device, dev(1)], taints=(guard,))
+    assert [d.name for d in others.pools["fabric-0"]] == ["fabric-0-gpu-1"], "only the device whose rule goes"
+
+
 # --- attach before bind -----------------------------------------------------------------------------------
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..model import FabricDevice, NodeCopy
-from ..settings import Settings
+from ..settings import Mode, Settings
 from .broken import (  # noqa: F401 (re-exported)
     BROKEN_DETACH_AFTER_S,
     BROKEN_HIDE_AFTER_S,
@@ -41,7 +41,7 @@ from .broken import (  # noqa: F401 (re-exported)
     _broken_report_all,
 )
 from .counted import _assign, _available, _counted_pools
-from .device import _device
+from .device import _device, _offer_after_rules
 from .holdings import Holding, assigned_device, assignment_key, holdings  # noqa: F401 (re-exported)
 from .plan import (  # noqa: F401 (re-exported)
     ATTACHED,
@@ -84,4 +84,6 @@ def decide(settings: Settings, snap: Snapshot, memory: Memory, now: float) -> Pl
         _broken_report_all(settings, plan, snap)
     known = {d.uuid for d in snap.devices}
     plan.delete_taints += [t.name for t in snap.taints if t.uuid not in known]  # a device the fabric dropped
+    if settings.mode is Mode.RESCHEDULE_TO_LOCAL and not settings.counted:
+        _offer_after_rules(settings, plan, snap, memory, now)
     return plan

@@ -3,7 +3,7 @@ its release once nobody holds it (idle grace, detach guard, detach)."""
 
 from __future__ import annotations
 
-from ..model import FabricDevice, NodeCopy, TaintRule
+from ..model import CountedEntry, FabricDevice, NodeCopy, TaintRule
 from ..settings import Mode, Purpose, Settings
 from .attach import _fabric_holder, _losers
 from .broken import (
@@ -15,7 +15,7 @@ from .broken import (
     forgotten_failure,
 )
 from .holdings import Holding
-from .plan import ATTACHED, ATTACHING, DETACHING, FREE, Detach, Failure, Memory, Plan, TaintCreate
+from .plan import ATTACHED, ATTACHING, DETACHING, FREE, Detach, Failure, Memory, Plan, Snapshot, TaintCreate
 
 
 def _device(
@@ -146,3 +146,26 @@ def _device(
         plan.states[key] = f"detaching from {d.node}"
     else:
         plan.states[key] = f"attaching to {d.node} without a claim" + (" (hung)" if d.hung else "")
+
+
+def _offer_after_rules(settings: Settings, plan: Plan, snap: Snapshot, memory: Memory, now: float) -> None:
+    """reschedule-to-local: a free device is listed in its fabric pool only once every rule on it is gone, and
+    gone for taint_settle_s. kube-scheduler's ResourceSlice tracker (1.35-1.38) panics when a DeviceTaintRule is
+    deleted while a slice listing its device has grown past the tracker's cached copy of it (the slice and the rule
+    are two informers: docs/upstream/scheduler-panic-in-resourceslice-tracker.md); a rule whose device no slice
+    lists touches no slice there. Listed in the pass that deleted its detach guard, the device grew the fabric pool
+    right beside the rule's delete: the first panic the suite saw."""
+    deleting = set(plan.delete_taints)
+    lifted = {t.uuid for t in snap.taints if t.name in deleting}
+    for fabric, devices in plan.pools.items():
+        kept: list[FabricDevice | CountedEntry] = []
+        for d in devices:
+            uuid = getattr(d, "uuid", None)
+            key = f"offer:{uuid}"
+            since = now if uuid in lifted else memory.idle_since.get(key)
+            if since is not None and now - since < settings.taint_settle_s:
+                plan.idle_since[key] = since  # kept while it waits; forgotten once listed
+                plan.states.setdefault(f"device {d.name}", "free, offered once its rule has been gone a while")
+                continue
+            kept.append(d)
+        plan.pools[fabric] = kept

@@ -165,7 +165,7 @@ def _offer_after_rules(settings: Settings, plan: Plan, snap: Snapshot, memory: M
             since = now if uuid in lifted else memory.idle_since.get(key)
             if since is not None and now - since < settings.taint_settle_s:
                 plan.idle_since[key] = since  # kept while it waits; forgotten once listed
-                plan.states.setdefault(f"device {d.name}", "free, offered once its rule has been gone a while")
+                plan.states[f"device {d.name}"] = "free, listed once its rule has been gone taint_settle_s"
                 continue
             kept.append(d)
         plan.pools[fabric] = kept

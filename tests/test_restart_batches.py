@@ -162,3 +162,16 @@ def test_a_later_staging_that_was_walked_is_the_one_judged() -> None:
     results.append(walked)
     assert stage_again(results, "controller") == [], "a walked staging is not staged again"
     assert missed.binding() == [] and walked.result() != "not walked"
+
+
+def test_a_cell_that_could_not_be_staged_again_keeps_its_not_walked() -> None:
+    """No later staging judged it (no room, no second node at the retry): the first staging's 'not walked' fails."""
+    missed = Restart(
+        "move-attached-a", "controller", "node-1", walked="A's claim not deleted while controller was down"
+    )
+    skipped = Restart("move-attached-a", "controller", "", skipped="no second node", attempt=2)
+    results = [missed]
+    stage_again(results, "controller")
+    results.append(skipped)
+    note_earlier(results)
+    assert not missed.staged_again and missed.binding()[0].startswith("the cell was not walked")

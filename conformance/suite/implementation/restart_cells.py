@@ -128,7 +128,14 @@ def stage_again(results: list[Restart], role: str) -> list[str]:
 
 
 def note_earlier(results: list[Restart]) -> None:
-    """Each later staging of a cell says why the earlier ones were not walked (its report line is the one read)."""
+    """Each later staging of a cell says why the earlier ones were not walked (its report line is the one read); a
+    staging followed by no staged one (the cell could not be staged again: no room, no second node) keeps its "not
+    walked", so nothing passes for want of a judgement."""
+    for r in results:
+        if r.staged_again:
+            r.staged_again = any(
+                (x.cell, x.role) == (r.cell, r.role) and x.attempt > r.attempt and not x.skipped for x in results
+            )
     for r in results:
         if r.attempt > 1 and not any(n.startswith("staged ") for n in r.notes):
             earlier = [x for x in results if (x.cell, x.role) == (r.cell, r.role) and x.attempt < r.attempt]

@@ -41,10 +41,7 @@ def _matrix(ctx: Context) -> list[Restart]:
             if not again:
                 break
             ctx.say(f"restart {role.name}: staging again (attempt {attempt} of {STAGINGS}) {', '.join(again)}")
-            replanned, cannot, _ = plan(ctx, role, again)
-            for r in out:  # a cell that cannot be staged again keeps its "not walked"
-                r.staged_again &= not any((r.cell, r.role) == (x.cell, x.role) for x in cannot)
-            for cells in replanned:
+            for cells in plan(ctx, role, again)[0]:  # one that cannot be staged again keeps it (note_earlier)
                 out += run_batch(ctx, role, cells, n, attempt)
         out += skipped
     note_earlier(out)

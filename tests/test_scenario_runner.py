@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conformance.cluster.providers.base import ClusterInfo
+from conformance.cluster.providers.base import ClusterInfo, Crash
 from conformance.implementation.profile import API_VERSION, KIND, Profile
 from conformance.observe.devices import DevicePool
 from conformance.observe.invariants import Violation
@@ -263,3 +263,98 @@ def test_a_failed_scenario_hands_over_the_steps_it_reached_and_what_it_observed_
     assert runner.progress["bad"].unread.startswith("what it had observed could not be read: ZeroDivisionError")
     with pytest.raises(ValueError, match="declares no step 'third'"):
         runner.result("undeclared")
+
+
+def _crash(at: float, restarted: bool = True) -> Crash:
+    return Crash("kube-scheduler", at, "panic: index out of range [29] with length 29", "syncSlice", "log", restarted)
+
+
+def test_a_scenario_that_failed_under_a_control_plane_crash_runs_again_and_only_that_attempt_is_judged() -> None:
+    crashes: list[Crash] = []
+    attempts: list[float] = []
+
+    def crashed_once(ctx: Context) -> str:
+        attempts.append(time.time())
+        if len(attempts) == 1:
+            crashes.append(_crash(time.time()))  # the scheduler panicked while it ran, and the wait failed after
+            raise AssertionError("claim ns-1/c not reallocated within 25s")
+        return "seen"
+
+    runner, made = _runner([_scenario("s", crashed_once)])
+    runner._crashes = lambda: crashes
+    runner.start()
+    assert runner.result("s") == "seen"
+    runner.join()
+    timing = runner.timings["s"]
+    assert len(attempts) == 2 and [o.cleaned for o in made] == [1, 1], "each attempt in its own objects, cleaned"
+    assert timing.outcome == "passed" and timing.attempt == 2 and timing.start >= attempts[1] - 0.01
+    assert timing.again == (
+        "kube-scheduler crashed at "
+        + time.strftime("%H:%M:%S", time.gmtime(crashes[0].at))
+        + " UTC while it ran (SCH-11: panic: index out of range [29] with length 29)",
+    )
+    assert "s" not in runner.progress, "a failed attempt's progress is not the judged attempt's"
+
+
+@pytest.mark.parametrize(
+    ("in_window", "restarted", "runs"),
+    [(True, True, 2), (False, True, 1), (True, False, 1)],
+    ids=["a second crash leaves the failure", "a crash before it reruns nothing", "left down: nothing to rerun on"],
+)
+def test_when_a_failure_under_a_crash_is_run_again(in_window: bool, restarted: bool, runs: int) -> None:
+    crashes: list[Crash] = []
+    attempts: list[int] = []
+
+    def always_fails(ctx: Context) -> str:
+        attempts.append(1)
+        crashes.append(_crash(time.time() if in_window else 0.0, restarted))
+        raise AssertionError("pod ns-1/p not bound within 60s")
+
+    runner, _ = _runner([_scenario("s", always_fails)])
+    runner._crashes = lambda: crashes
+    runner.start()
+    with pytest.raises(AssertionError, match="not bound"):
+        runner.result("s")
+    runner.join()
+    assert len(attempts) == runs
+
+
+def test_a_scenario_that_passed_under_a_crash_is_kept_and_a_skip_is_not_run_again() -> None:
+    crashes: list[Crash] = []
+    attempts: list[str] = []
+
+    def passes(ctx: Context) -> str:
+        attempts.append("passes")
+        crashes.append(_crash(time.time()))
+        return "seen"
+
+    def gap(ctx: Context) -> str:
+        attempts.append("gap")
+        crashes.append(_crash(time.time()))
+        pytest.skip("the profile declares no detach")
+
+    runner, _ = _runner([_scenario("a", passes), _scenario("b", gap)])
+    runner._crashes = lambda: crashes
+    runner.start()
+    assert runner.result("a") == "seen"
+    with pytest.raises(pytest.skip.Exception, match="no detach"):
+        runner.result("b")
+    runner.join()
+    assert sorted(attempts) == ["gap", "passes"]
+
+
+def test_the_schedulers_double_allocation_runs_the_scenario_again_once() -> None:
+    attempts: list[int] = []
+
+    def fails_after(ctx: Context) -> str:
+        attempts.append(1)
+        ctx.namespaces.add("ns-1")
+        raise AssertionError("pod ns-1/p not bound within 60s")
+
+    watcher = _Watcher([Violation(0.0, "allocated-twice", "U0", ("ns-1/a", "ns-2/b"), frozenset({"ns-1", "ns-2"}))])
+    runner, _ = _runner([_scenario("s", fails_after)], watcher)
+    runner.start()
+    with pytest.raises(pytest.skip.Exception, match="SCH-9"):
+        runner.result("s")
+    runner.join()
+    assert len(attempts) == 2 and runner.timings["s"].again[0].startswith("scenario s: not judged: kube-scheduler")

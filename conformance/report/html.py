@@ -184,7 +184,7 @@ def _scenarios(report: dict[str, Any], timelines: dict[str, dict[str, Any]], pre
         shown = f'<a href="#sc-{_e(name)}">{_e(name)}</a>' if name in timelines else f"{_e(name)} (no timeline)"
         index.append(
             f'<tr><td>{shown}</td><td class="{_e(entry["outcome"] if entry["outcome"] != "passed" else "")}">'
-            f"{_e(scenario_words(entry['outcome']))}</td><td>{_e(entry['seconds'])} s</td></tr>"
+            f"{_e(scenario_words(entry['outcome']))}{_again(entry)}</td><td>{_e(entry['seconds'])} s</td></tr>"
         )
     out.append("<table><tr><th>scenario</th><th>outcome</th><th>time</th></tr>" + "".join(index) + "</table>")
     judged: dict[str, list[str]] = {}  # scenario -> "IMP-3 failed" for each requirement its timeline evidences
@@ -387,3 +387,11 @@ def render(folder: Path, out: Path | None = None) -> Path:
     target = out or folder / PAGE
     target.write_text(page)
     return target
+
+
+def _again(entry: dict[str, Any]) -> str:
+    """The attempt that was judged, when an earlier one met the cluster's fault (suite/runner.py's ATTEMPTS)."""
+    if not entry.get("ranAgainBecause"):
+        return ""
+    why = "; ".join(str(w) for w in entry["ranAgainBecause"])
+    return f"<br><small>attempt {_e(entry.get('attempt'))}, run again because {_e(why)}</small>"

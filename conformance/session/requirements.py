@@ -293,6 +293,7 @@ class RequirementReporter(TerminalSummary):
                 mark(self.config, "scenariosDone", max(ends) - self.started_at)
             run["scenarios"] = {
                 name: {"outcome": t.outcome, "seconds": round((t.end or t.start) - t.start, 2)}
+                | ({"attempt": t.attempt, "ranAgainBecause": list(t.again)} if t.again else {})
                 for name, t in sorted(timings.items())
             }
             run["measurements"] = {key: summarize(v) for key, v in sorted(measured.items()) if v}

@@ -21,6 +21,7 @@ from conformance.observe.recorder import Recorder
 from conformance.session.shared import (
     CLUSTER_RUNNER_KEY,
     CLUSTER_TESTS_DONE_KEY,
+    CRASHES_KEY,
     EVIDENCE_KEY,
     FOREIGN_FREE_KEY,
     OTHERS_KEY,
@@ -171,7 +172,15 @@ def scenarios(
 
     gate = pytestconfig.stash[FOREIGN_FREE_KEY] = ForeignFree()
     guarded = [evidence.guard(sc) for sc in selected]
-    runner = ScenarioRunner(guarded, context, watcher, say, prof.fabric_concurrency, foreign_free=gate)
+    runner = ScenarioRunner(
+        guarded,
+        context,
+        watcher,
+        say,
+        prof.fabric_concurrency,
+        foreign_free=gate,
+        crashes=pytestconfig.stash.get(CRASHES_KEY, None),
+    )
     pytestconfig.stash[RUNNER_KEY] = runner
     runner.start()
     _switch(pytestconfig, gate, runner, others, cluster, recorder, publish, prof.driver, say).start(gate)

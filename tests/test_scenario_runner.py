@@ -275,6 +275,7 @@ def test_a_scenario_that_failed_under_a_control_plane_crash_runs_again_and_only_
 
     def crashed_once(ctx: Context) -> str:
         attempts.append(time.time())
+        ctx.measure("detach_seconds", float(len(attempts)))
         if len(attempts) == 1:
             crashes.append(_crash(time.time()))  # the scheduler panicked while it ran, and the wait failed after
             raise AssertionError("claim ns-1/c not reallocated within 25s")
@@ -294,6 +295,7 @@ def test_a_scenario_that_failed_under_a_control_plane_crash_runs_again_and_only_
         + " UTC while it ran (SCH-11: panic: index out of range [29] with length 29)",
     )
     assert "s" not in runner.progress, "a failed attempt's progress is not the judged attempt's"
+    assert runner.measurements == {"detach_seconds": [2.0]}, "only the judged attempt's figures"
 
 
 @pytest.mark.parametrize(

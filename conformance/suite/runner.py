@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -98,6 +98,7 @@ class Timing:
     outcome: str = "running"
     attempt: int = 1
     again: tuple[str, ...] = ()  # why each earlier attempt was run again (the cluster's fault it met)
+    measured: dict[str, list[float]] = field(default_factory=dict)  # the attempt's figures (ctx.measure)
 
 
 class ScenarioRunner:
@@ -200,6 +201,7 @@ class ScenarioRunner:
             except BaseException as exc:
                 fault = self._cluster_fault(sc, exc) if attempt < ATTEMPTS else None
                 if fault is None:
+                    self._keep_measured(sc.name)
                     raise
                 again += (fault,)
                 self._say(
@@ -208,7 +210,14 @@ class ScenarioRunner:
                 )
                 continue
             self.progress.pop(sc.name, None)
+            self._keep_measured(sc.name)
             return result
+
+    def _keep_measured(self, name: str) -> None:
+        """The figures of the judged attempt (not those of one the cluster failed under) into the run's."""
+        with self._lock:
+            for key, values in self.timings[name].measured.items():
+                self.measurements.setdefault(key, []).extend(values)
 
     def _cluster_fault(self, sc: Scenario, error: BaseException) -> str | None:
         """Why the attempt that ended with `error` is the cluster's to answer for, or None (the error stands)."""
@@ -255,9 +264,7 @@ class ScenarioRunner:
         finally:
             failures = ctx.objects.cleanup()
             ctx.release()
-            with self._lock:
-                for key, values in ctx.measurements.items():
-                    self.measurements.setdefault(key, []).extend(values)
+            timing.measured = ctx.measurements  # kept once this attempt is the judged one (_run_now)
             ctx.cluster.close()
             timing.end = time.time()
             # "passed" would read as a verdict: a scenario only ran; its requirements are judged by its tests

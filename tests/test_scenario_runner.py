@@ -292,7 +292,8 @@ def test_a_scenario_that_failed_under_a_control_plane_crash_runs_again_and_only_
     assert timing.again == (
         "kube-scheduler crashed at "
         + time.strftime("%H:%M:%S", time.gmtime(crashes[0].at))
-        + " UTC while it ran (SCH-11: panic: index out of range [29] with length 29)",
+        + " UTC while it ran (SCH-11: panic: index out of range [29] with length 29); "
+        "that attempt failed: claim ns-1/c not reallocated within 25s",
     )
     assert "s" not in runner.progress, "a failed attempt's progress is not the judged attempt's"
     assert runner.measurements == {"detach_seconds": [2.0]}, "only the judged attempt's figures"
@@ -360,3 +361,23 @@ def test_the_schedulers_double_allocation_runs_the_scenario_again_once() -> None
         runner.result("s")
     runner.join()
     assert len(attempts) == 2 and runner.timings["s"].again[0].startswith("scenario s: not judged: kube-scheduler")
+
+
+def test_a_broken_invariant_under_a_crash_stands_and_is_not_run_again() -> None:
+    crashes: list[Crash] = []
+    attempts: list[int] = []
+
+    def holds_twice(ctx: Context) -> str:
+        attempts.append(1)
+        ctx.namespaces.add("ns-1")
+        crashes.append(_crash(time.time()))
+        return "seen"
+
+    watcher = _Watcher([Violation(0.0, "held-twice", "U0", ("ns-1/a", "ns-1/b"), frozenset({"ns-1"}))])
+    runner, _ = _runner([_scenario("s", holds_twice)], watcher)
+    runner._crashes = lambda: crashes
+    runner.start()
+    with pytest.raises(InvariantViolated, match="held-twice"):
+        runner.result("s")
+    runner.join()
+    assert len(attempts) == 1, "the implementation's wrong act is its own, whatever the scheduler did"

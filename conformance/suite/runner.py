@@ -223,7 +223,11 @@ class ScenarioRunner:
         """Why the attempt that ended with `error` is the cluster's to answer for, or None (the error stands)."""
         if isinstance(error, ClusterFault):
             return str(error).strip().splitlines()[0]
-        if not isinstance(error, Exception) or self._crashes is None or CANCELLED.is_set():  # skips, interrupts
+        # Not skips or interrupts; not a broken invariant either: what the implementation did wrong (a device held
+        # twice, a pod bound early) is its own whatever the scheduler did, and stands.
+        if not isinstance(error, Exception) or isinstance(error, InvariantViolated):
+            return None
+        if self._crashes is None or CANCELLED.is_set():
             return None
         timing = self.timings[sc.name]
         try:
@@ -234,7 +238,9 @@ class ScenarioRunner:
         if hit is None:
             return None
         when = time.strftime("%H:%M:%S", time.gmtime(hit.at))
-        return f"{hit.component} crashed at {when} UTC while it ran (SCH-11: {hit.cause})"
+        failed = (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
+        crashed = f"{hit.component} crashed at {when} UTC while it ran (SCH-11: {hit.cause})"
+        return f"{crashed}; that attempt failed: {failed}"
 
     def _attempt(self, sc: Scenario, timing: Timing) -> Any:
         self.timings[sc.name] = timing

@@ -246,6 +246,27 @@ def test_a_detach_after_the_pod_is_gone_passes() -> None:
     assert found.verdicts.checked.get(order.DETACH) == 1 and not found.verdicts.violations, found.verdicts
 
 
+def test_an_allocation_cleared_at_a_revision_before_the_bind_is_not_the_pods_even_if_delivered_after_it() -> None:
+    """Soak 2026-12-07 (counted, late-attach-after-timeout): the fabric allocation cleared at revision 4616 (delivered
+    at .239), the claim reallocated to a node-local copy at 4620, the pod bound at 4621 (delivered at .238, 1 ms
+    earlier: another watch stream). The fabric device, unused, was detached while the pod ran on the copy."""
+
+    def bound_at(revision: int) -> list[Record]:
+        return _records(
+            (T0, "claim", 5, _claim(5, {})),
+            (T0 + 1, "claim", 10, _claim(10, {READY: "True"})),
+            (T0 + 3.001, "claim", 16, _claim(16, None)),
+            (T0 + 3.001, "claim", 20, _claim(20, {}, pool="node-local")),
+            (T0 + 3.0, "pod", revision, _pod(revision)),
+            (T0 + 9, "pod", 30, _pod(30) | {"deleted": True}),
+        )
+
+    samples = _samples((T0 + 4, ("n1", "attached")), (T0 + 5, ("n1", "detaching")), (T0 + 6, None))
+    assert not _judge(bound_at(21), samples).verdicts.violations
+    # bound at a revision before the clearing: the pod was bound with that device, and its detach is early
+    assert "pod ns/p, bound at revision 15" in _first(_judge(bound_at(15), samples), order.DETACH)
+
+
 def test_a_claim_deleted_while_its_pod_runs_keeps_the_device_attached() -> None:
     """The claim goes first (kept by its finalizer while reserved), the pod a few seconds later: the detach waits."""
     records = _used(

@@ -81,6 +81,18 @@ class Used:
     node_gone: float | None = None  # its node seen deleted after the binding (IMP-16): nothing runs there any more
 
 
+def bound_with(h: Held, u: Used, skew: float = 0.0) -> bool:
+    """Whether pod `u` can have been bound with allocation `h`: allocated by the binding's delivery (less `skew`) and
+    not cleared before it, neither as delivered nor at a revision before the binding's. Two watch streams can deliver
+    a clearing and a later binding in the other order: soak 2026-12-07, a claim's fabric allocation cleared at
+    revision 4616 was delivered 1 ms after the bind at 4621 that used its node-local copy."""
+    return (
+        h.start - skew <= u.bound
+        and (h.end is None or h.end > u.bound)
+        and not (h.end_revision and u.revision and h.end_revision < u.revision)
+    )
+
+
 @dataclass
 class Verdicts:
     """What each rule found, and what it could not judge (with why)."""
@@ -268,15 +280,7 @@ class Judge:
             # is not the one it bound with (the claim stream may record a reallocation after the bind, under load),
             # nor is one cleared at a revision before the bind's, whenever the claim stream delivered that clearing
             # (reschedule-to-local: the fabric allocation, cleared before the node-local copy's, same node).
-            devices = [
-                h
-                for h in held
-                if h.claim in u.claims
-                and h.node in (None, u.node)
-                and h.start <= u.bound
-                and (h.end is None or h.end > u.bound)
-                and not (h.end_revision and u.revision and h.end_revision < u.revision)
-            ]
+            devices = [h for h in held if h.claim in u.claims and h.node in (None, u.node) and bound_with(h, u)]
             for h in devices:
                 if h.identity is None:
                     v.skip(rule, f"{u.pod}: {h} names no physical device (no identity published, no status data)")

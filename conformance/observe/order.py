@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from conformance.observe import copies
-from conformance.observe.attachments import SKEW_S, Verdicts, data_identity, holdings, stamp, usages
+from conformance.observe.attachments import SKEW_S, Verdicts, bound_with, data_identity, holdings, stamp, usages
 from conformance.observe.recorder import PROBE_PERIOD_S, Record, Sample
 from conformance.observe.replay import free_entries, replay
 from conformance.observe.slices import allocation_results, reaches
@@ -270,8 +270,7 @@ def _judge_detach(
         if h.node not in (None, node):
             continue
         for u in used.get(h.claim, []):
-            during = h.start - SKEW_S <= u.bound < after.sent and (h.end is None or h.end > u.bound)
-            if u.node == node and during:
+            if u.node == node and u.bound < after.sent and bound_with(h, u, SKEW_S):
                 users.append((u, h))
     if not users:
         return

@@ -129,7 +129,33 @@ def test_a_deleted_node_ends_the_use_of_its_pod_for_imp10() -> None:
         (T0 + 11, "claim", "DELETED", _claim(15, "n1", True)),
     ]
     assert "IMP-10" not in _judge(_record(events, _probe(T0 + 20, (T0 + 1.5, T0 + 7))))
-    assert "IMP-10" in _judge(_record(events, _probe(T0 + 20, (T0 + 1.5, T0 + 5))))
+    assert "IMP-10" in _judge(_record(events, _probe(T0 + 20, (T0 + 1.5, T0 + 4.5))))
+
+
+def test_the_end_of_a_use_is_read_with_the_streams_lag_and_by_revision() -> None:
+    """A pod's deletion (or its node's, or its claim's release) is known as its stream delivered it: the fabric may
+    answer detaching before the suite's pod stream delivers the deletion (soak load: hundreds of ms), so answers up to
+    SKEW_S before the delivered end are not the pod's. The release counts as the end when it came after the deletion
+    began by revision, whichever stream delivered first."""
+    events = [
+        (T0 + 1, "claim", "ADDED", _claim(10, "n1", False)),
+        (T0 + 2, "claim", "MODIFIED", _claim(11, "n1", True)),
+        (T0 + 3, "pod", "MODIFIED", _pod(12, "n1")),
+        (T0 + 10, "pod", "DELETED", _pod(14, "n1")),
+        (T0 + 11, "claim", "DELETED", _claim(15, "n1", True)),
+    ]
+    assert "IMP-10" not in _judge(_record(events, _probe(T0 + 20, (T0 + 1.5, T0 + 9.4))))  # 0.6 s lag
+    assert "IMP-10" in _judge(_record(events, _probe(T0 + 20, (T0 + 1.5, T0 + 8.5))))  # 1.5 s early: wrong
+    # deletion begun at revision 13 (delivered at T0+6.002), claim released at 14 (delivered at T0+6.0, first);
+    # the pod object lingers until T0+30: the release at T0+6 ends the use
+    deleting = _pod(13, "n1") | {"metadata": {**_pod(13, "n1")["metadata"], "deletionTimestamp": "now"}}
+    lingering = [
+        *events[:3],
+        (T0 + 6.0, "claim", "MODIFIED", {"metadata": {"name": "c", "namespace": "ns", "resourceVersion": "14"}}),
+        (T0 + 6.002, "pod", "MODIFIED", deleting),
+        (T0 + 30, "pod", "DELETED", _pod(16, "n1")),
+    ]
+    assert "IMP-10" not in _judge(_record(lingering, _probe(T0 + 40, (T0 + 1.5, T0 + 7))))
 
 
 def test_an_allocation_pinned_to_another_node_is_not_the_one_the_pod_bound_with() -> None:

@@ -79,6 +79,7 @@ class Used:
     claims: list[str]
     deleting: float | None = None  # first seen with a deletionTimestamp
     node_gone: float | None = None  # its node seen deleted after the binding (IMP-16): nothing runs there any more
+    deleting_revision: int | None = None  # the revision of the write that set the deletionTimestamp
 
 
 def bound_with(h: Held, u: Used, skew: float = 0.0) -> bool:
@@ -200,14 +201,33 @@ def usages(records: Iterable[Record]) -> list[Used]:
         elif name in out:
             out[name].claims = sorted(set(out[name].claims) | set(claims))
         if name in out and out[name].deleting is None and (r.obj.get("metadata") or {}).get("deletionTimestamp"):
-            out[name].deleting = r.at
-    deleted: dict[str, list[float]] = {}
+            out[name].deleting, out[name].deleting_revision = r.at, r.revision
+    deleted: dict[str, list[Record]] = {}
     for r in records:
         if r.kind == "node" and r.type == "DELETED":
-            deleted.setdefault(r.name, []).append(r.at)
+            deleted.setdefault(r.name, []).append(r)
     for u in out.values():
-        u.node_gone = min((at for at in deleted.get(u.node, []) if at >= u.bound), default=None)
+        after = [r.at for r in deleted.get(u.node, []) if _later(r.revision, r.at, u.revision, u.bound)]
+        u.node_gone = min(after, default=None)
     return list(out.values())
+
+
+def _later(revision: int | None, at: float, than_revision: int | None, than_at: float) -> bool:
+    """Whether a write came at or after another: by revision when both have one (two watch streams can deliver them
+    in the other order), else as delivered."""
+    if revision and than_revision:
+        return revision >= than_revision
+    return at >= than_at
+
+
+def use_ends(u: Used, h: Held) -> dict[str, float]:
+    """How pod `u`'s use of allocation `h` ended, each with when it was delivered: the pod deleted, its node deleted,
+    or the claim released by the control plane after the pod's deletion began (kube-controller-manager does once the
+    pod no longer runs; its object may linger: kwok, finalizers)."""
+    ends = {"deleted": u.gone, "its node deleted": u.node_gone}
+    if u.deleting is not None and h.end is not None and _later(h.end_revision, h.end, u.deleting_revision, u.deleting):
+        ends["its claim released"] = h.end
+    return {why: t for why, t in ends.items() if t is not None}
 
 
 def attaches(records: Iterable[Record], devices: set[str], node: str, since: float, until: float) -> int:
@@ -290,13 +310,8 @@ class Judge:
                 v.count(rule)
                 # A deleted node ends the use too: an implementation may detach from a node that is gone before the
                 # control plane has collected the pod (IMP-16 asks for the detach; when is the implementation's).
-                ends = [u.gone, u.node_gone]
-                if u.deleting is not None and h.end is not None and h.end >= u.deleting:
-                    # The control plane released the claim of a pod being deleted (kube-controller-manager does once
-                    # the pod no longer runs): the pod's use ended there, even if its object lingers (kwok, finalizers).
-                    ends.append(h.end)
-                known = [t for t in ends if t is not None]
-                until = min(known) - self.period if known else None  # the pod stream may lag the release
+                known = list(use_ends(u, h).values())
+                until = min(known) - SKEW_S if known else None  # the end is as delivered: its stream may lag it
                 wrong = [
                     s for s in _within(samples, u.bound, until) if s.states.get(h.identity) != (u.node, "attached")
                 ]
@@ -322,13 +337,13 @@ class Judge:
                     v.skip(rule, f"{h}: {what} True from {stamp(start)}, device never named")
                     continue
                 v.count(rule)
-                until = None if stop is None else stop - self.period
+                until = None if stop is None else stop - SKEW_S  # the stop is as delivered: the stream may lag it
                 wrong = [s for s in _within(samples, start, until) if s.states.get(h.identity) != (h.node, "attached")]
                 if wrong:
                     v.fail(
                         rule,
                         f"{h}: {what} True from {stamp(start)} until {stamp(stop)}; "
-                        f"{_said(wrong[0], h.identity)} ({len(wrong)} such answers; tolerance {self.period:g}s)",
+                        f"{_said(wrong[0], h.identity)} ({len(wrong)} such answers; tolerance {SKEW_S:g}s)",
                     )
 
     def _no_attachment_outlives_its_claim(

@@ -32,8 +32,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from conformance.observe import copies
-from conformance.observe.attachments import SKEW_S, Verdicts, bound_with, data_identity, holdings, stamp, usages
-from conformance.observe.recorder import PROBE_PERIOD_S, Record, Sample
+from conformance.observe.attachments import (
+    SKEW_S,
+    Verdicts,
+    bound_with,
+    data_identity,
+    holdings,
+    stamp,
+    usages,
+    use_ends,
+)
+from conformance.observe.recorder import Record, Sample
 from conformance.observe.replay import free_entries, replay
 from conformance.observe.slices import allocation_results, reaches
 from conformance.observe.steps import FAILURE, READY, RESCHEDULE, Step, node_local_pools, steps
@@ -276,12 +285,9 @@ def _judge_detach(
         return
     v.count(DETACH)
     for u, h in users:
-        ends = {"deleted": u.gone, "its node deleted": u.node_gone}
-        if u.deleting is not None and h.end is not None and h.end >= u.deleting:
-            ends["its claim released"] = h.end  # by the control plane once it no longer runs (IMP-10 alike)
-        known = {t: why for why, t in ends.items() if t is not None}
+        known = {t: why for why, t in use_ends(u, h).items()}
         end = min(known) if known else None
-        if end is not None and end - PROBE_PERIOD_S <= after.received:
+        if end is not None and end - SKEW_S <= after.received:  # the end is as delivered: its stream may lag it
             continue
         said = f"{now[1]} on {now[0]}" if now else "free"
         gone = "still there when the record ended"

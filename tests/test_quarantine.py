@@ -78,6 +78,15 @@ def test_a_taint_after_the_deallocation_is_an_offer_with_its_revision() -> None:
     assert len(found) == 1 and "offered free from revision 11" in found[0] and "for 3.0 s" in found[0], found
 
 
+def test_an_offer_within_the_streams_skew_is_not_told_from_their_lag() -> None:
+    """Deallocated at 11 (claim stream), tainted at 12 (slice stream) 0.4 s later as delivered: the offer's length is
+    two streams' delivery times apart, within SKEW_S; 1.5 s is an offer."""
+    late = _failed_then((T0 + 3, "claim", _claim(11, False)), _slice_at(T0 + 3.4, 12, taint=True))
+    assert _judge(late) == []
+    later = _failed_then((T0 + 3, "claim", _claim(11, False)), _slice_at(T0 + 4.5, 12, taint=True))
+    assert len(_judge(later)) == 1
+
+
 def test_revisions_decide_not_the_order_the_streams_delivered() -> None:
     """The taint's write (revision 11) came before the deallocation (12), although its event arrived later."""
     records = _failed_then((T0 + 3, "claim", _claim(12, False)), _slice_at(T0 + 3.05, 11, taint=True))

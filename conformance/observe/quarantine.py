@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from conformance.observe.attachments import holdings, stamp
+from conformance.observe.attachments import SKEW_S, holdings, stamp
 from conformance.observe.recorder import PROBE_PERIOD_S, Record, Sample
 from conformance.observe.replay import free_entries, replay
 from conformance.observe.slices import reaches
@@ -60,7 +60,8 @@ def _replay(records: list[Record], q: Quarantine, driver: str) -> list[str]:
     opened: tuple[Record, list[str]] | None = None
 
     def close(at: float) -> None:
-        if opened and at - opened[0].at >= PROBE_PERIOD_S:
+        # Opened and closed by records of two streams: under their skew an offer cannot be told from a lag.
+        if opened and at - opened[0].at >= SKEW_S:
             r, entries = opened
             found.append(
                 f"offered free from revision {r.revision} ({stamp(r.at)}, {r.kind} {r.name}) for "

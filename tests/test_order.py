@@ -213,6 +213,19 @@ def test_conditions_true_while_the_fabric_still_attaches_fail_even_if_attached_b
     assert not _judge(records, samples).verdicts.violations
 
 
+def test_a_true_write_delivered_late_while_the_device_already_leaves_is_not_early() -> None:
+    """The claim stream delivered the True write (revision 10) at T0+1, after the fabric had attached the device
+    (answer sent T0+0.9) and, the pod bound and deleted at once, had begun to detach it (answer sent T0+1.05).
+    Attached 0.2 s before the delivery then leaving is a late delivery; attaching before it is still early."""
+    records = _records((T0, "claim", 5, _claim(5, {})), (T0 + 1, "claim", 10, _claim(10, {READY: "True"})))
+    late = _samples((T0 + 0.9, ("n1", "attached")), (T0 + 1.05, ("n1", "detaching")), (T0 + 1.5, None))
+    assert not _judge(records, late).verdicts.violations
+    early = _samples((T0 + 0.9, ("n1", "attaching")), (T0 + 1.05, ("n1", "attaching")), (T0 + 1.5, ("n1", "attached")))
+    assert _first(_judge(records, early), order.ATTACHED)
+    long_before = _samples((T0 - 2, ("n1", "attached")), (T0 + 1.05, ("n1", "detaching")))
+    assert _first(_judge(records, long_before), order.ATTACHED), "attached 3 s before: not a delivery lag"
+
+
 def test_conditions_true_while_attached_to_another_node_fail() -> None:
     records = _records((T0, "claim", 5, _claim(5, {})), (T0 + 1, "claim", 10, _claim(10, {READY: "True"})))
     line = _first(_judge(records, _samples((T0 + 1.05, ("n2", "attached")))), order.ATTACHED)

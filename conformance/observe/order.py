@@ -208,6 +208,16 @@ def attach_problem(s: Step, samples: list[Sample], sent: list[float] | None = No
     said = samples[i].states.get(s.identity)
     if said == (s.node, "attached"):
         return None
+    before = samples[i - 1] if i else None
+    if (
+        before is not None
+        and s.at - before.received <= SKEW_S
+        and before.states.get(s.identity) == (s.node, "attached")
+        and said in (None, (s.node, "detaching"))
+    ):
+        # Attached in the answer before the write's delivery, leaving in the one after: the claim stream delivered
+        # the write late (a pod bound on it and deleted at once, a stack that detaches at once), not early.
+        return None
     later = next((x for x in samples[i:] if x.states.get(s.identity) == (s.node, "attached")), None)
     first = (
         f"attached on {s.node} first in the answer sent {stamp(later.sent)} ({later.sent - s.at:+.2f} s)"

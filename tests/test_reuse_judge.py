@@ -47,10 +47,12 @@ def _local_slice() -> Record:
     )
 
 
-def _judge(records: list[Record], armed_until: float = 0.0, ready: Any = None) -> tuple[list[reuse.Reuse], list[str]]:
+def _judge(
+    records: list[Record], armed_until: float = 0.0, ready: Any = None, armed_revision: int = 0
+) -> tuple[list[reuse.Reuse], list[str]]:
     found = steps(records, DRIVER, "uuid", IDS, MEANINGS)
     reuses = reuse.reuses(found, {"churn"}, records, driver=DRIVER, attribute="uuid", identities=IDS, meanings=MEANINGS)
-    return reuses, reuse.judge(reuses, found, armed_until, ready)
+    return reuses, reuse.judge(reuses, found, armed_until, ready, armed_revision)
 
 
 def _first_use(first: dict[str, str], node: str = "n1") -> list[Record]:
@@ -74,13 +76,26 @@ def test_each_second_use_is_named_by_its_path() -> None:
 
 def test_a_failure_carried_over_to_the_next_claim_fails_naming_the_reuse() -> None:
     records = [*_first_use({FAILED: "True"}), _claim("c1", 10, {}), _claim("c1", 11, {FAILED: "True"})]
-    _, problems = _judge(records, armed_until=T0)
+    _, problems = _judge(records, armed_until=T0, armed_revision=5)
     assert problems and problems[0].startswith("U0 reused (after a failure): stale failure: ['x/failed'] True at"), (
         problems
     )
     assert "revision 11" in problems[0] and "claim churn/c1 device fabric/d0 (U0) on n1" in problems[0], problems
     _, armed = _judge(records, armed_until=T0 + 5)
     assert armed == [], "a failure while the suite's fault was armed is the suite's own"
+
+
+def test_a_failure_on_an_allocation_made_while_armed_is_the_faults_whenever_written() -> None:
+    """The fault refused c1's attach just before the disarm (allocated at revision 10, T0+1.0); the failure was
+    written at 11 and delivered at T0+1.1, after the disarm (T0+1.05, revision 10): the fault's. c2, allocated after
+    the disarm (revision 12), shows a failure: stale, whichever stream delivered what first."""
+    records = [*_first_use({FAILED: "True"}), _claim("c1", 10, {}), _claim("c1", 11, {FAILED: "True"})]
+    assert _judge(records, armed_until=T0 + 1.05, armed_revision=10)[1] == []
+    records += [_claim("c1", 12, None), _claim("c2", 13, {}), _claim("c2", 14, {FAILED: "True"})]
+    [stale] = _judge(records, armed_until=T0 + 1.05, armed_revision=10)[1]
+    assert "churn/c2" in stale and "stale failure" in stale, stale
+    # without the revision: an allocation delivered within the streams' skew after the disarm may be the fault's
+    assert _judge(records[:5], armed_until=T0 + 0.5)[1] == []
 
 
 def test_conditions_true_before_the_device_is_attached_again_are_a_stale_attachment() -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from conformance.observe import copies
-from conformance.observe.attachments import stamp
+from conformance.observe.attachments import SKEW_S, stamp
 from conformance.observe.recorder import Record
 from conformance.observe.steps import FAILURE, READY, Step, allocation_node, node_local_pools
 
@@ -92,10 +92,15 @@ def reuses(found: list[Step], namespaces: set[str], records: Iterable[Record], *
 
 
 def judge(
-    found: list[Reuse], steps: list[Step], armed_until: float, ready: Callable[[Step], str | None] | None
+    found: list[Reuse],
+    steps: list[Step],
+    armed_until: float,
+    ready: Callable[[Step], str | None] | None,
+    armed_revision: int = 0,
 ) -> list[str]:
-    """What each reuse carried over from its earlier use, the reuse named first. `armed_until`: when the suite
-    disarmed its faults (a failure before that may be the suite's own); `ready`: why a step's conditions were True
+    """What each reuse carried over from its earlier use, the reuse named first. `armed_until`, `armed_revision`:
+    when the suite disarmed its faults, and the cluster's revision then (0: not known); a failure on an allocation
+    made before that may be the suite's own, whenever it was written. `ready`: why a step's conditions were True
     before the device was attached or readied there (None: not judged, no probe)."""
     by_use: dict[tuple[str, int, str, str], list[Step]] = defaultdict(list)
     for s in steps:
@@ -104,7 +109,11 @@ def judge(
     for reuse in found:
         h = reuse.use.held
         for s in by_use.get((h.uid, h.start, h.entry[1], h.entry[2]), []):
-            if s.what == FAILURE and s.at > armed_until:
+            # A failure on an allocation made while the faults were armed may be theirs whenever it was written or
+            # delivered (a retry on another device refused just before the disarm); one on an allocation made after
+            # them cannot be: by revision, else delivered later than the streams' skew after the disarm.
+            after = h.start > armed_revision if armed_revision else h.at > armed_until + SKEW_S
+            if s.what == FAILURE and s.at > armed_until and after:
                 out.append(
                     f"{reuse.identity} reused ({reuse.path}): stale failure: {list(s.conditions)} True at "
                     f"{s.moment} on {s} though the suite armed no fault then (its faults went at "

@@ -59,6 +59,7 @@ class Churn:
     device_class: str = ""
     failure: str = ""  # how the first claim's failure went (or why none was caused)
     armed_until: float = 0.0  # when the scenario's faults were disarmed
+    armed_revision: int = 0  # the cluster's revision once they were (0: not read)
     served: dict[str, str] = field(default_factory=dict)  # claim -> node its pod bound on
     unserved: dict[str, str] = field(default_factory=dict)  # claim -> why its pod did not bind in time
     reuses: list[reuse.Reuse] = field(default_factory=list)
@@ -138,6 +139,10 @@ def _fail_first(ctx: Context, churn: Churn, history: History, faults: FaultInjec
     finally:
         faults.close()
         churn.armed_until = time.time()
+        # A quorum list's resourceVersion is etcd's revision now: an allocation written after it was made with no
+        # fault armed, whichever stream delivers it when (reuse.judge).
+        listed = ctx.cluster.resource.list_namespaced_resource_claim(churn.namespace, limit=1)
+        churn.armed_revision = int(listed.metadata.resource_version or 0)
 
 
 def _start(ctx: Context, churn: Churn, c: _Claim) -> None:
@@ -281,7 +286,7 @@ def _judge(ctx: Context, churn: Churn, probe: ReadinessSampler | None) -> None:
         return attach_problem(s, samples) if samples else None
 
     judged = ready if (probe is not None or samples) else None
-    churn.problems = reuse.judge(churn.reuses, found, churn.armed_until, judged)
+    churn.problems = reuse.judge(churn.reuses, found, churn.armed_until, judged, churn.armed_revision)
     if probe is not None:
         churn.readiness = True
         for s in found:

@@ -129,3 +129,5 @@ def test_a_held_failure_report_is_owed_while_its_allocation_stands_past_attach_s
     assert report_owed(first, 130.0), "stood past the promise after the lift: owed"
     first.cleared_at = 120.0
     assert not report_owed(first, 130.0), "cleared by the timeout within the promise: not owed"
+    first.cleared_at = 130.4
+    assert not report_owed(first, 130.0), "delivered 0.4 s past the promise: within the claim stream's lag"

@@ -27,7 +27,7 @@ from conformance.cluster.reportguard import ReportGuard
 from conformance.cluster.versions import PREBIND_POLL_S
 from conformance.cluster.waits import WaitTimeout, wait_for
 from conformance.observe import quarantine
-from conformance.observe.attachments import stamp
+from conformance.observe.attachments import SKEW_S, stamp
 from conformance.observe.devices import FAILED
 from conformance.observe.recorder import PROBE_PERIOD_S
 from conformance.observe.views import SCHEDULE_S, Allocation
@@ -277,8 +277,9 @@ def report_owed(first: Allocation, owed_until: float) -> bool:
     """Whether a failure cell's report was owed: it is, within attachSeconds of the moment the suite let it through
     (the report guard lifted, else the restart's end: `owed_until` is that plus attachSeconds), for as long as the
     allocation that held the failed device stands. What the suite held excuses no more than that: an allocation the
-    binding timeout cleared before then is owed nothing."""
-    return first.cleared_at is None or first.cleared_at >= owed_until
+    binding timeout cleared before then is owed nothing. The clearing is known as the claim stream delivered it,
+    which may lag the write: one delivered within the streams' skew after `owed_until` may have come before it."""
+    return first.cleared_at is None or first.cleared_at - SKEW_S >= owed_until
 
 
 def judge_failure(ctx: Context, s: Staged, killed: float, back: float) -> None:

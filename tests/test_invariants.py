@@ -8,6 +8,7 @@ runs exercise against a real apiserver.
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from typing import Any
 
@@ -96,6 +97,60 @@ def test_a_bind_seen_before_the_claim_stream_caught_up_waits_instead_of_guessing
     _event(w, "claim", "MODIFIED", _claim("c", 19, "d0", {"x/ready": "True"}))
     w._check_binds(final=True)
     assert not w.violations
+
+
+def test_a_claim_stream_lagging_seconds_behind_the_bind_is_no_bound_early() -> None:
+    """The claim became ready at 19, the pod bound at 20; the claim stream has delivered only up to 10 three seconds
+    after the bind was delivered (under load): the bind waits for the stream, however long it lags."""
+    w = _watcher()
+    _event(w, "claim", "ADDED", _claim("c", 10, "d0"))
+    _event(w, "pod", "MODIFIED", _pod("a", 20, "node-0", "c"))
+    w._binds[0].at -= 3.0
+    w._check_binds(final=False)
+    assert not w.violations and len(w._binds) == 1
+    _event(w, "claim", "MODIFIED", _claim("c", 19, "d0", {"x/ready": "True"}))
+    _event(w, "claim", "ADDED", _claim("other", 21, None))  # any later claim write: the stream is past the bind
+    w._check_binds(final=False)
+    assert not w.violations and not w._binds
+
+
+def test_a_real_bound_early_is_judged_once_the_claim_stream_is_past_the_bind() -> None:
+    w = _watcher()
+    _event(w, "claim", "ADDED", _claim("c", 10, "d0"))
+    _event(w, "pod", "MODIFIED", _pod("a", 20, "node-0", "c"))
+    _event(w, "claim", "MODIFIED", _claim("c", 30, "d0", {"x/ready": "True"}))
+    w._check_binds(final=False)
+    assert [(v.what, v.identity) for v in w.violations] == [("bound-early", "ns/a")]
+    assert "only up to" not in str(w.violations[0])
+
+
+def test_a_scenario_verdict_judges_a_bind_the_claim_stream_never_passed() -> None:
+    """No claim written after the binding (a quiet cluster): the scenario's verdict still judges it, with what the
+    stream delivered, and says how far that was."""
+    w = _watcher()
+    _event(w, "claim", "ADDED", _claim("c", 10, "d0"))
+    _event(w, "pod", "MODIFIED", _pod("a", 20, "node-0", "c"))
+    w._binds[0].at -= 60.0  # past the catch-up deadline (views.CATCH_UP_S)
+    found = w.since(0.0, {"ns"}, set())
+    assert [(v.what, v.identity) for v in found] == [("bound-early", "ns/a")]
+    assert "delivered only up to revision 10" in str(found[0])
+
+
+def test_a_scenario_verdict_waits_for_the_claim_stream_to_reach_a_recent_bind() -> None:
+    w = _watcher()
+    _event(w, "claim", "ADDED", _claim("c", 10, "d0"))
+    _event(w, "pod", "MODIFIED", _pod("a", 20, "node-0", "c"))
+
+    def late() -> None:
+        time.sleep(0.3)
+        w.record.feed("claim", "MODIFIED", _claim("c", 19, "d0", {"x/ready": "True"}))
+        w.record.feed("claim", "ADDED", _claim("other", 21, None))
+
+    feeder = threading.Thread(target=late)
+    feeder.start()
+    found = w.since(0.0, {"ns"}, set())
+    feeder.join()
+    assert not found and not w._binds
 
 
 def test_two_claims_holding_one_physical_device_is_a_violation_at_once() -> None:

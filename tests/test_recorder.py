@@ -150,3 +150,15 @@ def test_claims_and_pods_are_recorded_with_their_managers_but_not_the_fields_the
             "fieldsV1": {"f:status": {"f:devices": {}, "f:allocation": {}}},
         },
     ]
+
+
+def test_the_high_water_is_what_a_stream_delivered_in_order_not_a_lists_objects() -> None:
+    """A watch delivers in revision order; a list does not (its end, `progressed`, says how far it got)."""
+    rec = _recorder()
+    rec.feed("claim", "SYNC", _obj("a", 9))
+    assert rec.high_water("claim") == 0, "a relist's objects come in no revision order"
+    rec.progressed("claim", 12)  # the list's revision
+    rec.feed("claim", "MODIFIED", _obj("a", 15))
+    rec.feed("claim", "SYNC", _obj("b", 16))
+    rec.progressed("claim", 14)  # an older bookmark moves nothing back
+    assert rec.high_water("claim") == 15 and rec.high_water("pod") == 0

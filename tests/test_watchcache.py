@@ -45,3 +45,29 @@ def test_watch_events_are_not_turned_into_the_clients_models() -> None:
     event = RawWatch().unmarshal_event(line, RawWatch().get_return_type(client.CoreV1Api().list_node))
     assert event["type"] == "MODIFIED" and event["raw_object"]["metadata"]["name"] == "n"
     assert isinstance(event["object"], dict)  # no V1Node made
+
+
+def test_bookmarks_and_lists_say_how_far_the_stream_has_delivered(monkeypatch: Any) -> None:
+    """A bookmark (the server's word that nothing up to its revision is left) and a list's revision reach
+    on_progress; events reach on_event only (the watch is faked: canned events, no apiserver)."""
+    from conformance.observe import watchcache
+
+    progress: list[int] = []
+    events: list[str] = []
+    cache = WatchCache(
+        client.ApiClient(),
+        "things",
+        "example.com",
+        "v1",
+        on_event=lambda k, o: events.append(k),
+        on_progress=progress.append,
+    )
+    cache._func = _lister(["a"])
+    cache._relist()
+    canned = [
+        {"type": "MODIFIED", "raw_object": {"metadata": {"name": "a", "namespace": "ns", "resourceVersion": "11"}}},
+        {"type": "BOOKMARK", "raw_object": {"metadata": {"resourceVersion": "14"}}},
+    ]
+    monkeypatch.setattr(watchcache.RawWatch, "stream", lambda self, *a, **kw: iter(canned))
+    assert cache._watch("9") == "14"
+    assert progress == [9, 14] and events == ["SYNC", "MODIFIED"]

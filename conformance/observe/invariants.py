@@ -8,7 +8,8 @@ a scenario.
   condition True: a claim whose binding failed never binds, and the scheduler is about to clear it (seen with the
   reference controller's reschedule-to-local mode).
 - SCH-3: no pod of the run is bound before all binding conditions of its claims are True. Ordered by
-  resourceVersion (the etcd revision), so the verdict does not depend on which watch stream delivered first.
+  resourceVersion (the etcd revision), so the verdict does not depend on which watch stream delivered first; judged
+  once the claim stream has delivered up to the binding's revision (Recorder.high_water).
 
 "Held twice" and "bound early" are exact. "Offered" combines three streams (slices, claims, taint rules), so a
 violation counts only when it persists for PERSIST_S: a free entry seen for the few milliseconds between a
@@ -25,11 +26,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conformance.cluster.providers.base import NodeSpec
-from conformance.cluster.waits import WaitTimeout, wait_for
+from conformance.cluster.waits import Cancelled, WaitTimeout, wait_for
 from conformance.observe.attachments import stamp
 from conformance.observe.recorder import Record, Recorder
 from conformance.observe.slices import allocation_results, device_identity, reaches, tainted_by_rule
-from conformance.observe.views import binding_state
+from conformance.observe.views import CATCH_UP_S, binding_state
 
 PERSIST_S = 1.0
 SCHEDULER_FAULT = "allocated-twice"  # one device entry allocated to two live claims: the allocator's doing
@@ -94,6 +95,7 @@ class InvariantWatcher:
     _node_of: dict[tuple[str, str], str] = field(default_factory=dict)  # (pool, device) -> nodeName or "", cumulative
     _claim_history: dict[str, list[tuple[int, str]]] = field(default_factory=dict)  # claim -> [(revision, state)]
     _binds: list[_Bind] = field(default_factory=list)
+    _claims_through: int = 0  # the claim stream's high water as of the records taken in (Recorder.high_water)
     _bound: set[str] = field(default_factory=set)
     _suspects: dict[tuple[str, str], float] = field(default_factory=dict)  # (what, identity) -> first seen
     _reported: set[tuple[str, str, tuple[str, ...]]] = field(default_factory=set)
@@ -108,17 +110,18 @@ class InvariantWatcher:
 
     def stop(self) -> None:
         self._stop.set()
-        self.follow()
-        self._check_binds(final=True)
+        self._settle(None)
 
     # --- following the record -------------------------------------------------------------------------------
 
     def follow(self) -> None:
         """Take in what the record gained since the last call."""
         with self._following:
+            through = self.record.high_water("claim")  # first: every claim record up to it is in `new`
             new = self.record.after_seq(self._seq)
             self._seq += len(new)
             self._take(new)
+            self._claims_through = max(self._claims_through, through)
 
     def _take(self, new: list[Record]) -> None:
         for r in new:
@@ -417,11 +420,12 @@ class InvariantWatcher:
         }
         return self._offered(slices, allocated).get(identity, [])
 
-    def _check_binds(self, final: bool) -> None:
+    def _check_binds(self, final: bool, namespaces: set[str] | None = None) -> None:
+        """Judge the binds the claim stream has caught up with; `final`: also the others (of `namespaces`)."""
         with self._lock:
             pending = []
             for bind in self._binds:
-                verdict = self._bound_early(bind, final)
+                verdict = self._bound_early(bind, final and (namespaces is None or bind.namespace in namespaces))
                 if verdict is None:
                     pending.append(bind)
                 elif verdict:
@@ -431,21 +435,47 @@ class InvariantWatcher:
             self._binds = pending
 
     def _bound_early(self, bind: _Bind, final: bool) -> list[str] | None:
-        """None: cannot tell yet; []: fine; else the claims that were not ready at the binding's revision."""
+        """None: cannot tell yet; []: fine; else the claims that were not ready at the binding's revision. Told once the
+        claim stream has delivered up to the binding's revision (a claim's ready state written just before the binding
+        may still be in flight on it, however long it lags), or `final`: with what it delivered, and then said."""
+        through = self._claims_through
+        if through < bind.revision and not final:
+            return None
+        lag = f"; the claim stream had delivered only up to revision {through}" if through < bind.revision else ""
         early = []
         for claim in bind.claims:
-            history = self._claim_history.get(claim, [])
-            later_seen = any(rev > bind.revision for rev, _ in history)
-            if not later_seen and not final and time.time() - bind.at < 2 * PERSIST_S:
-                return None  # the claim stream may not have caught up with the pod stream yet
-            at_bind = [state for rev, state in history if rev <= bind.revision]
+            at_bind = [state for rev, state in self._claim_history.get(claim, []) if rev <= bind.revision]
             state = at_bind[-1] if at_bind else "unknown"
             if state not in ("none", "ready"):
-                early.append(f"{claim} was {state} at the binding (revision {bind.revision})")
+                early.append(f"{claim} was {state} at the binding (revision {bind.revision}{lag})")
         return early
 
+    def _settle(self, namespaces: set[str] | None) -> None:
+        """Before a scenario's verdict (namespaces None: the run's end): its binds still waiting for the claim stream
+        are judged once it has caught up, else CATCH_UP_S after their delivery with what it delivered (a cluster that
+        writes no claim after a binding never moves the stream past it: left unjudged, a real bound-early passes)."""
+
+        def waiting() -> bool:
+            self.follow()
+            self._check_binds(final=False)
+            with self._lock:
+                mine = [b for b in self._binds if namespaces is None or b.namespace in namespaces]
+                return any(time.time() < b.at + CATCH_UP_S for b in mine)
+
+        with contextlib.suppress(WaitTimeout, Cancelled):  # interrupted: judged with what was delivered
+            wait_for(
+                waiting,
+                lambda still: not still,
+                timeout=CATCH_UP_S,
+                expected="the claim stream to deliver up to the scenario's bindings",
+                interval=EVALUATE_EVERY_S,
+                max_interval=EVALUATE_EVERY_S,
+            )
+        self._check_binds(final=True, namespaces=namespaces)
+
     def since(self, start: float, namespaces: set[str], identities: set[str]) -> list[Violation]:
-        """Violations from `start` on that involve these namespaces or physical devices."""
+        """Violations from `start` on that involve these namespaces or physical devices (their bindings judged)."""
+        self._settle(namespaces)
         return [
             v
             for v in list(self.violations)

@@ -111,6 +111,7 @@ class Recorder:
     _seen: set[tuple[str, str, str, int]] = field(default_factory=set)
     _nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     _live: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # kind -> ns/name -> object
+    _high: dict[str, int] = field(default_factory=dict)  # kind -> revision its stream has delivered everything up to
     _samples: list[Sample] = field(default_factory=list)  # every probe answer, in order of sending
     # device -> (moment, node) of its last change, when that change ended an attach with the device free without it
     # ever being attached: a failed attach (the fabric's own word, whatever the stack does about it)
@@ -134,16 +135,16 @@ class Recorder:
         core = client.CoreV1Api(api)
         rules = self.cluster.dynamic.resources.search(group="resource.k8s.io", kind="DeviceTaintRule")
         streams: list[WatchCache] = [
-            WatchCache(api, "resourceclaims", "resource.k8s.io", "v1", on_event=self._on("claim")),
-            WatchCache(api, "pods", label_selector=f"{RUN_LABEL}={self.run_id}", on_event=self._on("pod")),
-            WatchCache(api, "resourceslices", "resource.k8s.io", "v1", on_event=self._on("slice")),
-            WatchCache(api, "nodes", on_event=self._on("node")),
-            _Stream(api, "events", core.list_event_for_all_namespaces, on_event=self._on("event")),
+            WatchCache(api, "resourceclaims", "resource.k8s.io", "v1", **self._listeners("claim")),
+            WatchCache(api, "pods", label_selector=f"{RUN_LABEL}={self.run_id}", **self._listeners("pod")),
+            WatchCache(api, "resourceslices", "resource.k8s.io", "v1", **self._listeners("slice")),
+            WatchCache(api, "nodes", **self._listeners("node")),
+            _Stream(api, "events", core.list_event_for_all_namespaces, **self._listeners("event")),
         ]
         if rules:
             version = rules[0].api_version
             streams.append(
-                WatchCache(api, "devicetaintrules", "resource.k8s.io", version, on_event=self._on("taintrule"))
+                WatchCache(api, "devicetaintrules", "resource.k8s.io", version, **self._listeners("taintrule"))
             )
         self._streams = [s.start() for s in streams]
         return self
@@ -190,12 +191,30 @@ class Recorder:
     def _on(self, kind: str) -> Callable[[str, dict[str, Any]], None]:
         return lambda event, obj: self.feed(kind, event, obj)
 
+    def _listeners(self, kind: str) -> dict[str, Any]:
+        """A stream's listeners: its events, and how far it has delivered."""
+        return {"on_event": self._on(kind), "on_progress": lambda revision: self.progressed(kind, revision)}
+
+    def progressed(self, kind: str, revision: int) -> None:
+        """The stream of `kind` has delivered every change up to `revision` (a watch bookmark, the end of a list)."""
+        with self._lock:
+            self._high[kind] = max(self._high.get(kind, 0), revision)
+
+    def high_water(self, kind: str) -> int:
+        """The revision up to which the stream of `kind` has delivered every change (0: nothing yet). Streams lag one
+        another: a pod's binding at revision r may come before the claim changes written before r; those are in the
+        record once high_water("claim") >= r."""
+        with self._lock:
+            return self._high.get(kind, 0)
+
     def feed(self, kind: str, event: str, obj: dict[str, Any]) -> None:
         """One watch event (SYNC for the objects of a (re)list)."""
         meta = obj["metadata"]
         ns, name = meta.get("namespace") or "", meta["name"]
         revision = int(meta.get("resourceVersion") or 0)
         with self._lock:
+            if event != "SYNC":  # a list comes in no revision order: its end counts (progressed), not its objects
+                self._high[kind] = max(self._high.get(kind, 0), revision)
             live = self._live.setdefault(kind, {})
             if event == "DELETED":
                 live.pop(f"{ns}/{name}", None)

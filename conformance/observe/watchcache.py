@@ -17,6 +17,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 Listener = Callable[[str, dict[str, Any]], None]  # (event type: SYNC/ADDED/MODIFIED/DELETED, object as a dict)
+Progress = Callable[[int], None]  # every change up to this revision has been delivered (a bookmark, a list's end)
 WATCH_WINDOW_S = 60
 
 
@@ -44,6 +45,7 @@ class WatchCache:
         *,
         label_selector: str = "",
         on_event: Listener | None = None,
+        on_progress: Progress | None = None,
     ) -> None:
         self._args: tuple[str, ...] = ()
         if plural == "pods":
@@ -56,6 +58,7 @@ class WatchCache:
         self.plural = plural
         self._selector = label_selector
         self._on_event = on_event
+        self._on_progress = on_progress
         self._lock = threading.Lock()
         self._objects: dict[str, dict[str, Any]] = {}
         self._stop = threading.Event()
@@ -106,6 +109,7 @@ class WatchCache:
             self._emit("DELETED", obj)
         for obj in body["items"]:
             self._emit("SYNC", obj)
+        self._progress(body["metadata"]["resourceVersion"])
         self._synced.set()
         return body["metadata"]["resourceVersion"]
 
@@ -128,6 +132,7 @@ class WatchCache:
                 raise ValueError(f"watch of {self.plural}: {obj.get('message', obj)}")
             version = obj["metadata"].get("resourceVersion") or version
             if kind == "BOOKMARK":
+                self._progress(version)
                 continue
             with self._lock:
                 if kind == "DELETED":
@@ -145,6 +150,12 @@ class WatchCache:
     def _emit(self, kind: str, obj: dict[str, Any]) -> None:
         if self._on_event is not None:
             self._on_event(kind, obj)
+
+    def _progress(self, version: str | None) -> None:
+        """A list's revision, or a bookmark's: the stream has delivered every change up to it (a relist: the changes
+        a broken watch missed are gone for good, so the list is as far as the stream will ever get)."""
+        if self._on_progress is not None and version:
+            self._on_progress(int(version))
 
 
 def _key(obj: dict[str, Any]) -> str:

@@ -16,11 +16,9 @@ keeps them); a counted fabric entry has none, and the device it became is the no
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 from typing import Literal
 
-from conformance.cluster.waits import WaitTimeout
 from conformance.implementation.profile import Profile
 from conformance.observe.recorder import Recorder, States
 from conformance.observe.slices import BIND_SLACK_S
@@ -55,6 +53,7 @@ class Outcome:
     # (allocation revision, pool, device) -> the device status.devices[].data names for it in that allocation (a count
     # entry's device where the stack writes it there; entry names are reused by later allocations, so per allocation)
     data: dict[tuple[int, str, str], str] = field(default_factory=dict)
+    lag: str | None = None  # the claim stream had not delivered up to the binding when this was read (views.CATCH_UP_S)
 
     def identity_in(self, allocation: Allocation, device: tuple[str, str]) -> str | None:
         """The physical device behind `device` in `allocation`: from the slices, else from that allocation's data."""
@@ -117,6 +116,9 @@ class Outcome:
             lines.append(f"bound r{b.revision} at +{b.at - start:.1f}s on {b.node}, claim {b.claim_state}")
         else:
             lines.append("not bound")
+        if self.lag:
+            said = "read without the claim stream caught up with the binding (lagging, or no claim written since)"
+            lines.append(f"{said}: {self.lag}")
         return "\n  ".join(lines)
 
     # --- the requirements -----------------------------------------------------------------------------------
@@ -184,31 +186,18 @@ class Outcome:
         return []
 
 
-# The pod and the claim streams are two watches: under load the bind can be delivered before the claim's allocation it
-# was bound with (written at an earlier revision; seen on reference-counted in a soak: "bound r2027, claim none", the
-# reallocation at r2023-2026 not yet delivered). The outcome is read once an allocation standing at the bind's revision
-# is recorded, or after this long (then it says what is missing, as before: nothing is excused).
-CATCH_UP_S = 10.0
-
-
-def _allocated_at_bind(history: History) -> bool:
-    b = history.binding()
-    return b is not None and any(
-        a.revision <= b.revision and (a.cleared_revision is None or a.cleared_revision > b.revision)
-        for a in history.allocations()
-    )
-
-
 def follow(ctx: Context, history: History, node: str, timeout: float | None = None) -> Outcome:
     """Wait for the namespace's pod to bind, then read its outcome (the probe's first answer after the binding)."""
     history.wait(lambda h: h.binding(), timeout=timeout or bind_timeout(ctx.profile), expected="the pod to be bound")
-    with contextlib.suppress(WaitTimeout):
-        history.wait(_allocated_at_bind, timeout=CATCH_UP_S, expected="the allocation the pod was bound with")
     return outcome(ctx, history, node)
 
 
 def outcome(ctx: Context, history: History, node: str) -> Outcome:
-    """The outcome as recorded so far (the pod may be unbound: then every check says so)."""
+    """The outcome as recorded so far (the pod may be unbound: then every check says so); a bound pod's once the
+    claim stream has delivered up to its binding (History.catch_up), else with `lag` saying what was missing."""
+    lag = None
+    if (first := history.binding()) is not None:
+        lag = history.catch_up(first, f"the pod's binding on {first.node}")
     allocations, binding = history.allocations(), history.binding()
     final = None
     if binding is not None:
@@ -231,6 +220,7 @@ def outcome(ctx: Context, history: History, node: str) -> Outcome:
         data=_data_identities(history, allocations, ctx.profile.identity_attribute),
         local_node={d: ctx.invariants.node_of(*d) if ctx.invariants else None for d in devices},
         meanings=dict(ctx.profile.failure_conditions),
+        lag=lag,
     )
     if ctx.probe is not None:
         seen.probed = True

@@ -98,6 +98,7 @@ class Gate:
     judged: int = 0  # binding conditions judged against the probe
     probed: bool = False
     ready_to_bind: float | None = None  # seconds from the first allocation to the binding
+    lag: str | None = None  # the claim stream had not delivered up to the binding when judged (History.catch_up)
 
     def describe(self) -> str:
         lines = [f"node {self.node}"]
@@ -108,6 +109,8 @@ class Gate:
                 f"{[(f['type'], f.get('reason')) for f in a.failures]}"
             )
         lines.append(f"binding: {self.binding}")
+        if self.lag:
+            lines.append(f"judged without the claim stream caught up with the binding: {self.lag}")
         return "\n  ".join(lines)
 
 
@@ -121,15 +124,14 @@ def judge(
 ) -> Gate:
     """Judge one claim (default: the namespace's one) and its pod (default: the first bound) against the probe: each
     binding condition True only once its device is ready on the allocation's node; the binding only once every device
-    is ready there."""
+    is ready there. Judged once the claim stream has delivered up to the binding (History.catch_up)."""
+    binding, lag = _binding(history, pod), None
+    if binding is not None:
+        lag = history.catch_up(binding, f"the binding of pod {pod or '(the first)'} on {binding.node}")
+        binding = _binding(history, pod)  # its claim state as of its revision, now that the claims are in
     allocations = history.allocations(claim)
-    bindings = history.bindings()
-    if pod is not None:
-        binding = bindings.get(pod)
-    else:
-        binding = min(bindings.values(), key=lambda b: b.revision) if bindings else None
     identity = {d: ctx.identity(*d) for a in allocations for d in a.devices}
-    gate = Gate(node, allocations, binding, identity, probed=probe is not None)
+    gate = Gate(node, allocations, binding, identity, probed=probe is not None, lag=lag)
     if binding is not None and allocations:
         gate.ready_to_bind = round(binding.at - allocations[0].at, 3)
     if probe is None:
@@ -154,7 +156,8 @@ def judge(
             a for a in allocations if a.revision <= binding.revision and (a.cleared_revision or 1e18) > binding.revision
         ]
         if not current:
-            gate.unready_binding.append(f"the pod bound at revision {binding.revision} with no allocation of its claim")
+            said = f"the pod bound at revision {binding.revision} with no allocation of its claim"
+            gate.unready_binding.append(f"{said} ({lag})" if lag else said)
         for a in current[-1:]:
             if a.node is not None and a.node != binding.node:
                 gate.unready_binding.append(f"the pod bound on {binding.node}, the allocation pins {a.node}")
@@ -167,3 +170,11 @@ def judge(
                 if problem := probe.ready_problem(device, binding.node, binding.at, what):
                     gate.unready_binding.append(problem)
     return gate
+
+
+def _binding(history: History, pod: str | None) -> Binding | None:
+    """`pod`'s binding, else the namespace's first."""
+    bindings = history.bindings()
+    if pod is not None:
+        return bindings.get(pod)
+    return min(bindings.values(), key=lambda b: b.revision) if bindings else None

@@ -138,3 +138,34 @@ def test_rdy4_a_binding_with_no_allocation_still_fails() -> None:
     rec.feed("claim", "MODIFIED", _claim(20, "n1", stamp="t", ready=True))  # allocated only after the binding
     gate = judge(_ctx(), History(rec, "ns"), "n1", _Ready(), "c", "p")  # type: ignore[arg-type]
     assert gate.unready_binding == ["the pod bound at revision 15 with no allocation of its claim"]
+
+
+def _listing(*claims: tuple[str, int]) -> Any:
+    """A stand-in cluster (a fake, said so) whose quorum list of the namespace's claims answers `claims`."""
+    items = [SimpleNamespace(metadata=SimpleNamespace(name=n, resource_version=str(rv))) for n, rv in claims]
+    listed = SimpleNamespace(items=items)
+    return SimpleNamespace(resource=SimpleNamespace(list_namespaced_resource_claim=lambda ns: listed))
+
+
+def test_a_quiet_claim_stream_is_caught_up_once_the_namespaces_claims_are_as_recorded() -> None:
+    """A scenario alone: no claim written after the bind, the stream's high water stays behind it. The apiserver's
+    list says the namespace's claim is at the revision last recorded: nothing is in flight, read at once."""
+    rec = Recorder(_listing(("c", 2026)), "r", "uuid")  # type: ignore[arg-type]
+    rec.feed("claim", "ADDED", _claim(2020, "fabric", ready=True))
+    rec.feed("claim", "MODIFIED", _claim(2026, "n1-local"))
+    rec.feed("pod", "MODIFIED", _pod(2027))
+    started = time.monotonic()
+    seen = follow(_ctx(), History(rec, "ns"), "n1", timeout=5.0)
+    assert time.monotonic() - started < 2.0 and seen.lag is None, seen.describe()
+    assert seen.final is not None and seen.final.devices == [("n1-local", "d0")]
+
+
+def test_a_claim_newer_in_the_apiserver_than_in_the_record_is_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The list says the claim is at 2026, the record holds 2020 only: the clearing and the reallocation are in
+    flight; not read until the deadline (then said)."""
+    monkeypatch.setattr(views, "CATCH_UP_S", 0.3)
+    rec = Recorder(_listing(("c", 2026)), "r", "uuid")  # type: ignore[arg-type]
+    rec.feed("claim", "ADDED", _claim(2020, "fabric", ready=True))
+    rec.feed("pod", "MODIFIED", _pod(2027))
+    seen = follow(_ctx(), History(rec, "ns"), "n1", timeout=5.0)
+    assert seen.lag is not None and "revision 2027" in seen.lag, seen.describe()

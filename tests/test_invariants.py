@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from types import SimpleNamespace
 from typing import Any
 
 from conformance.observe.invariants import InvariantWatcher
@@ -151,6 +152,33 @@ def test_a_scenario_verdict_waits_for_the_claim_stream_to_reach_a_recent_bind() 
     found = w.since(0.0, {"ns"}, set())
     feeder.join()
     assert not found and not w._binds
+
+
+def _listing(*claims: tuple[str, int]) -> Any:
+    """A stand-in cluster (a fake, said so) whose quorum list of the namespace's claims answers `claims`."""
+    items = [SimpleNamespace(metadata=SimpleNamespace(name=n, resource_version=str(rv))) for n, rv in claims]
+    return SimpleNamespace(
+        resource=SimpleNamespace(list_namespaced_resource_claim=lambda ns: SimpleNamespace(items=items))
+    )
+
+
+def test_a_quiet_claim_stream_is_no_wait_once_the_apiserver_lists_the_claims_as_recorded() -> None:
+    """A scenario alone: no claim written after the bind. The list says the claim is at the revision recorded (10):
+    nothing is in flight, the bind is judged at once, a real bound-early caught without the lag note."""
+    w = _watcher()
+    w.record.cluster = _listing(("c", 10))  # type: ignore[assignment]
+    _event(w, "claim", "ADDED", _claim("c", 10, "d0"))
+    _event(w, "pod", "MODIFIED", _pod("a", 20, "node-0", "c"))
+    started = time.monotonic()
+    found = w.since(0.0, {"ns"}, set())
+    assert time.monotonic() - started < 2.0
+    assert [(v.what, v.identity) for v in found] == [("bound-early", "ns/a")] and "only up to" not in str(found[0])
+    w = _watcher()
+    w.record.cluster = _listing(("c", 19))  # type: ignore[assignment]  # ready at 19: still in flight, waited for
+    _event(w, "claim", "ADDED", _claim("c", 10, "d0"))
+    _event(w, "pod", "MODIFIED", _pod("a", 20, "node-0", "c"))
+    w._check_binds(final=False, current=frozenset())
+    assert not w.violations and len(w._binds) == 1
 
 
 def test_two_claims_holding_one_physical_device_is_a_violation_at_once() -> None:

@@ -30,7 +30,7 @@ from conformance.cluster.waits import Cancelled, WaitTimeout, wait_for
 from conformance.observe.attachments import stamp
 from conformance.observe.recorder import Record, Recorder
 from conformance.observe.slices import allocation_results, device_identity, reaches, tainted_by_rule
-from conformance.observe.views import CATCH_UP_S, binding_state
+from conformance.observe.views import CATCH_UP_S, binding_state, claims_current
 
 PERSIST_S = 1.0
 SCHEDULER_FAULT = "allocated-twice"  # one device entry allocated to two live claims: the allocator's doing
@@ -420,12 +420,16 @@ class InvariantWatcher:
         }
         return self._offered(slices, allocated).get(identity, [])
 
-    def _check_binds(self, final: bool, namespaces: set[str] | None = None) -> None:
-        """Judge the binds the claim stream has caught up with; `final`: also the others (of `namespaces`)."""
+    def _check_binds(
+        self, final: bool, namespaces: set[str] | None = None, current: frozenset[str] = frozenset()
+    ) -> None:
+        """Judge the binds the claim stream has caught up with, or whose namespace's claims are all taken in
+        (`current`); `final`: also the others (of `namespaces`)."""
         with self._lock:
             pending = []
             for bind in self._binds:
-                verdict = self._bound_early(bind, final and (namespaces is None or bind.namespace in namespaces))
+                last = final and (namespaces is None or bind.namespace in namespaces)
+                verdict = self._bound_early(bind, last, bind.namespace in current)
                 if verdict is None:
                     pending.append(bind)
                 elif verdict:
@@ -434,14 +438,15 @@ class InvariantWatcher:
                     )
             self._binds = pending
 
-    def _bound_early(self, bind: _Bind, final: bool) -> list[str] | None:
+    def _bound_early(self, bind: _Bind, final: bool, current: bool = False) -> list[str] | None:
         """None: cannot tell yet; []: fine; else the claims that were not ready at the binding's revision. Told once the
         claim stream has delivered up to the binding's revision (a claim's ready state written just before the binding
         may still be in flight on it, however long it lags), or `final`: with what it delivered, and then said."""
         through = self._claims_through
-        if through < bind.revision and not final:
+        behind = through < bind.revision and not current
+        if behind and not final:
             return None
-        lag = f"; the claim stream had delivered only up to revision {through}" if through < bind.revision else ""
+        lag = f"; the claim stream had delivered only up to revision {through}" if behind else ""
         early = []
         for claim in bind.claims:
             at_bind = [state for rev, state in self._claim_history.get(claim, []) if rev <= bind.revision]
@@ -456,8 +461,13 @@ class InvariantWatcher:
         writes no claim after a binding never moves the stream past it: left unjudged, a real bound-early passes)."""
 
         def waiting() -> bool:
+            # Asked before the record is taken in: a namespace whose claims the record held as the apiserver listed
+            # them has nothing in flight once follow() has taken the record in (views.claims_current).
+            with self._lock:
+                behind = {b.namespace for b in self._binds if namespaces is None or b.namespace in namespaces}
+            current = frozenset(ns for ns in behind if claims_current(self.record, ns))
             self.follow()
-            self._check_binds(final=False)
+            self._check_binds(final=False, current=current)
             with self._lock:
                 mine = [b for b in self._binds if namespaces is None or b.namespace in namespaces]
                 return any(time.time() < b.at + CATCH_UP_S for b in mine)

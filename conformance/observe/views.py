@@ -206,10 +206,14 @@ class History:
         the binding): None then, else the wait's failure message. A claim record standing at that revision is not
         enough: a clearing written before it may still be in flight. The deadline counts from the binding's delivery,
         so a cluster that writes no claim after a binding costs one wait, not one per reader."""
+
+        def caught_up(delivered: int) -> bool:
+            return delivered >= binding.revision or self._claims_current()
+
         try:
             wait_for(
                 lambda: self._record.high_water("claim"),
-                lambda delivered: delivered >= binding.revision,
+                caught_up,
                 timeout=max(0.0, binding.at + CATCH_UP_S - time.time()),
                 expected=f"the claim stream to deliver revision {binding.revision} within {CATCH_UP_S:g}s of {what} "
                 f"(namespace {self.namespace})",
@@ -221,6 +225,9 @@ class History:
         except WaitTimeout as exc:
             return str(exc)
         return None
+
+    def _claims_current(self) -> bool:
+        return claims_current(self._record, self.namespace)
 
     def wait(self, done: Callable[[History], T | None], *, timeout: float, expected: str) -> T:
         """Wait until `done(self)` returns something truthy (not None, False or an empty list) and return it. What the
@@ -265,3 +272,23 @@ def _identity(allocation: dict[str, Any]) -> tuple[Any, ...]:
     """What makes an allocation a new one: its timestamp and its devices (conditions change in status.devices)."""
     results = allocation.get("devices", {}).get("results") or []
     return allocation.get("allocationTimestamp"), tuple((r["pool"], r["device"]) for r in results)
+
+
+def claims_current(record: Recorder, namespace: str) -> bool:
+    """Whether the record holds every write of `namespace`'s claims up to now: a quorum list's resourceVersions are the
+    ones last recorded (deleted ones absent from both). Then nothing written before a binding is still in flight, also
+    where no claim is written after it and the claim stream's high water stays behind it (a scenario alone)."""
+    if record.cluster is None:
+        return False
+    try:
+        listed = record.cluster.resource.list_namespaced_resource_claim(namespace)
+    except Exception:  # the list cannot answer now: the stream's high water still can
+        return False
+    now = {c.metadata.name: int(c.metadata.resource_version or 0) for c in listed.items}
+    recorded: dict[str, int] = {}
+    for r in sorted(record.select(("claim",), namespace=namespace), key=lambda r: r.revision or 0):
+        if r.type == "DELETED":  # in revision order: the last write of each name wins
+            recorded.pop(r.name, None)
+        else:
+            recorded[r.name] = r.revision or 0
+    return now == recorded

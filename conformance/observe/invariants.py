@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -172,15 +172,7 @@ class InvariantWatcher:
             with self._lock:
                 return wanted - self._node_of.keys()
 
-        with contextlib.suppress(WaitTimeout):
-            wait_for(
-                unseen,
-                lambda missing: not missing,
-                timeout=timeout,
-                expected="every allocated copy seen in a slice of the record",
-                interval=EVALUATE_EVERY_S,
-                max_interval=EVALUATE_EVERY_S,
-            )
+        _poll(unseen, timeout, "every allocated copy seen in a slice of the record")
 
     def identity_of(self, pool: str, device: str) -> str | None:
         """The physical identity of a published copy, as last seen in any slice of the run (None: never shown)."""
@@ -472,15 +464,8 @@ class InvariantWatcher:
                 mine = [b for b in self._binds if namespaces is None or b.namespace in namespaces]
                 return any(time.time() < b.at + CATCH_UP_S for b in mine)
 
-        with contextlib.suppress(WaitTimeout, Cancelled):  # interrupted: judged with what was delivered
-            wait_for(
-                waiting,
-                lambda still: not still,
-                timeout=CATCH_UP_S,
-                expected="the claim stream to deliver up to the scenario's bindings",
-                interval=EVALUATE_EVERY_S,
-                max_interval=EVALUATE_EVERY_S,
-            )
+        # interrupted: judged with what was delivered
+        _poll(waiting, CATCH_UP_S, "the claim stream to deliver up to the scenario's bindings", Cancelled)
         self._check_binds(final=True, namespaces=namespaces)
 
     def since(self, start: float, namespaces: set[str], identities: set[str]) -> list[Violation]:
@@ -491,3 +476,16 @@ class InvariantWatcher:
             for v in list(self.violations)
             if v.at >= start and (v.namespaces & namespaces or v.identity in identities)
         ]
+
+
+def _poll(left: Callable[[], Any], timeout: float, expected: str, *quiet: type[BaseException]) -> None:
+    """Poll `left` every EVALUATE_EVERY_S until it returns nothing, at most `timeout`; then go on with what is."""
+    with contextlib.suppress(WaitTimeout, *quiet):
+        wait_for(
+            left,
+            lambda rest: not rest,
+            timeout=timeout,
+            expected=expected,
+            interval=EVALUATE_EVERY_S,
+            max_interval=EVALUATE_EVERY_S,
+        )

@@ -208,7 +208,7 @@ class History:
         so a cluster that writes no claim after a binding costs one wait, not one per reader."""
 
         def caught_up(delivered: int) -> bool:
-            return delivered >= binding.revision or self._claims_current()
+            return delivered >= binding.revision or claims_current(self._record, self.namespace)
 
         try:
             wait_for(
@@ -225,9 +225,6 @@ class History:
         except WaitTimeout as exc:
             return str(exc)
         return None
-
-    def _claims_current(self) -> bool:
-        return claims_current(self._record, self.namespace)
 
     def wait(self, done: Callable[[History], T | None], *, timeout: float, expected: str) -> T:
         """Wait until `done(self)` returns something truthy (not None, False or an empty list) and return it. What the
@@ -285,10 +282,5 @@ def claims_current(record: Recorder, namespace: str) -> bool:
     except Exception:  # the list cannot answer now: the stream's high water still can
         return False
     now = {c.metadata.name: int(c.metadata.resource_version or 0) for c in listed.items}
-    recorded: dict[str, int] = {}
-    for r in sorted(record.select(("claim",), namespace=namespace), key=lambda r: r.revision or 0):
-        if r.type == "DELETED":  # in revision order: the last write of each name wins
-            recorded.pop(r.name, None)
-        else:
-            recorded[r.name] = r.revision or 0
-    return now == recorded
+    latest = History(record, namespace).latest("claim")
+    return now == {name: int(obj["metadata"].get("resourceVersion") or 0) for name, obj in latest.items()}

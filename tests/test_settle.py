@@ -114,6 +114,7 @@ def test_the_time_the_scenario_held_the_detach_is_added_to_the_deadline() -> Non
     ctx = _ctx(probe, Script((0, ["entry-d1"])))
     seen = let_go(ctx, ["d1"], _identified(), time.monotonic(), deadline_s=0.2, down_s=0.6, interval=0.05)  # type: ignore[arg-type]
     assert seen.problem() == "", seen
+    assert ctx.measured["let_go_seconds"] == round(seen.after_s - 0.6, 3), "the held time is not the stack's"
     late = let_go(
         _ctx(Script((0, {"d1": (NODE, "attached")}), (0.6, {})), Script((0, ["entry-d1"]))),  # type: ignore[arg-type]
         ["d1"],

@@ -154,7 +154,9 @@ def let_go(
             max_interval=interval,
         )
         seen.after_s = round(met[0] - since, 3)
-        ctx.measure("let_go_seconds", seen.after_s)  # in the report's figures: how close to the promise each came
+        # In the report's figures: how close to the promise each came (the time the scenario held the detach back is
+        # not the stack's: a restart cell's let-go of 45 s with 30 s held is 15 s against the promise).
+        ctx.measure("let_go_seconds", round(seen.after_s - seen.down_s, 3))
     except WaitTimeout as exc:
         seen.last_seen = str(exc)
     return seen

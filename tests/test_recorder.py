@@ -95,6 +95,29 @@ def test_probe_answers_are_kept_in_order_of_sending_and_read_by_moment() -> None
     assert rec.latest() == (10.2, {"U0": ("n1", "attached")}, []), "the newest answer, from when it first showed"
 
 
+def _changes(rec: Recorder) -> list[tuple[float, str, str, list[str]]]:
+    return [(r.at, r.name, r.obj["state"], r.obj["previous"]) for r in rec.select(("probe",))]
+
+
+def test_an_answer_back_after_a_later_one_records_no_change_twice() -> None:
+    """Three answers in flight: the later one came back first and recorded the attach against the answer before both;
+    the earlier one, showing the same state, adds nothing (soak 2026-12-07 22:19: COST-2 counted two attaches)."""
+    rec = _recorder()
+    rec.add_sample(Sample(10.0, 10.05, {}))
+    rec.add_sample(Sample(10.2, 10.25, {"U0": ("n1", "attaching")}))
+    rec.add_sample(Sample(10.1, 10.3, {"U0": ("n1", "attaching")}))
+    assert _changes(rec) == [(10.2, "U0", "attaching", [])]
+
+
+def test_an_answer_back_late_with_a_state_between_records_the_way_there_and_back() -> None:
+    rec = _recorder()
+    rec.add_sample(Sample(10.0, 10.05, {}))
+    rec.add_sample(Sample(10.2, 10.25, {}))  # the attach failed between the answers: no change against 10.0
+    rec.add_sample(Sample(10.1, 10.3, {"F": ("n1", "attaching")}))
+    assert _changes(rec) == [(10.1, "F", "attaching", []), (10.2, "F", "free", ["n1", "attaching"])]
+    assert rec.failed_attaches() == {"F": ("n1", None)}
+
+
 def test_a_device_free_again_without_ever_being_attached_counts_as_a_failed_attach() -> None:
     rec = _recorder()
     rec.add_sample(Sample(1.0, 1.01, {}))

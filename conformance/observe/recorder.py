@@ -301,6 +301,7 @@ class Recorder:
         with self._cond:
             i = bisect.bisect_right(self._samples, sample.sent, key=lambda s: s.sent)
             previous = self._samples[i - 1] if i else None
+            later = self._samples[i] if i < len(self._samples) else None  # an answer sent after it, come back first
             # The same attachments (free counts) as the answer before: keep that one's, so the record grows with the
             # fabric's changes, not with time x attachments (1000 devices held for minutes: hundreds of MiB otherwise).
             if previous is not None and previous.states == sample.states:
@@ -312,26 +313,47 @@ class Recorder:
             self._samples.insert(i, sample)
             self._cond.notify_all()
         before = previous.states if previous else {}
+        prev_at = previous.sent if previous else None
         with self._lock:
             for device in sorted(set(sample.states) | set(before)):
                 old, new = before.get(device), sample.states.get(device)
-                if old != new:
-                    node, st = new or ((old or ("", ""))[0], "free")
-                    if sample.sent >= self._changed.get(device, 0.0):
-                        self._changed[device] = sample.sent
-                        if new is None and old is not None and old[1] == "attaching":
-                            self._failed[device] = (sample.sent, old[0])
-                        else:
-                            self._failed.pop(device, None)
-                    body = {
-                        "device": device,
-                        "node": node,
-                        "state": st,
-                        "previous": list(old or ()),
-                        # The change happened between the previous answer and this one: both moments are kept.
-                        "previousSampleAt": previous.sent if previous else None,
-                    }
-                    self._append("probe", "CHANGED", "", device, None, body, at=sample.sent)
+                if old == new:
+                    continue
+                if later is not None and later.states.get(device) == new:
+                    # Several answers are in flight: the later one came back first and recorded this very change
+                    # against the answer before both (recorded again, one attach counted twice: COST-2, soak
+                    # 2026-12-07 22:19).
+                    continue
+                self._change(device, old, new, sample.sent, prev_at)
+            if later is not None:
+                # The later answer, judged against the one before both, saw no change where this one shows one: the
+                # device went back between them (attaching, then free: a failed attach).
+                for device in sorted(set(sample.states) | set(later.states)):
+                    new, back = sample.states.get(device), later.states.get(device)
+                    if new != back and before.get(device) == back:
+                        self._change(device, new, back, later.sent, sample.sent)
+
+    def _change(
+        self, device: str, old: tuple[str, str] | None, new: tuple[str, str] | None, at: float, prev_at: float | None
+    ) -> None:
+        """Record one change of `device` seen in the answer sent at `at` (the one before it sent at `prev_at`). Called
+        with the lock held."""
+        node, st = new or ((old or ("", ""))[0], "free")
+        if at >= self._changed.get(device, 0.0):
+            self._changed[device] = at
+            if new is None and old is not None and old[1] == "attaching":
+                self._failed[device] = (at, old[0])
+            else:
+                self._failed.pop(device, None)
+        body = {
+            "device": device,
+            "node": node,
+            "state": st,
+            "previous": list(old or ()),
+            # The change happened between the previous answer and this one: both moments are kept.
+            "previousSampleAt": prev_at,
+        }
+        self._append("probe", "CHANGED", "", device, None, body, at=at)
 
     # -- reading: the API's side -----------------------------------------------------------------------------
     def select(

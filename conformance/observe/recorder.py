@@ -314,24 +314,19 @@ class Recorder:
             self._cond.notify_all()
         before = previous.states if previous else {}
         prev_at = previous.sent if previous else None
+        after = later.states if later is not None else {}
         with self._lock:
-            for device in sorted(set(sample.states) | set(before)):
+            for device in sorted(set(sample.states) | set(before) | set(after)):
                 old, new = before.get(device), sample.states.get(device)
-                if old == new:
-                    continue
-                if later is not None and later.states.get(device) == new:
-                    # Several answers are in flight: the later one came back first and recorded this very change
-                    # against the answer before both (recorded again, one attach counted twice: COST-2, soak
-                    # 2026-12-07 22:19).
-                    continue
-                self._change(device, old, new, sample.sent, prev_at)
-            if later is not None:
-                # The later answer, judged against the one before both, saw no change where this one shows one: the
-                # device went back between them (attaching, then free: a failed attach).
-                for device in sorted(set(sample.states) | set(later.states)):
-                    new, back = sample.states.get(device), later.states.get(device)
-                    if new != back and before.get(device) == back:
-                        self._change(device, new, back, later.sent, sample.sent)
+                # Several answers in flight: a later one that came back first was judged against the answer before
+                # both. What it already recorded is not recorded again (one attach counted twice: COST-2, soak
+                # 2026-12-07 22:19); where it saw no change but this one shows one, the device went there and back
+                # between them (attaching, then free: a failed attach).
+                back = after.get(device)
+                if old != new and (later is None or back != new):
+                    self._change(device, old, new, sample.sent, prev_at)
+                if later is not None and new != back and old == back:
+                    self._change(device, new, back, later.sent, sample.sent)
 
     def _change(
         self, device: str, old: tuple[str, str] | None, new: tuple[str, str] | None, at: float, prev_at: float | None

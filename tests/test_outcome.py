@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from conformance.observe.recorder import Sample
 from conformance.observe.views import Allocation, Binding
 from conformance.suite.implementation.outcome import Outcome, early_conditions
 
@@ -82,13 +83,24 @@ def test_the_node_local_copy_of_another_device_or_not_attached_fails() -> None:
 
 
 class _Probe:
-    """Answers as the fabric probe would at each moment (a fake)."""
+    """Answers as the fabric probe would, one every 0.5 s from t=0 (a fake): U1 attached on n1 in [attached_from,
+    leaving_from), detaching after."""
 
-    def __init__(self, attached_from: float) -> None:
-        self.attached_from = attached_from
+    def __init__(self, attached_from: float, leaving_from: float = 1e9) -> None:
+        self.answers = [
+            Sample(t, t + 0.05, {"U1": ("n1", _state(t, attached_from, leaving_from))})
+            for t in (k * 0.5 for k in range(40))
+        ]
+
+    def samples(self, since: float = 0.0) -> list[Sample]:
+        return [x for x in self.answers if x.sent >= since]
 
     def after(self, at: float) -> dict[str, tuple[str, str]]:
-        return {"U1": ("n1", "attached" if at >= self.attached_from else "attaching")}
+        return next(x.states for x in self.answers if x.sent >= at)
+
+
+def _state(t: float, attached_from: float, leaving_from: float) -> str:
+    return "attaching" if t < attached_from else "attached" if t < leaving_from else "detaching"
 
 
 def test_a_condition_true_before_the_attach_completed_is_early_also_for_a_count_entry() -> None:
@@ -103,3 +115,12 @@ def test_a_condition_true_before_the_attach_completed_is_early_also_for_a_count_
     seen = _outcome([entry, _alloc(6, "n1", "f1", fabric=False)])
     assert early_conditions(seen, _Probe(attached_from=4.0))  # type: ignore[arg-type]
     assert not early_conditions(seen, _Probe(attached_from=2.0))  # type: ignore[arg-type]
+
+
+def test_a_true_write_delivered_late_while_the_device_already_leaves_is_not_early() -> None:
+    """As IMP-3's run-wide clause (tests/test_order.py): attached in the answer just before the write's delivery and
+    detaching in the one after is the claim stream's lag (a stack that detaches at once), not an early condition;
+    attaching before it is still early."""
+    fabric = _alloc(1, "fabric", "f1", fabric=True, true_at={("fabric", "f1", READY): (2, 2.2)})
+    assert not early_conditions(_outcome([fabric]), _Probe(attached_from=1.0, leaving_from=2.5))  # type: ignore[arg-type]
+    assert early_conditions(_outcome([fabric]), _Probe(attached_from=3.0))  # type: ignore[arg-type]

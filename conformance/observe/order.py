@@ -198,26 +198,40 @@ def _early_copy(s: Step, when: str) -> str:
     )
 
 
-def attach_problem(s: Step, samples: list[Sample], sent: list[float] | None = None) -> str | None:
-    """Why the step's conditions were True before its device was attached to its node (the probe's first answer sent
-    after the write was delivered says otherwise), or None. `sent`: the answers' send times (bisected)."""
-    assert s.identity is not None and s.node is not None
-    i = bisect.bisect_left(sent if sent is not None else [x.sent for x in samples], s.at)
+def early_answer(
+    samples: list[Sample], at: float, identity: str, node: str, sent: list[float] | None = None
+) -> int | None:
+    """The index in `samples` of the probe's first answer sent after a condition write delivered at `at`, where that
+    answer says `identity` is NOT attached to `node` (the condition came first), or None: attached there, no answer
+    yet, or a late delivery. `sent`: the answers' send times (bisected). Shared by IMP-3's run-wide clause and the
+    scenarios' own check (outcome.early_conditions), so both judge one write alike."""
+    i = bisect.bisect_left(sent if sent is not None else [x.sent for x in samples], at)
     if i >= len(samples):
         return None
-    said = samples[i].states.get(s.identity)
-    if said == (s.node, "attached"):
+    said = samples[i].states.get(identity)
+    if said == (node, "attached"):
         return None
     before = samples[i - 1] if i else None
     if (
         before is not None
-        and s.at - before.received <= SKEW_S
-        and before.states.get(s.identity) == (s.node, "attached")
-        and said in (None, (s.node, "detaching"))
+        and at - before.received <= SKEW_S
+        and before.states.get(identity) == (node, "attached")
+        and said in (None, (node, "detaching"))
     ):
         # Attached in the answer before the write's delivery, leaving in the one after: the claim stream delivered
         # the write late (a pod bound on it and deleted at once, a stack that detaches at once), not early.
         return None
+    return i
+
+
+def attach_problem(s: Step, samples: list[Sample], sent: list[float] | None = None) -> str | None:
+    """Why the step's conditions were True before its device was attached to its node (the probe's first answer sent
+    after the write was delivered says otherwise), or None. `sent`: the answers' send times (bisected)."""
+    assert s.identity is not None and s.node is not None
+    i = early_answer(samples, s.at, s.identity, s.node, sent)
+    if i is None:
+        return None
+    said = samples[i].states.get(s.identity)
     later = next((x for x in samples[i:] if x.states.get(s.identity) == (s.node, "attached")), None)
     first = (
         f"attached on {s.node} first in the answer sent {stamp(later.sent)} ({later.sent - s.at:+.2f} s)"

@@ -20,10 +20,15 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from conformance.implementation.profile import Profile
+from conformance.observe.order import early_answer
 from conformance.observe.recorder import Recorder, States
 from conformance.observe.slices import BIND_SLACK_S
 from conformance.observe.views import Allocation, Binding, History
 from conformance.suite.implementation.context import Context
+
+# The probe answers before a condition's delivery read with it: the one that ends within SKEW_S of the delivery
+# (order.early_answer's late-delivery allowance) was sent well inside this.
+LOOKBACK_S = 10.0
 
 Path = Literal["fabric", "local", "none"]
 
@@ -268,7 +273,9 @@ def _identify_count_entries(ctx: Context, seen: Outcome, probe: Recorder) -> Non
 def early_conditions(seen: Outcome, probe: Recorder) -> list[str]:
     """IMP-3: every binding condition, and every condition that means `reschedule` (it says "attached, now
     reallocate"), seen True on a fabric allocation while the fabric did not yet say the device was attached to the
-    allocation's node. The probe answer compared is the first one sent after the watch delivered the condition."""
+    allocation's node. The probe answer compared is the first one sent after the watch delivered the condition, judged
+    as IMP-3's run-wide clause judges it (order.early_answer: a write delivered late while the device leaves is not
+    early)."""
     out = []
     final_ids = set(seen.final_identities()) if seen.path == "local" else set()
     for a in seen.allocations:
@@ -284,9 +291,10 @@ def early_conditions(seen: Outcome, probe: Recorder) -> list[str]:
                 if not candidates:
                     seen.unidentified.append(f"{pool}/{device}")
                     continue
-                states = probe.after(at)
+                states = probe.after(at)  # waits for the first answer sent after the delivery
+                answers = probe.samples(at - LOOKBACK_S)
                 seen.judged += 1
-                if not any(states.get(i) == (a.node, "attached") for i in candidates):
+                if all(early_answer(answers, at, i, a.node) is not None for i in candidates):
                     said = {i: states.get(i) for i in candidates}
                     out.append(f"{device}: {ctype} True while the fabric says {said}, allocation on {a.node}")
     return out
